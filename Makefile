@@ -1,0 +1,34 @@
+# epochq: `make demo` runs the engine on a local Kafka; `make test` runs the whole suite.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit integration jars bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+jars: $(STAMP)
+	$(BIN)/python -c "from engine.broker.fetch import ensure_jars; print('kafka jars:', ensure_jars())"
+
+test: jars
+	$(BIN)/python -m pytest -q
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+integration: jars
+	$(BIN)/python -m pytest -q tests/integration
+
+demo: jars
+	$(BIN)/python -m examples.demo
+
+bench: jars
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

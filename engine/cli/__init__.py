@@ -1,0 +1,1 @@
+"""The ``epochq`` command: parses, calls, prints. No logic of its own."""

@@ -1,0 +1,235 @@
+"""Typed commands and events: the Python face of the Avro contract in schemas/.
+
+Each body class is named exactly like its Avro record, so the codec maps a union branch to
+a class by name. Times are integer microseconds since the Unix epoch (UTC), the value
+Avro's ``timestamp-micros`` carries on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Union
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """A job's input or result: opaque bytes with their content type and schema version."""
+
+    data: bytes
+    content_type: str = "application/json"
+    schema_name: str = ""
+    schema_version: int = 1
+
+
+# --- commands: what services ask for -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitJob:
+    """Create a job."""
+
+    task_type: str
+    payload: Payload
+    priority: int = 5
+    run_at: int | None = None
+    idempotency_key: str | None = None
+    lane: str | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob:
+    """Cancel a job that has not started (or is waiting for a retry)."""
+
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDeadJob:
+    """Put a dead-lettered job back with a fresh attempt count."""
+
+    reason: str = ""
+    requested_by: str = ""
+
+
+CommandBody = Union[SubmitJob, CancelJob, ReplayDeadJob]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One record of ``<ns>.commands``."""
+
+    command_id: str
+    job_id: str
+    tenant_id: str
+    issued_at: int
+    body: CommandBody
+    correlation_id: str | None = None
+
+
+# --- events: what happened --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipClaimed:
+    partition: int
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobSubmitted:
+    task_type: str
+    payload: Payload
+    priority: int
+    lane: str
+    max_attempts: int
+    run_at: int | None = None
+    idempotency_key: str | None = None
+    command_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class JobRejected:
+    task_type: str
+    reason: str
+    detail: str = ""
+    depth: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DuplicateSubmitted:
+    idempotency_key: str
+    command_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobScheduled:
+    due_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobQueued:
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobStarted:
+    attempt: int
+    due_at: int
+    worker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSucceeded:
+    attempt: int
+    duration_us: int
+    result: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobFailed:
+    attempt: int
+    error_type: str
+    message: str
+    duration_us: int
+    traceback: str = ""
+    retryable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class JobRetryScheduled:
+    next_attempt: int
+    due_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobDeadLettered:
+    reason: str
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobCancelled:
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobReplayed:
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequeued:
+    previous_epoch: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRefused:
+    command: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandQuarantined:
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    raw: bytes
+
+
+EventBody = Union[
+    OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
+    JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
+    JobReplayed, JobRequeued, CommandRefused, CommandQuarantined,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One record of ``<ns>.events``: a body plus who wrote it, when, and under which epoch."""
+
+    event_id: str
+    job_id: str | None
+    tenant_id: str | None
+    epoch: int
+    owner: str
+    occurred_at: int
+    body: EventBody
+    causation_id: str | None = None
+    correlation_id: str | None = None
+
+    @property
+    def type(self) -> str:
+        """The body's Avro record name, e.g. ``JobSubmitted``."""
+        return type(self.body).__name__
+
+
+COMMAND_BODIES: dict[str, type] = {c.__name__: c for c in (SubmitJob, CancelJob, ReplayDeadJob)}
+EVENT_BODIES: dict[str, type] = {
+    c.__name__: c
+    for c in (
+        OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
+        JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
+        JobReplayed, JobRequeued, CommandRefused, CommandQuarantined,
+    )
+}
+
+
+# --- tenants: compacted configuration -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TenantConfig:
+    """One record of the compacted ``<ns>.tenants`` topic: a tenant's weight, quota and product."""
+
+    tenant_id: str
+    updated_at: int
+    weight: float = 1.0
+    max_queued: int | None = None
+    product: str | None = None

@@ -1,0 +1,1 @@
+"""Pure scheduling logic: no Kafka, no RocksDB, no clock. Time is always an argument."""

@@ -1,0 +1,244 @@
+"""What should happen next for one job: ``decide(job, input, ctx) -> [Emit]``. Pure.
+
+The engine loop calls decide with the job as the projection (plus its overlay of
+not-yet-read-back events) knows it, writes the returned events, and acts only on
+what it has written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import singledispatch
+
+from engine.contract import messages as m
+from engine.domain.jobs import JobView
+from engine.domain.lanes import lane_for
+from engine.domain.lifecycle import JobState, Trigger, allows
+from engine.domain.retry import RetryPolicy, backoff_us, should_retry
+from engine.errors import ValidationError
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """What decide must know of a task type: its retry policy and pinned lane."""
+
+    retry: RetryPolicy = RetryPolicy()
+    lane: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecideContext:
+    """Everything decide may depend on besides the job: time, limits, task policies."""
+
+    now: int
+    epoch: int = 0
+    max_payload_bytes: int = 512 * 1024
+    tasks: Mapping[str, TaskPolicy] | None = None  # None: accept any task type
+    default_policy: TaskPolicy = TaskPolicy()
+
+    def policy(self, task_type: str) -> TaskPolicy:
+        """The task type's policy, or the default one."""
+        if self.tasks is None:
+            return self.default_policy
+        return self.tasks.get(task_type, self.default_policy)
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    """One event decide wants written, before the engine adds id, epoch, owner and time."""
+
+    job_id: str | None
+    tenant_id: str | None
+    body: m.EventBody
+
+
+# --- inputs that are not commands --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInput:
+    """A command read from partition p of ``<ns>.commands`` at ``offset``."""
+
+    command: m.Command
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """The job's due time has come (a delay or a retry backoff ended)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartAttempt:
+    """The executor has a free slot for this queued job."""
+
+    job_id: str
+    worker: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFinished:
+    """A handler returned (or raised) for ``attempt`` of the job."""
+
+    job_id: str
+    attempt: int
+    kind: str  # succeeded | failed | invalid
+    duration_us: int
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    retryable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueOrphan:
+    """The job was found running under an older epoch when this owner claimed the partition."""
+
+    job_id: str
+
+
+Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan
+
+
+def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit]:
+    """The events that ``given`` causes for ``job`` (None: the job does not exist yet)."""
+    return _decide(given, job, ctx)
+
+
+@singledispatch
+def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    raise TypeError(f"decide has no rule for {type(given).__name__}")
+
+
+@_decide.register
+def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    return _command(given.command.body, given, job, ctx)
+
+
+@singledispatch
+def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    raise TypeError(f"decide has no rule for command {type(body).__name__}")
+
+
+@_command.register
+def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    cmd = given.command
+    if job is not None:
+        return [_existing(body, cmd, job)]
+    try:
+        submitted = _admit(body, given, ctx)
+    except ValidationError as e:
+        reason, _, detail = str(e).partition(": ")
+        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRejected(body.task_type, reason, detail))]
+    first = Emit(cmd.job_id, cmd.tenant_id, submitted)
+    if body.run_at is not None and body.run_at > ctx.now:
+        return [first, Emit(cmd.job_id, cmd.tenant_id, m.JobScheduled(body.run_at))]
+    return [first, Emit(cmd.job_id, cmd.tenant_id, m.JobQueued("submitted"))]
+
+
+def _existing(body: m.SubmitJob, cmd: m.Command, job: JobView) -> Emit:
+    if body.idempotency_key is not None and body.idempotency_key == job.idempotency_key:
+        return Emit(cmd.job_id, cmd.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
+    refusal = m.CommandRefused("SubmitJob", job.state.value, "a job with this id already exists")
+    return Emit(cmd.job_id, cmd.tenant_id, refusal)
+
+
+def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobSubmitted:
+    """The JobSubmitted for an acceptable SubmitJob; ValidationError('reason: detail') if not."""
+    if ctx.tasks is not None and body.task_type not in ctx.tasks:
+        raise ValidationError(f"unknown_task_type: no handler is registered for task type {body.task_type!r}")
+    size = len(body.payload.data)
+    if size > ctx.max_payload_bytes:
+        raise ValidationError(f"payload_too_large: payload is {size} bytes; the limit is {ctx.max_payload_bytes}")
+    if not 0 <= body.priority <= 9:
+        raise ValidationError(f"invalid_priority: priority must be 0-9, got {body.priority}")
+    if not given.command.tenant_id:
+        raise ValidationError("invalid_tenant: tenant_id must not be empty")
+    policy = ctx.policy(body.task_type)
+    try:
+        lane = lane_for(body.priority, body.lane, policy.lane)
+    except ValidationError as e:
+        raise ValidationError(f"invalid_lane: {e}") from None
+    attempts = body.max_attempts if body.max_attempts is not None else policy.retry.max_attempts
+    if attempts < 1:
+        raise ValidationError(f"invalid_max_attempts: max_attempts must be >= 1, got {attempts}")
+    return m.JobSubmitted(
+        task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
+        max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
+        command_offset=given.offset,
+    )
+
+
+@_command.register
+def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    cmd = given.command
+    refused = _refusal("CancelJob", job, Trigger.CANCEL)
+    event = refused or m.JobCancelled(body.reason, body.requested_by)
+    return [Emit(cmd.job_id, cmd.tenant_id, event)]
+
+
+@_command.register
+def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    cmd = given.command
+    refused = _refusal("ReplayDeadJob", job, Trigger.REPLAY)
+    event = refused or m.JobReplayed(body.reason, body.requested_by)
+    return [Emit(cmd.job_id, job.tenant_id if job else cmd.tenant_id, event)]
+
+
+def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRefused | None:
+    if job is None:
+        return m.CommandRefused(command, "unknown", "no job with this id")
+    if allows(job.state, trigger):
+        return None
+    return m.CommandRefused(command, job.state.value, f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+
+
+@_decide.register
+def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state not in (JobState.SCHEDULED, JobState.RETRYING):
+        return []
+    if job.due_at is not None and job.due_at > ctx.now:
+        return []
+    cause = "due" if job.state is JobState.SCHEDULED else "retry_due"
+    return [Emit(job.job_id, job.tenant_id, m.JobQueued(cause))]
+
+
+@_decide.register
+def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state is not JobState.QUEUED:
+        return []
+    due = job.due_at if job.due_at is not None else job.submitted_at
+    return [Emit(job.job_id, job.tenant_id, m.JobStarted(job.attempt + 1, due, given.worker))]
+
+
+@_decide.register
+def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt:
+        return []
+    emit = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
+    if given.kind == "succeeded":
+        return [emit(m.JobSucceeded(given.attempt, given.duration_us, given.result))]
+    retryable = given.retryable and given.kind != "invalid"
+    failed = m.JobFailed(given.attempt, given.error_type, given.message, given.duration_us,
+                         given.traceback, retryable)
+    return [emit(failed), emit(_after_failure(job, given, retryable, ctx))]
+
+
+def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: DecideContext) -> m.EventBody:
+    if should_retry(job.max_attempts, given.attempt, retryable):
+        delay = backoff_us(ctx.policy(job.task_type).retry, given.attempt, job.job_id)
+        return m.JobRetryScheduled(given.attempt + 1, ctx.now + delay)
+    reason = "validation_failed" if given.kind == "invalid" else (
+        "not_retryable" if not retryable else "max_attempts_exhausted")
+    return m.JobDeadLettered(reason, given.attempt)
+
+
+@_decide.register
+def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state is not JobState.RUNNING or job.epoch >= ctx.epoch:
+        return []
+    return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]

@@ -1,0 +1,150 @@
+"""A job as the projection knows it, and how each event changes it (evolve). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import singledispatch
+
+from engine.contract import messages as m
+from engine.domain.lifecycle import JobState, Trigger, next_state
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One failed attempt, kept for the dead-letter queue and history."""
+
+    attempt: int
+    error_type: str
+    message: str
+    traceback: str
+    duration_us: int
+    failed_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """The current state of one job: the source of truth for decide, folded from its events."""
+
+    job_id: str
+    tenant_id: str
+    task_type: str
+    state: JobState
+    priority: int
+    lane: str
+    max_attempts: int
+    payload: m.Payload
+    submitted_at: int
+    updated_at: int
+    epoch: int
+    idempotency_key: str | None = None
+    attempt: int = 0
+    due_at: int | None = None
+    queued_at: int | None = None
+    started_at: int | None = None
+    finished_at: int | None = None
+    result: bytes | None = None
+    errors: tuple[AttemptError, ...] = ()
+    dead_reason: str = ""
+    replays: int = 0
+
+
+TRIGGERS: dict[type, Trigger] = {
+    m.JobSubmitted: Trigger.SUBMIT,
+    m.JobScheduled: Trigger.SCHEDULE,
+    m.JobStarted: Trigger.START,
+    m.JobSucceeded: Trigger.SUCCEED,
+    m.JobFailed: Trigger.FAIL,
+    m.JobRetryScheduled: Trigger.RETRY,
+    m.JobDeadLettered: Trigger.DEAD_LETTER,
+    m.JobCancelled: Trigger.CANCEL,
+    m.JobReplayed: Trigger.REPLAY,
+    m.JobRequeued: Trigger.REQUEUE,
+}
+
+
+def trigger_of(body: m.EventBody) -> Trigger | None:
+    """The lifecycle trigger an event body records, or None if it changes no job state."""
+    if isinstance(body, m.JobQueued):
+        return Trigger.ENQUEUE if body.cause == "submitted" else Trigger.DUE
+    return TRIGGERS.get(type(body))
+
+
+def evolve(job: JobView | None, event: m.Event) -> JobView | None:
+    """The job after ``event``; raises InvalidTransitionError if the lifecycle forbids it."""
+    trigger = trigger_of(event.body)
+    if trigger is None:
+        return job
+    state = next_state(job.state if job else None, trigger)
+    if job is None:
+        return _created(event, state)
+    changed = _apply(event.body, job, event.occurred_at)
+    return replace(changed, state=state, updated_at=event.occurred_at, epoch=event.epoch)
+
+
+def _created(event: m.Event, state: JobState) -> JobView:
+    body = event.body
+    assert isinstance(body, m.JobSubmitted)
+    return JobView(
+        job_id=event.job_id or "", tenant_id=event.tenant_id or "", task_type=body.task_type,
+        state=state, priority=body.priority, lane=body.lane, max_attempts=body.max_attempts,
+        payload=body.payload, submitted_at=event.occurred_at, updated_at=event.occurred_at,
+        epoch=event.epoch, idempotency_key=body.idempotency_key, due_at=body.run_at,
+    )
+
+
+@singledispatch
+def _apply(body: object, job: JobView, at: int) -> JobView:
+    return job
+
+
+@_apply.register
+def _(body: m.JobScheduled, job: JobView, at: int) -> JobView:
+    return replace(job, due_at=body.due_at)
+
+
+@_apply.register
+def _(body: m.JobQueued, job: JobView, at: int) -> JobView:
+    due = job.due_at if job.due_at is not None else at
+    return replace(job, queued_at=at, due_at=due)
+
+
+@_apply.register
+def _(body: m.JobStarted, job: JobView, at: int) -> JobView:
+    return replace(job, attempt=body.attempt, started_at=at, queued_at=None)
+
+
+@_apply.register
+def _(body: m.JobSucceeded, job: JobView, at: int) -> JobView:
+    return replace(job, result=body.result, finished_at=at, due_at=None)
+
+
+@_apply.register
+def _(body: m.JobFailed, job: JobView, at: int) -> JobView:
+    error = AttemptError(body.attempt, body.error_type, body.message, body.traceback, body.duration_us, at)
+    return replace(job, errors=job.errors + (error,))
+
+
+@_apply.register
+def _(body: m.JobRetryScheduled, job: JobView, at: int) -> JobView:
+    return replace(job, due_at=body.due_at)
+
+
+@_apply.register
+def _(body: m.JobDeadLettered, job: JobView, at: int) -> JobView:
+    return replace(job, dead_reason=body.reason, finished_at=at, due_at=None)
+
+
+@_apply.register
+def _(body: m.JobCancelled, job: JobView, at: int) -> JobView:
+    return replace(job, finished_at=at, due_at=None)
+
+
+@_apply.register
+def _(body: m.JobReplayed, job: JobView, at: int) -> JobView:
+    return replace(job, attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None,
+                   queued_at=at, due_at=at)
+
+
+@_apply.register
+def _(body: m.JobRequeued, job: JobView, at: int) -> JobView:
+    return replace(job, queued_at=at, due_at=at)

@@ -1,0 +1,77 @@
+"""The job lifecycle: every state, every trigger, and the one table of allowed transitions."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from engine.errors import InvalidTransitionError
+
+
+class JobState(StrEnum):
+    """Where a job is in its life. ``completed``, ``dead`` and ``cancelled`` are final
+    (a dead job can still be replayed by an operator)."""
+
+    PENDING = "pending"
+    SCHEDULED = "scheduled"
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+class Trigger(StrEnum):
+    """What moves a job from one state to the next; each has exactly one event type."""
+
+    SUBMIT = "submit"              # JobSubmitted
+    SCHEDULE = "schedule"          # JobScheduled
+    ENQUEUE = "enqueue"            # JobQueued(cause=submitted)
+    DUE = "due"                    # JobQueued(cause=due|retry_due): a timer fired
+    START = "start"                # JobStarted
+    SUCCEED = "succeed"            # JobSucceeded
+    FAIL = "fail"                  # JobFailed
+    RETRY = "retry"                # JobRetryScheduled
+    DEAD_LETTER = "dead_letter"    # JobDeadLettered
+    CANCEL = "cancel"              # JobCancelled
+    REPLAY = "replay"              # JobReplayed
+    REQUEUE = "requeue"            # JobRequeued: running under an older epoch
+
+
+S, T = JobState, Trigger
+NEW = None
+
+TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
+    (NEW, T.SUBMIT): S.PENDING,
+    (S.PENDING, T.SCHEDULE): S.SCHEDULED,
+    (S.PENDING, T.ENQUEUE): S.QUEUED,
+    (S.SCHEDULED, T.DUE): S.QUEUED,
+    (S.RETRYING, T.DUE): S.QUEUED,
+    (S.QUEUED, T.START): S.RUNNING,
+    (S.RUNNING, T.SUCCEED): S.COMPLETED,
+    (S.RUNNING, T.FAIL): S.FAILED,
+    (S.RUNNING, T.REQUEUE): S.QUEUED,
+    (S.FAILED, T.RETRY): S.RETRYING,
+    (S.FAILED, T.DEAD_LETTER): S.DEAD,
+    (S.PENDING, T.CANCEL): S.CANCELLED,
+    (S.SCHEDULED, T.CANCEL): S.CANCELLED,
+    (S.QUEUED, T.CANCEL): S.CANCELLED,
+    (S.RETRYING, T.CANCEL): S.CANCELLED,
+    (S.DEAD, T.REPLAY): S.QUEUED,
+}
+
+FINAL_STATES = frozenset({S.COMPLETED, S.DEAD, S.CANCELLED})
+
+
+def next_state(state: JobState | None, trigger: Trigger) -> JobState:
+    """The state after ``trigger`` fires in ``state``; refuses a transition the table lacks."""
+    try:
+        return TRANSITIONS[(state, trigger)]
+    except KeyError:
+        raise InvalidTransitionError(state.value if state else "new", trigger.value) from None
+
+
+def allows(state: JobState | None, trigger: Trigger) -> bool:
+    """Whether the table has a transition for ``trigger`` in ``state``."""
+    return (state, trigger) in TRANSITIONS

@@ -1,0 +1,70 @@
+"""The error tree of epochq, grouped by what the caller does about each error.
+
+- ``ConfigError``: a setting is wrong; fix it and start again.
+- ``DecodeError``: a record is not a known single-object Avro record; quarantine it.
+- ``ValidationError``: input is wrong for good; dead-letter it, never retry.
+- ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
+- ``FencedError``: a newer owner took the partition; drop its state and hand it over.
+- ``ProjectionCorruptedError``: a store is unusable; wipe it and rebuild from the log.
+- ``TopicMismatchError``: the topics on the broker contradict the contract; refuse to start.
+- ``BrokerError``: the local broker could not be fetched, started or reached.
+- ``KafkaUnavailableError``: the cluster did not answer in time; retry later.
+"""
+
+from __future__ import annotations
+
+
+class EpochqError(Exception):
+    """Base of every error epochq raises on purpose."""
+
+
+class ConfigError(EpochqError):
+    """A setting is missing or invalid; the message names the setting."""
+
+
+class DecodeError(EpochqError):
+    """Bytes that are not a known single-object Avro record, located in the log."""
+
+    def __init__(self, reason: str, topic: str = "?", partition: int = -1, offset: int = -1):
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(f"cannot decode {topic}[{partition}]@{offset}: {reason}")
+
+    def located(self, topic: str, partition: int, offset: int) -> DecodeError:
+        """The same error, now naming where in the log the record sits."""
+        return DecodeError(self.reason, topic, partition, offset)
+
+
+class ValidationError(EpochqError):
+    """Input that can never succeed as it is (bad payload, bad field); not retried."""
+
+
+class InvalidTransitionError(EpochqError):
+    """A trigger that the job's current state does not allow."""
+
+    def __init__(self, state: str, trigger: str):
+        self.state = state
+        self.trigger = trigger
+        super().__init__(f"invalid transition: trigger {trigger!r} is not allowed in state {state!r}")
+
+
+class FencedError(EpochqError):
+    """A newer owner holds the partition; this instance must stop writing for it."""
+
+
+class ProjectionCorruptedError(EpochqError):
+    """A projection store cannot be trusted (e.g. data without an applied offset)."""
+
+
+class TopicMismatchError(EpochqError):
+    """Existing topics disagree with what epochq needs (partition counts, cleanup policy)."""
+
+
+class BrokerError(EpochqError):
+    """The local Apache Kafka broker could not be fetched, started, stopped or reached."""
+
+
+class KafkaUnavailableError(EpochqError):
+    """The Kafka cluster did not answer within the timeout."""

@@ -1,0 +1,129 @@
+"""The three topics of a namespace: created once, checked on every start, never silently fixed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+
+from engine.config import Settings
+from engine.errors import KafkaUnavailableError, TopicMismatchError
+
+EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
+TENANTS_CONFIG = {"cleanup.policy": "compact"}
+TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """What the broker says about one topic."""
+
+    name: str
+    partitions: int
+    replication: int
+    config: dict[str, str]
+
+
+def admin_for(settings: Settings) -> AdminClient:
+    """An AdminClient for the configured cluster."""
+    return AdminClient({"bootstrap.servers": settings.require_bootstrap()})
+
+
+def wanted_topics(settings: Settings, partitions: int, replication: int) -> list[NewTopic]:
+    """The topics a namespace needs, with their configs."""
+    specs = [
+        (settings.commands_topic, partitions, COMMANDS_CONFIG),
+        (settings.events_topic, partitions, EVENTS_CONFIG),
+        (settings.tenants_topic, 1, TENANTS_CONFIG),
+    ]
+    return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
+
+
+def ensure_topics(settings: Settings, partitions: int = 6, replication: int = 1) -> list[TopicInfo]:
+    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict."""
+    admin = admin_for(settings)
+    existing = _list(admin)
+    missing = [t for t in wanted_topics(settings, partitions, replication) if t.topic not in existing]
+    if missing:
+        _create(admin, missing)
+    infos = describe_topics(settings, admin)
+    check_topics(settings, infos)
+    return infos
+
+
+def _list(admin: AdminClient) -> set[str]:
+    try:
+        return set(admin.list_topics(timeout=TIMEOUT_S).topics)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot list topics: {e}") from e
+
+
+def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
+    for name, future in admin.create_topics(topics, request_timeout=TIMEOUT_S).items():
+        try:
+            future.result()
+        except KafkaException as e:
+            if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                raise KafkaUnavailableError(f"cannot create topic {name}: {e}") from e
+
+
+def describe_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicInfo]:
+    """Partition counts, replication and the relevant configs of the namespace's topics."""
+    admin = admin or admin_for(settings)
+    names = [settings.commands_topic, settings.events_topic, settings.tenants_topic]
+    meta = admin.list_topics(timeout=TIMEOUT_S).topics
+    present = [n for n in names if n in meta]
+    configs = _configs(admin, present)
+    return [_info(n, meta[n], configs[n]) for n in present]
+
+
+def _info(name: str, meta: object, config: dict[str, str]) -> TopicInfo:
+    parts = meta.partitions  # type: ignore[attr-defined]
+    replication = min((len(p.replicas) for p in parts.values()), default=0)
+    return TopicInfo(name, len(parts), replication, config)
+
+
+def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
+    out: dict[str, dict[str, str]] = {}
+    for res, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
+        entries = future.result()
+        keep = ("cleanup.policy", "retention.ms", "min.insync.replicas")
+        out[res.name] = {k: entries[k].value for k in keep if k in entries}
+    return out
+
+
+def check_topics(settings: Settings, infos: list[TopicInfo]) -> None:
+    """Refuse topics that break the contract; name the topic and what is wrong."""
+    by_name = {i.name: i for i in infos}
+    problems = [f"topic {n} is missing" for n in _names(settings) if n not in by_name]
+    commands, events = by_name.get(settings.commands_topic), by_name.get(settings.events_topic)
+    if commands and events and commands.partitions != events.partitions:
+        problems.append(
+            f"{commands.name} has {commands.partitions} partitions but {events.name} has "
+            f"{events.partitions}: they must be co-partitioned (same count)"
+        )
+    if events and "compact" in events.config.get("cleanup.policy", ""):
+        problems.append(f"{events.name} is compacted; the event history must use cleanup.policy=delete")
+    if events and events.config.get("retention.ms") not in ("-1", None):
+        problems.append(f"{events.name} has retention.ms={events.config['retention.ms']}; it must be -1 (forever)")
+    tenants = by_name.get(settings.tenants_topic)
+    if tenants and "compact" not in tenants.config.get("cleanup.policy", ""):
+        problems.append(f"{tenants.name} must be compacted (cleanup.policy=compact)")
+    if problems:
+        raise TopicMismatchError("; ".join(problems) + ". epochq refuses to start; fix the topics by hand.")
+
+
+def _names(settings: Settings) -> list[str]:
+    return [settings.commands_topic, settings.events_topic, settings.tenants_topic]
+
+
+def partition_count(settings: Settings, admin: AdminClient | None = None) -> int:
+    """The partition count of the events topic (equal to the commands topic's)."""
+    admin = admin or admin_for(settings)
+    meta = admin.list_topics(settings.events_topic, timeout=TIMEOUT_S).topics[settings.events_topic]
+    if meta.error is not None:
+        raise TopicMismatchError(f"topic {settings.events_topic} is missing: run `epochq topics ensure`")
+    return len(meta.partitions)

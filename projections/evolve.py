@@ -1,0 +1,76 @@
+"""The fold: one event read back from the log becomes changes to the partition's views.
+
+Fencing rule: an event counts only if its epoch equals the epoch of the newest
+``OwnershipClaimed`` before it in the log. Anything else was written by a zombie (or
+by nobody who owned the partition) and is recorded in history as fenced, changing nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.contract import messages as m
+from engine.domain.jobs import JobView, evolve
+from engine.errors import InvalidTransitionError
+from projections.batch import Batch
+from projections.views import keys as k
+from projections.views.indexes import index_changes
+from projections.views.jobs import encode_job, read_job
+
+APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
+
+
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """What folding one event did: its verdict and the job before and after."""
+
+    status: str
+    before: JobView | None = None
+    after: JobView | None = None
+
+
+def current_epoch(reader: Batch) -> int:
+    """The epoch of the newest ownership claim folded so far (0 before any)."""
+    raw = reader.get(k.EPOCH)
+    return int(raw) if raw is not None else 0
+
+
+def fold(batch: Batch, event: m.Event, offset: int) -> Folded:
+    """Apply ``event`` (at ``offset`` in the events partition) to ``batch``."""
+    batch.last_offset = offset
+    if isinstance(event.body, m.OwnershipClaimed):
+        return _claim(batch, event, offset)
+    if event.epoch != current_epoch(batch):
+        result = Folded(FENCED)
+    elif isinstance(event.body, m.CommandQuarantined):
+        batch.put(k.QUARANTINE + k.num(offset), event.body.error.encode())
+        result = Folded(APPLIED)
+    else:
+        result = _job_event(batch, event)
+    if event.job_id:
+        batch.put(k.history_key(event.job_id, offset), result.status.encode())
+    return result
+
+
+def _claim(batch: Batch, event: m.Event, offset: int) -> Folded:
+    if event.epoch <= current_epoch(batch):
+        return Folded(FENCED)
+    batch.put(k.EPOCH, b"%d" % event.epoch)
+    batch.put(k.OWNER, event.owner.encode())
+    batch.put(k.CLAIMS + k.num(event.epoch), event.owner.encode() + b"\x00%d" % offset)
+    return Folded(APPLIED)
+
+
+def _job_event(batch: Batch, event: m.Event) -> Folded:
+    if not event.job_id:
+        return Folded(IGNORED)
+    before = read_job(batch, event.job_id)
+    try:
+        after = evolve(before, event)
+    except InvalidTransitionError:
+        return Folded(IGNORED, before, before)
+    if after is not before:
+        for key, value in index_changes(before, after).items():
+            batch.changes[key] = value
+        batch.put(k.job_key(event.job_id), encode_job(after))  # type: ignore[arg-type]
+    return Folded(APPLIED, before, after)

@@ -1,0 +1,96 @@
+"""One partition's RocksDB store: the folded state and the offset it reflects, written together."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch
+
+from engine.errors import ProjectionCorruptedError
+
+OFFSET_KEY = b"m:offset"
+
+
+def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
+    """Where partition ``partition`` of ``namespace`` keeps its projection."""
+    return Path(state_dir) / namespace / f"p{partition:04d}"
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    return opts
+
+
+class ProjectionStore:
+    """The RocksDB store of one partition; every commit carries the applied log offset."""
+
+    def __init__(self, path: Path, read_only: bool = False):
+        self.path = Path(path)
+        self.read_only = read_only
+        if read_only and not self.path.exists():
+            raise ProjectionCorruptedError(f"no projection at {self.path}: run `epochq projections rebuild`")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        access = AccessType.read_only() if read_only else AccessType.read_write()
+        self._db = Rdict(str(self.path), _options(), access_type=access)
+
+    def applied_offset(self) -> int:
+        """The offset of the last event folded into this store, or -1 if none."""
+        raw = self._db.get(OFFSET_KEY)
+        return -1 if raw is None else int(raw)
+
+    def check(self) -> None:
+        """Raise ProjectionCorruptedError if the store holds data but no applied offset."""
+        if self.applied_offset() < 0 and next(iter(self._db.keys()), None) is not None:
+            raise ProjectionCorruptedError(f"{self.path} holds data but no applied offset")
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value under ``key``, or None."""
+        return self._db.get(key)
+
+    def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """Key-value pairs whose key starts with ``prefix``, in key order, from ``start``."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(_successor(prefix))
+        yield from self._db.items(from_key=start or prefix, read_opt=opts)
+
+    def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
+        """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in changes.items():
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        batch.put(OFFSET_KEY, str(offset).encode())
+        self._db.write(batch)
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every key-value pair, in key order (for verify)."""
+        yield from self._db.items()
+
+    def close(self) -> None:
+        """Release the RocksDB handle."""
+        self._db.close()
+
+    def wipe(self) -> None:
+        """Close and delete the store, so it can be rebuilt from offset 0."""
+        self.close()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _successor(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix and prefix[-1] < 255 else prefix + b"\xff"
+
+
+def open_store(path: Path) -> ProjectionStore:
+    """Open a store for writing; a corrupted one (data, no offset) is wiped and reopened empty."""
+    store = ProjectionStore(path)
+    try:
+        store.check()
+    except ProjectionCorruptedError:
+        store.wipe()
+        store = ProjectionStore(path)
+    return store

@@ -1,0 +1,38 @@
+"""The index entries a job record implies: ready queue, due index, running, dead, idempotency.
+
+Each index is a pure function of the job record, so the fold keeps them right by deleting
+the keys the old record implied and adding the ones the new record implies.
+"""
+
+from __future__ import annotations
+
+from engine.domain.jobs import JobView
+from engine.domain.lifecycle import JobState
+from projections.views import keys as k
+
+
+def index_entries(job: JobView | None) -> dict[bytes, bytes]:
+    """Every index key (with its value) that ``job`` implies."""
+    if job is None:
+        return {}
+    jid = job.job_id.encode()
+    out: dict[bytes, bytes] = {}
+    if job.idempotency_key is not None:
+        out[k.idempotency_key(job.tenant_id, job.idempotency_key)] = jid
+    if job.state is JobState.QUEUED:
+        out[k.ready_key(job.lane, job.priority, job.queued_at or 0, job.job_id)] = jid
+    elif job.state in (JobState.SCHEDULED, JobState.RETRYING) and job.due_at is not None:
+        out[k.due_key(job.due_at, job.job_id)] = jid
+    elif job.state is JobState.RUNNING:
+        out[k.running_key(job.job_id)] = b"%d" % job.epoch
+    elif job.state is JobState.DEAD:
+        out[k.dead_key(job.finished_at or 0, job.job_id)] = jid
+    return out
+
+
+def index_changes(before: JobView | None, after: JobView | None) -> dict[bytes, bytes | None]:
+    """Puts and deletes (None) that move the indexes from ``before`` to ``after``."""
+    old, new = index_entries(before), index_entries(after)
+    changes: dict[bytes, bytes | None] = {key: None for key in old if key not in new}
+    changes.update({key: v for key, v in new.items() if old.get(key) != v})
+    return changes

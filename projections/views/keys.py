@@ -1,0 +1,70 @@
+"""Key layout of a partition store. Every view is a key prefix; numbers are zero-padded."""
+
+from __future__ import annotations
+
+JOB = b"j:"          # j:<job_id> -> job record
+READY = b"r:"        # r:<lane>:<9-priority>:<queued_at>:<job_id> -> job_id
+DUE = b"d:"          # d:<due_at>:<job_id> -> job_id
+RUNNING = b"u:"      # u:<job_id> -> epoch
+DEAD = b"x:"         # x:<dead_at>:<job_id> -> job_id
+IDEMPOTENCY = b"i:"  # i:<tenant>\x1f<key> -> job_id
+HISTORY = b"h:"      # h:<job_id>\x00<offset> -> status of the event at that offset
+CLAIMS = b"c:"       # c:<epoch> -> owner\x00offset
+QUARANTINE = b"q:"   # q:<offset> -> error
+EPOCH = b"m:epoch"   # the newest claim's epoch
+OWNER = b"m:owner"   # the newest claim's owner
+
+
+def num(value: int) -> bytes:
+    """A non-negative integer padded so byte order equals numeric order."""
+    return b"%020d" % value
+
+
+def job_key(job_id: str) -> bytes:
+    """The key of a job record."""
+    return JOB + job_id.encode()
+
+
+def ready_key(lane: str, priority: int, queued_at: int, job_id: str) -> bytes:
+    """A ready-queue entry: per lane, highest priority first, then arrival."""
+    return b"%s%s:%d:%s:%s" % (READY, lane.encode(), 9 - priority, num(queued_at), job_id.encode())
+
+
+def ready_prefix(lane: str) -> bytes:
+    """The prefix of one lane's ready queue."""
+    return READY + lane.encode() + b":"
+
+
+def due_key(due_at: int, job_id: str) -> bytes:
+    """A due-time index entry."""
+    return DUE + num(due_at) + b":" + job_id.encode()
+
+
+def running_key(job_id: str) -> bytes:
+    """A running-jobs entry."""
+    return RUNNING + job_id.encode()
+
+
+def dead_key(dead_at: int, job_id: str) -> bytes:
+    """A dead-letter queue entry, oldest first."""
+    return DEAD + num(dead_at) + b":" + job_id.encode()
+
+
+def idempotency_key(tenant: str, key: str) -> bytes:
+    """The idempotency entry of (tenant, key)."""
+    return IDEMPOTENCY + tenant.encode() + b"\x1f" + key.encode()
+
+
+def history_prefix(job_id: str) -> bytes:
+    """The prefix of one job's history entries."""
+    return HISTORY + job_id.encode() + b"\x00"
+
+
+def history_key(job_id: str, offset: int) -> bytes:
+    """The history entry of the job's event at ``offset``."""
+    return history_prefix(job_id) + num(offset)
+
+
+def offset_of(key: bytes) -> int:
+    """The offset a history or quarantine key ends with."""
+    return int(key[-20:])

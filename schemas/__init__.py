@@ -1,0 +1,1 @@
+"""The Avro contract: every shipped schema version, schemas/vN/<subject>.avsc, kept forever."""

@@ -1,0 +1,117 @@
+"""decide: admission, timers, attempts, retries, dead letters, refusals. No broker, no clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.contract import messages as m
+from engine.domain.decide import (
+    AttemptFinished, CommandInput, DecideContext, RequeueOrphan, StartAttempt, TaskPolicy, TimerFired,
+    decide,
+)
+from engine.domain.jobs import JobView, evolve
+from engine.domain.lifecycle import JobState
+from engine.domain.retry import RetryPolicy
+from tests.unit.factories import command, event, submit
+
+NOW = 10_000_000
+CTX = DecideContext(now=NOW, epoch=1, tasks={"email.send": TaskPolicy(RetryPolicy(3, 1.0, 10.0, 0.0))})
+
+
+def run(job: JobView | None, given: object, ctx: DecideContext = CTX) -> tuple[JobView | None, list[m.EventBody]]:
+    bodies = [e.body for e in decide(job, given, ctx)]  # type: ignore[arg-type]
+    for body in bodies:
+        job = evolve(job, event(body, "job-1", epoch=ctx.epoch, at=ctx.now))
+    return job, bodies
+
+
+def queued_job() -> JobView:
+    job, _ = run(None, CommandInput(submit(), 7))
+    assert job is not None
+    return job
+
+
+def test_submit_is_accepted_and_queued() -> None:
+    job, bodies = run(None, CommandInput(submit(priority=9), 7))
+    assert [type(b).__name__ for b in bodies] == ["JobSubmitted", "JobQueued"]
+    assert bodies[0].lane == "HIGH" and bodies[0].max_attempts == 3 and bodies[0].command_offset == 7
+    assert job is not None and job.state is JobState.QUEUED
+
+
+def test_future_submit_is_scheduled_until_its_timer_fires() -> None:
+    job, bodies = run(None, CommandInput(submit(run_at=NOW + 5), 1))
+    assert job.state is JobState.SCHEDULED and bodies[1] == m.JobScheduled(NOW + 5)
+    assert run(job, TimerFired("job-1"))[1] == []
+    later = replace(CTX, now=NOW + 5)
+    job, bodies = run(job, TimerFired("job-1"), later)
+    assert bodies == [m.JobQueued("due")] and job.state is JobState.QUEUED
+
+
+def test_admission_rejects_with_reason() -> None:
+    cases = {
+        "unknown_task_type": submit(task_type="nope"),
+        "payload_too_large": submit(data=b"x" * (CTX.max_payload_bytes + 1)),
+        "invalid_priority": submit(priority=12),
+        "invalid_lane": submit(lane="DEAD"),
+        "invalid_tenant": submit(tenant=""),
+    }
+    for reason, cmd in cases.items():
+        job, bodies = run(None, CommandInput(cmd, 1))
+        assert job is None
+        assert isinstance(bodies[0], m.JobRejected) and bodies[0].reason == reason, bodies
+
+
+def test_duplicate_idempotency_key_creates_no_second_job() -> None:
+    job, _ = run(None, CommandInput(submit(key="k1"), 1))
+    again, bodies = run(job, CommandInput(submit(key="k1"), 2))
+    assert isinstance(bodies[0], m.DuplicateSubmitted) and again == job
+
+
+def test_failures_retry_with_growing_delays_then_dead_letter() -> None:
+    job, delays = queued_job(), []
+    for attempt in (1, 2, 3):
+        job, (started,) = run(job, StartAttempt("job-1"))
+        assert started.attempt == attempt
+        job, bodies = run(job, AttemptFinished("job-1", attempt, "failed", 5, error_type="IOError", message="boom"))
+        if attempt < 3:
+            delays.append(bodies[1].due_at - NOW)
+            job = replace(job, due_at=NOW)
+            job, _ = run(job, TimerFired("job-1"))
+    assert delays == [1_000_000, 2_000_000]
+    assert job.state is JobState.DEAD and job.dead_reason == "max_attempts_exhausted"
+    assert [e.attempt for e in job.errors] == [1, 2, 3]
+
+
+def test_validation_failure_dead_letters_at_once() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, bodies = run(job, AttemptFinished("job-1", 1, "invalid", 5, error_type="ValidationError", message="to: missing"))
+    assert job.state is JobState.DEAD and job.dead_reason == "validation_failed"
+    assert bodies[0].retryable is False
+
+
+def test_replay_gives_a_dead_job_fresh_attempts() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, _ = run(job, AttemptFinished("job-1", 1, "invalid", 5))
+    job, bodies = run(job, CommandInput(command("job-1", m.ReplayDeadJob("fixed", "ops")), 3))
+    assert bodies == [m.JobReplayed("fixed", "ops")] and job.state is JobState.QUEUED and job.attempt == 0
+
+
+def test_cancel_refused_while_running_names_state() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    _, bodies = run(job, CommandInput(command("job-1", m.CancelJob()), 3))
+    assert isinstance(bodies[0], m.CommandRefused) and bodies[0].state == "running"
+
+
+def test_result_of_a_stale_attempt_is_ignored() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    assert run(job, AttemptFinished("job-1", 2, "succeeded", 5))[1] == []
+
+
+def test_orphan_requeued_only_under_a_newer_epoch() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    assert run(job, RequeueOrphan("job-1"))[1] == []
+    newer = replace(CTX, epoch=2)
+    job, bodies = run(job, RequeueOrphan("job-1"), newer)
+    assert bodies == [m.JobRequeued(1, 1)] and job.state is JobState.QUEUED
+    job, (started,) = run(job, StartAttempt("job-1"), newer)
+    assert started.attempt == 2

@@ -1,0 +1,124 @@
+"""The fold into a real RocksDB store: offsets, fencing, and the laws of event sourcing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+import tempfile
+
+from hypothesis import given, settings, strategies as st
+
+from engine.contract import messages as m
+from engine.domain.decide import (
+    AttemptFinished, CommandInput, DecideContext, StartAttempt, TimerFired, decide,
+)
+from engine.domain.jobs import evolve
+from projections.batch import Batch
+from projections.evolve import FENCED, fold
+from projections.store import ProjectionStore, open_store
+from projections.views import keys as k
+from projections.views.jobs import read_job
+from tests.unit.factories import claim, event, submit
+
+CTX = DecideContext(now=1_000)
+
+
+def simulate(steps: list[tuple[int, int]], epoch: int = 1) -> list[m.Event]:
+    """A valid event stream for a few jobs, driven by (job number, action) pairs."""
+    events, jobs = [claim(epoch)], {}
+    for n, (job_no, action) in enumerate(steps):
+        jid = f"job-{job_no}"
+        ctx = DecideContext(now=1_000 + n, epoch=epoch)
+        given = _input(jid, action, jobs.get(jid), n)
+        for emit in decide(jobs.get(jid), given, ctx):
+            ev = event(emit.body, jid, epoch=epoch, at=ctx.now)
+            jobs[jid] = evolve(jobs.get(jid), ev)
+            events.append(ev)
+    return events
+
+
+def _input(jid: str, action: int, job, n: int):  # type: ignore[no-untyped-def]
+    if job is None or action == 0:
+        return CommandInput(submit(jid, run_at=1_000 + n + (action % 3)), n)
+    if action == 1:
+        return TimerFired(jid)
+    if action == 2:
+        return StartAttempt(jid)
+    kind = "succeeded" if action == 3 else "failed"
+    return AttemptFinished(jid, job.attempt, kind, 10, error_type="E", message="boom")
+
+
+STEPS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=60)
+
+
+def folded(events: list[m.Event], path: Path, split: int | None = None) -> dict[bytes, bytes]:
+    store = open_store(path)
+    for part in ([events] if split is None else [events[:split], events[split:]]):
+        batch = Batch(store)
+        for ev in part:
+            fold(batch, ev, _next(batch))
+        batch.commit()
+        if split is not None:
+            store.close()
+            store = open_store(path)
+    items = dict(store.items())
+    store.close()
+    return items
+
+
+def _next(batch: Batch) -> int:
+    return max(batch.last_offset, batch.store.applied_offset()) + 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.data())
+def test_folding_a_prefix_then_the_rest_equals_folding_all(steps, data) -> None:  # type: ignore[no-untyped-def]
+    events = simulate(steps)
+    split = data.draw(st.integers(0, len(events)))
+    with tempfile.TemporaryDirectory() as tmp:
+        assert folded(events, Path(tmp) / "a") == folded(events, Path(tmp) / "b", split)
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.data())
+def test_stale_epoch_events_never_change_state(steps, data) -> None:  # type: ignore[no-untyped-def]
+    events = simulate(steps, epoch=1)
+    events.insert(len(events), claim(2, "owner-b"))
+    zombie = simulate(data.draw(STEPS), epoch=1)[1:]
+    with tempfile.TemporaryDirectory() as tmp:
+        clean = folded(events, Path(tmp) / "a")
+        dirty = folded(events + zombie, Path(tmp) / "b")
+    state = lambda items: {key: v for key, v in items.items() if not key.startswith((k.HISTORY, b"m:offset"))}  # noqa: E731
+    assert state(clean) == state(dirty)
+    fenced = [v for key, v in dirty.items() if key.startswith(k.HISTORY) and v == FENCED.encode()]
+    assert len(fenced) == sum(1 for e in zombie if e.job_id)
+
+
+def test_offset_is_written_with_the_state(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    batch = Batch(store)
+    fold(batch, claim(1), 0)
+    fold(batch, event(m.JobSubmitted("t", m.Payload(b"{}"), 5, "NORMAL", 3)), 1)
+    assert store.applied_offset() == -1
+    batch.commit()
+    assert store.applied_offset() == 1 and read_job(store, "job-1") is not None
+
+
+def test_store_with_data_but_no_offset_is_rebuilt(tmp_path: Path) -> None:
+    raw = ProjectionStore(tmp_path / "s")
+    raw._db.put(b"j:orphan", b"{}")
+    raw.close()
+    store = open_store(tmp_path / "s")
+    assert store.applied_offset() == -1 and store.get(b"j:orphan") is None
+
+
+def test_indexes_follow_the_job(tmp_path: Path) -> None:
+    events = simulate([(1, 0), (1, 1), (1, 2)])
+    store = open_store(tmp_path / "s")
+    batch = Batch(store)
+    for offset, ev in enumerate(events):
+        fold(batch, ev, offset)
+    batch.commit()
+    job = read_job(store, "job-1")
+    assert job is not None and job.state.value == "running"
+    assert list(store.scan(k.RUNNING)) == [(k.running_key("job-1"), b"1")]
+    assert list(store.scan(k.READY)) == [] and list(store.scan(k.DUE)) == []
