@@ -1,0 +1,76 @@
+"""``epochq engine run module:app``: run an engine instance until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import signal
+import sys
+
+from engine.app import App
+from engine.cli.common import add_connection_flags, settings_from
+from engine.domain.lanes import Lane
+from engine.errors import ConfigError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``engine`` subcommand."""
+    parser = sub.add_parser("engine", help="run an engine instance")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    run = verbs.add_parser("run", help="run the handlers of module:app until SIGTERM/SIGINT")
+    run.add_argument("app", help="where the App lives, as module:attribute (e.g. myapp:app)")
+    add_connection_flags(run)
+    run.add_argument("--owner-id", help="this instance's name (default host-pid)")
+    run.add_argument("--concurrency", type=int, default=None,
+                     help="worker slots of the NORMAL lane (HIGH and LOW get half, BATCH a quarter)")
+    run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
+                     help="worker slots of one lane, e.g. --slots BATCH=1 (repeatable)")
+    run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
+    run.add_argument("--log-level", default="INFO")
+    run.set_defaults(func=_run)
+
+
+def load_app(ref: str) -> App:
+    """The App object named by ``module:attribute``."""
+    module_name, _, attr = ref.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"app: expected module:attribute, got {ref!r}")
+    sys.path.insert(0, "")
+    try:
+        app = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"app: cannot load {ref!r}: {e}") from e
+    if not isinstance(app, App):
+        raise ConfigError(f"app: {ref!r} is a {type(app).__name__}, not an engine.App")
+    return app
+
+
+def lane_slots(concurrency: int | None, pairs: list[str]) -> dict[Lane, int]:
+    """Worker slots per lane from --concurrency and --slots LANE=N."""
+    from engine.runtime.loop import DEFAULT_SLOTS
+
+    slots = dict(DEFAULT_SLOTS)
+    if concurrency:
+        slots = {Lane.HIGH: max(1, concurrency // 2), Lane.NORMAL: concurrency,
+                 Lane.LOW: max(1, concurrency // 2), Lane.BATCH: max(1, concurrency // 4)}
+    for pair in pairs:
+        name, _, n = pair.partition("=")
+        try:
+            slots[Lane(name.upper())] = int(n)
+        except ValueError:
+            raise ConfigError(f"--slots: expected LANE=N with LANE in HIGH, NORMAL, LOW, BATCH; got {pair!r}") from None
+    return slots
+
+
+def _run(args: argparse.Namespace) -> int:
+    from engine.runtime.loop import Engine, EngineOptions
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    settings = settings_from(args)
+    options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace)
+    engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: engine.stop())
+    engine.run()
+    return 0

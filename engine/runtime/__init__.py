@@ -1,0 +1,1 @@
+"""I/O: the Kafka adapter, the per-partition owner, the executor, timers, the process."""

@@ -1,0 +1,81 @@
+"""What a handler is told about the attempt it runs: the job, the attempt, the deadline."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LOGGER_PREFIX = "epochq.handler."
+
+
+class JobLoggerAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """A logger whose every line names the job: in the message and in the record's extras."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(self.extra or {})
+        kwargs["extra"] = {**extra, **kwargs.get("extra", {})}
+        tag = " ".join(f"{k}={extra[k]}" for k in ("job_id", "tenant", "attempt", "epoch", "partition"))
+        return f"[{tag}] {msg}", kwargs
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """The facts of one attempt, handed to the handler; the deadline is wall-clock seconds.
+
+    ``logger`` carries job_id, tenant, task_type, epoch, partition and attempt in every
+    record's extras (and in the message). Pickling drops the logger and the receiving
+    process builds a fresh one, so a context crosses into a process-pool worker.
+    """
+
+    job_id: str
+    tenant: str
+    task_type: str
+    attempt: int
+    epoch: int
+    partition: int
+    idempotency_key: str | None
+    deadline: float
+    logger: logging.LoggerAdapter = field(repr=False, compare=False)  # type: ignore[type-arg]
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        job_id: str,
+        tenant: str,
+        task_type: str,
+        attempt: int,
+        epoch: int,
+        partition: int,
+        idempotency_key: str | None,
+        deadline: float,
+    ) -> JobContext:
+        """A context with its job-naming logger, from ``epochq.handler.<task_type>``."""
+        extra = {
+            "job_id": job_id, "tenant": tenant, "task_type": task_type,
+            "attempt": attempt, "epoch": epoch, "partition": partition,
+        }
+        logger = JobLoggerAdapter(logging.getLogger(LOGGER_PREFIX + task_type), extra)
+        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline, logger)
+
+    def remaining(self) -> float:
+        """Seconds left until the deadline (0.0 once it has passed)."""
+        return max(0.0, self.deadline - time.time())
+
+    def fields(self) -> dict[str, Any]:
+        """Every field but the logger: what :meth:`create` needs to rebuild this context."""
+        return {
+            "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
+            "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
+            "idempotency_key": self.idempotency_key, "deadline": self.deadline,
+        }
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (self.fields(),))
+
+
+def _rebuild(fields: dict[str, Any]) -> JobContext:
+    return JobContext.create(**fields)

@@ -1,0 +1,416 @@
+"""Runs handlers in per-lane worker slots and decides each attempt's outcome.
+
+The executor is the source of truth for what is running: which attempts hold which lane's
+slots, and when an attempt has run out of time. It only runs code and reports outcomes;
+the partition owner turns them into events.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from engine.app import App, TaskSpec, is_class_handler
+from engine.contract.messages import Payload
+from engine.domain.lanes import Lane
+from engine.errors import ValidationError
+from engine.runtime.context import JobContext
+from engine.runtime.payloads import encode_result, load_payload
+
+log = logging.getLogger(__name__)
+
+TRACEBACK_FRAMES = 3
+MAX_TEXT = 2000
+PROCESS_START_METHOD = "spawn"  # a fresh interpreter: forking a threaded process is unsafe
+INVALID_ERRORS = (ValidationError, PydanticValidationError)
+
+
+class OutcomeKind(StrEnum):
+    """How an attempt ended: ``invalid`` is dead-lettered at once, ``failed`` may be retried."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One attempt the owner of ``partition`` (at ``epoch``) asks the executor to run."""
+
+    partition: int
+    epoch: int
+    job_id: str
+    tenant: str
+    task_type: str
+    attempt: int
+    lane: Lane
+    payload: Payload
+    idempotency_key: str | None
+    deadline: float
+    queued_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack."""
+
+    kind: OutcomeKind
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    duration_us: int = 0
+    retryable: bool = False
+
+    @classmethod
+    def succeeded(cls, result: bytes | None, duration_us: int) -> Outcome:
+        """The handler returned ``result`` (already encoded)."""
+        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:
+        """A validation error is ``invalid`` (never retried); anything else ``failed``."""
+        invalid = isinstance(exc, INVALID_ERRORS)
+        kind = OutcomeKind.INVALID if invalid else OutcomeKind.FAILED
+        return cls(kind, None, type(exc).__qualname__, _clip(str(exc)), summarize_traceback(exc),
+                   duration_us, retryable=not invalid)
+
+    @classmethod
+    def timed_out(cls, allowed_s: float, duration_us: int) -> Outcome:
+        """The attempt ran past its deadline; whatever it returns later is discarded."""
+        message = f"attempt exceeded its deadline ({allowed_s:.3g}s); a result it produces later is discarded"
+        return cls(OutcomeKind.FAILED, None, "TimeoutError", message, "", duration_us, retryable=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """An attempt together with how it ended."""
+
+    request: RunRequest
+    outcome: Outcome
+
+
+def summarize_traceback(exc: BaseException) -> str:
+    """The last few frames and the exception line, at most ``MAX_TEXT`` characters."""
+    tbe = traceback.TracebackException.from_exception(exc)
+    frames = traceback.StackSummary.from_list(list(tbe.stack)[-TRACEBACK_FRAMES:])
+    header = "Traceback (most recent call last):\n" if frames else ""
+    return _clip(header + "".join(frames.format()) + "".join(tbe.format_exception_only()))
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else "…" + text[-(MAX_TEXT - 1):]
+
+
+def _since(started_ns: int) -> int:
+    return (time.perf_counter_ns() - started_ns) // 1000
+
+
+# --- one attempt, in a thread or in a child process ----------------------------------------
+
+
+def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
+    """One attempt in order: validate the payload → before_execute → execute → after_execute.
+
+    ``after_execute`` runs whenever ``before_execute`` did, sees the outcome, and cannot
+    change it: its own exceptions are logged on the job's logger.
+    """
+    started = time.perf_counter_ns()
+    try:
+        value = _validated(handler, model, ctx.task_type, payload)
+    except Exception as e:
+        return Outcome.from_exception(e, _since(started))
+    if not is_class_handler(handler):
+        return _call(lambda: handler(ctx, value), started)
+    outcome = _call(lambda: _before_then_execute(handler, ctx, value), started)
+    _after_execute(handler, ctx, value, outcome)
+    return outcome
+
+
+def _validated(handler: Any, model: type[BaseModel] | None, task_type: str, payload: Payload) -> Any:
+    value = load_payload(payload, model, task_type)
+    hook = getattr(handler, "validate", None) if is_class_handler(handler) else None
+    return value if hook is None else hook(value)
+
+
+def _before_then_execute(handler: Any, ctx: JobContext, value: Any) -> Any:
+    hook = getattr(handler, "before_execute", None)
+    if hook is not None:
+        hook(ctx, value)
+    return handler.execute(ctx, value)
+
+
+def _call(fn: Callable[[], Any], started_ns: int) -> Outcome:
+    try:
+        result = encode_result(fn())
+    except Exception as e:
+        return Outcome.from_exception(e, _since(started_ns))
+    return Outcome.succeeded(result, _since(started_ns))
+
+
+def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) -> None:
+    hook = getattr(handler, "after_execute", None)
+    try:
+        if hook is not None:
+            hook(ctx, value, outcome)
+    except Exception:
+        ctx.logger.exception("after_execute raised; the outcome (%s) stands", outcome.kind)
+
+
+def _run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
+    """The child's side of a process-pool attempt: the same call order, a picklable outcome.
+
+    The handler arrives pickled, so a handler instance is a fresh copy on every attempt.
+    """
+    return run_attempt(handler, model, ctx, payload)
+
+
+# --- the executor ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Running:
+    request: RunRequest
+    deadline: float
+    allowed_s: float
+    started_ns: int
+
+
+class Executor:
+    """Per-lane worker slots, the attempts running in them, and their results.
+
+    Every attempt runs on its lane's thread pool, so a full BATCH lane never delays HIGH
+    work. A task type registered with ``executor="process"`` also takes a slot of its lane;
+    its lane thread hands the call to one shared process pool (created on first use).
+
+    Timeouts: the deadline is the earlier of the request's and submit time plus the task
+    type's timeout. A thread cannot be killed, so a timed-out handler keeps running: the
+    poll reports a ``TimeoutError`` outcome once, frees the slot, and discards the result
+    that arrives later. Each lane pool has twice its slots in threads so the spare half
+    can stand in for such stuck threads; past that, the lane's free slots shrink until
+    the stuck handlers return. A result that finishes after its deadline counts as a
+    timeout even if no poll ran in between.
+    """
+
+    def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None) -> None:
+        self._app = app
+        self._slots = _check_slots(lane_slots)
+        self._pools = {lane: ThreadPoolExecutor(2 * n, thread_name_prefix=f"epochq-{lane.lower()}")
+                       for lane, n in self._slots.items() if n > 0}
+        self._process_workers = process_workers
+        self._process: ProcessPoolExecutor | None = None
+        self._lock = threading.RLock()
+        self._results: queue.SimpleQueue[tuple[int, Outcome, float]] = queue.SimpleQueue()
+        self._running: dict[int, _Running] = {}
+        self._stuck: dict[int, Lane] = {}  # timed out, handler still running
+        self._ready: list[RunResult] = []  # decided at submit: unknown task types
+        self._tokens = itertools.count()
+        self._closed = False
+
+    def free_slots(self, lane: Lane) -> int:
+        """How many more attempts ``lane`` can start now."""
+        with self._lock:
+            slots = self._slots.get(lane, 0)
+            running = sum(1 for r in self._running.values() if r.request.lane is lane)
+            stuck = sum(1 for stuck_lane in self._stuck.values() if stuck_lane is lane)
+            return max(0, slots - running - max(0, stuck - slots))
+
+    def submit(self, request: RunRequest) -> None:
+        """Start ``request`` in a slot of its lane; ``RuntimeError`` if none is free.
+
+        An unknown task type takes no slot: its ``invalid`` result is ready at the next poll.
+        """
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("executor is shut down; it accepts no new work")
+            spec = self._spec_for(request)
+            if spec is None:
+                return
+            if self.free_slots(request.lane) < 1:
+                raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+            self._start(request, spec)
+
+    def _spec_for(self, request: RunRequest) -> TaskSpec | None:
+        try:
+            return self._app.spec(request.task_type)
+        except ValidationError as e:
+            self._ready.append(RunResult(request, Outcome.from_exception(e, 0)))
+            return None
+
+    def _start(self, request: RunRequest, spec: TaskSpec) -> None:
+        now = time.time()
+        deadline = min(request.deadline, now + spec.timeout)
+        token = next(self._tokens)
+        self._running[token] = _Running(request, deadline, deadline - now, time.perf_counter_ns())
+        ctx = JobContext.create(job_id=request.job_id, tenant=request.tenant, task_type=request.task_type,
+                                attempt=request.attempt, epoch=request.epoch, partition=request.partition,
+                                idempotency_key=request.idempotency_key, deadline=deadline)
+        self._pools[request.lane].submit(self._work, token, spec, ctx, request.payload)
+
+    def _work(self, token: int, spec: TaskSpec, ctx: JobContext, payload: Payload) -> None:
+        """A lane thread's job: run the attempt, put its outcome on the results queue."""
+        started = time.perf_counter_ns()
+        try:
+            outcome = self._attempt(spec, ctx, payload)
+        except BaseException as e:  # never lose a result: the slot would be held until the deadline
+            outcome = Outcome.from_exception(e, _since(started))
+        self._results.put((token, outcome, time.time()))
+
+    def _attempt(self, spec: TaskSpec, ctx: JobContext, payload: Payload) -> Outcome:
+        if spec.executor == "thread":
+            return run_attempt(spec.handler, spec.model, ctx, payload)
+        pool = self._process_pool()
+        try:
+            return pool.submit(_run_in_process, spec.handler, spec.model, ctx, payload).result()
+        except BrokenProcessPool:
+            self._drop_process_pool(pool)
+            raise
+
+    def _process_pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._process is None:
+                if self._closed:
+                    raise RuntimeError("executor is shut down; no process pool to run in")
+                context = multiprocessing.get_context(PROCESS_START_METHOD)
+                self._process = ProcessPoolExecutor(max_workers=self._process_workers, mp_context=context)
+            return self._process
+
+    def _drop_process_pool(self, pool: ProcessPoolExecutor) -> None:
+        """A worker died: the next process attempt starts a new pool."""
+        with self._lock:
+            self._process = None if self._process is pool else self._process
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    def poll_results(self, max_items: int | None = None) -> list[RunResult]:
+        """Results ready now, without blocking; attempts past their deadline time out here."""
+        limit = sys.maxsize if max_items is None else max_items
+        with self._lock:
+            out, self._ready = self._ready[:limit], self._ready[limit:]
+        while len(out) < limit:
+            try:
+                item = self._results.get_nowait()
+            except queue.Empty:
+                break
+            settled = self._settle(*item)
+            out += [settled] if settled else []
+        return out + self._expire(limit - len(out))
+
+    def wait_results(self, timeout: float) -> list[RunResult]:
+        """Results, blocking up to ``timeout`` seconds for at least one."""
+        end = time.monotonic() + timeout
+        while True:
+            out = self.poll_results()
+            left = end - time.monotonic()
+            if out or left <= 0:
+                return out
+            try:
+                item = self._results.get(timeout=min(left, self._until_next_deadline()))
+            except queue.Empty:
+                continue
+            settled = self._settle(*item)
+            out = ([settled] if settled else []) + self.poll_results()
+            if out:
+                return out
+
+    def _until_next_deadline(self) -> float:
+        with self._lock:
+            soonest = min((r.deadline for r in self._running.values()), default=float("inf"))
+        return max(0.0, soonest - time.time()) + 0.001
+
+    def _settle(self, token: int, outcome: Outcome, finished_at: float) -> RunResult | None:
+        """The result for a finished attempt; ``None`` when it had already timed out."""
+        with self._lock:
+            entry = self._running.pop(token, None)
+            if entry is None:
+                lane = self._stuck.pop(token, None)
+                log.info("discarded the late result of a timed-out attempt in lane %s", lane)
+                return None
+        if finished_at > entry.deadline:
+            outcome = Outcome.timed_out(entry.allowed_s, outcome.duration_us)
+        return RunResult(entry.request, outcome)
+
+    def _expire(self, room: int) -> list[RunResult]:
+        now = time.time()
+        with self._lock:
+            late = [token for token, r in self._running.items() if r.deadline <= now][:room]
+            return [self._time_out(token) for token in late]
+
+    def _time_out(self, token: int) -> RunResult:
+        entry = self._running.pop(token)
+        self._stuck[token] = entry.request.lane
+        request = entry.request
+        log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
+                    request.task_type, request.attempt, entry.allowed_s)
+        return RunResult(request, Outcome.timed_out(entry.allowed_s, _since(entry.started_ns)))
+
+    def in_flight(self, partition: int | None = None) -> int:
+        """How many attempts are running (of ``partition``, or of all partitions)."""
+        with self._lock:
+            return sum(1 for r in self._running.values() if partition is None or r.request.partition == partition)
+
+    def in_flight_requests(self, partition: int) -> list[RunRequest]:
+        """The attempts of ``partition`` still running: what a new owner must re-queue."""
+        with self._lock:
+            return [r.request for r in self._running.values() if r.request.partition == partition]
+
+    def shutdown(self, grace: float) -> list[RunResult]:
+        """Stop accepting work, wait up to ``grace`` seconds, return the results that came in.
+
+        Attempts still running afterwards stay listed by :meth:`in_flight_requests` so the
+        owner can hand them back; process-pool workers still busy are terminated, handler
+        threads cannot be and are left to finish.
+        """
+        with self._lock:
+            self._closed = True
+        out: list[RunResult] = []
+        end = time.monotonic() + grace
+        while self.in_flight() and (left := end - time.monotonic()) > 0:
+            out += self.wait_results(left)
+        out += self.poll_results()
+        self._stop_pools()
+        return out
+
+    def _stop_pools(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            process, self._process = self._process, None
+            busy = bool(self._running or self._stuck)
+        if process is not None:
+            workers = _workers_of(process)  # shutdown() forgets them
+            process.shutdown(wait=False, cancel_futures=True)
+            for worker in workers if busy else []:
+                worker.terminate()
+
+
+def _workers_of(pool: ProcessPoolExecutor) -> list[Any]:
+    """A process pool's worker processes (Python < 3.14 has no public API to stop them)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def _check_slots(lane_slots: Mapping[Lane, int]) -> dict[Lane, int]:
+    """Slots per lane, validated: whole numbers >= 0, none for the dead-letter queue."""
+    slots: dict[Lane, int] = {}
+    for key, count in lane_slots.items():
+        lane = Lane(key)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"lane_slots[{lane}]: expected a whole number >= 0, got {count!r}")
+        if lane is Lane.DEAD and count:
+            raise ValueError("lane_slots[DEAD]: the dead-letter queue runs nothing; give it 0 slots")
+        slots[lane] = count
+    return slots

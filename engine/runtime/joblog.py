@@ -1,0 +1,94 @@
+"""Reading one job's events straight from the log: for handles, status, history and audits."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.contract.partitioner import partition_for
+from engine.errors import DecodeError
+from engine.runtime import kafka
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """An event with its place in the log and the fold's verdict on it."""
+
+    offset: int
+    event: m.Event
+    fenced: bool = False
+
+
+def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
+    """The partition of ``job_id`` (Java-compatible murmur2 over the events topic's count)."""
+    topic = settings.events_topic
+    count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    return partition_for(job_id, count)
+
+
+def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 0,
+                   stop: int | None = None, idle_s: float = 1.0) -> Iterator[tuple[int, bytes | None, bytes]]:
+    """(offset, key, value) of every committed record from ``start`` up to the end as it was."""
+    end = stop if stop is not None else kafka.end_offsets(consumer, topic, [partition])[partition]
+    if start >= end:
+        return
+    consumer.assign([TopicPartition(topic, partition, start)])
+    last_seen = time.monotonic()
+    try:
+        while time.monotonic() - last_seen < idle_s:
+            batch = consumer.consume(2000, 0.2)
+            for msg in batch:
+                if msg.error():
+                    continue
+                last_seen = time.monotonic()
+                yield msg.offset(), msg.key(), msg.value()
+                if msg.offset() + 1 >= end:
+                    return
+            position = consumer.position([TopicPartition(topic, partition)])[0].offset
+            if position >= end:
+                return
+    finally:
+        consumer.unassign()
+
+
+def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEvent]:
+    """Every event of one job from the log, in log order, each marked fenced or not."""
+    consumer = kafka.events_reader(settings, "history")
+    try:
+        p = job_partition(settings, consumer, job_id)
+        records = scan_partition(consumer, settings.events_topic, p, start)
+        return list(with_fencing(_decoded(records, settings.events_topic, p), job_id, start > 0))
+    finally:
+        consumer.close()
+
+
+def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: int) -> Iterator[tuple[int, m.Event]]:
+    for offset, key, value in records:
+        try:
+            yield offset, decode_event_at(value, topic, p, offset)
+        except DecodeError:
+            continue
+
+
+def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
+                 mid_log: bool = False) -> Iterator[LoggedEvent]:
+    """Apply the fold's fencing rule while scanning: epoch must equal the newest claim's.
+
+    ``mid_log``: the scan starts after the last claim, so the first event's epoch stands in
+    for it (a zombie cannot commit after the newer owner initialised its producer).
+    """
+    claim = 0
+    for offset, event in events:
+        if isinstance(event.body, m.OwnershipClaimed):
+            claim = max(claim, event.epoch)
+            continue
+        if claim == 0 and mid_log:
+            claim = event.epoch
+        if job_id is None or event.job_id == job_id:
+            yield LoggedEvent(offset, event, event.epoch != claim)

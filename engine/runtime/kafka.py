@@ -1,0 +1,124 @@
+"""The Kafka adapter: client configs, and librdkafka errors translated where they enter.
+
+Only this module and the engine loop build confluent-kafka clients. A fenced producer
+becomes ``FencedError``; an abortable transaction error becomes ``TransactionAborted``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from engine.config import Settings
+from engine.errors import FencedError, KafkaUnavailableError
+
+FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+TXN_TIMEOUT_S = 30.0
+
+
+class TransactionAborted(Exception):
+    """A transaction failed in a way that aborting fixes; its writes never became visible."""
+
+
+def default_owner_id() -> str:
+    """A readable, unique name for this engine instance."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def transactional_id(settings: Settings, partition: int) -> str:
+    """The transactional.id bound to job partition ``partition``: fencing covers every write."""
+    return f"{settings.namespace}.owner.p{partition}"
+
+
+def owner_producer(settings: Settings, partition: int) -> Producer:
+    """A transactional producer for one partition's events; initialising it fences zombies."""
+    producer = Producer({
+        "bootstrap.servers": settings.require_bootstrap(),
+        "transactional.id": transactional_id(settings, partition),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 2,
+        "compression.type": "lz4",
+        "transaction.timeout.ms": 60000,
+        "message.max.bytes": 8 * 1024 * 1024,
+    })
+    call(producer.init_transactions, TXN_TIMEOUT_S)
+    return producer
+
+
+def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
+    """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p."""
+    return Consumer({
+        "bootstrap.servers": settings.require_bootstrap(),
+        "group.id": f"{settings.namespace}.engine",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
+        "max.poll.interval.ms": 120000,
+        "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 20,
+    })
+
+
+def events_reader(settings: Settings, name: str) -> Consumer:
+    """A consumer that reads events back (read_committed) by explicit assignment, never committing."""
+    return Consumer({
+        "bootstrap.servers": settings.require_bootstrap(),
+        "group.id": f"{settings.namespace}.reader.{name}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "fetch.wait.max.ms": 20,
+        "fetch.min.bytes": 1,
+    })
+
+
+def command_producer(settings: Settings) -> Producer:
+    """The client's idempotent producer to ``<ns>.commands`` with Java-compatible partitioning."""
+    return Producer({
+        "bootstrap.servers": settings.require_bootstrap(),
+        "enable.idempotence": True,
+        "acks": "all",
+        "linger.ms": 5,
+        "partitioner": "murmur2_random",
+        "compression.type": "lz4",
+        "message.max.bytes": 8 * 1024 * 1024,
+    })
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """Run a producer call, translating fencing and abortable errors into typed ones."""
+    try:
+        return fn(*args)
+    except KafkaException as e:
+        raise translate(e) from e
+
+
+def translate(error: KafkaException) -> Exception:
+    """The typed error for a librdkafka exception."""
+    err: KafkaError = error.args[0]
+    if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
+        return FencedError(f"producer fenced: {err.str()}")
+    if err.txn_requires_abort() or err.retriable():
+        return TransactionAborted(err.str())
+    if err.fatal():
+        return FencedError(f"fatal producer error (treated as fenced): {err.str()}")
+    return KafkaUnavailableError(err.str())
+
+
+def end_offsets(consumer: Consumer, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> dict[int, int]:
+    """The high watermark of each partition."""
+    out = {}
+    for p in partitions:
+        try:
+            out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
+        except KafkaException as e:
+            raise KafkaUnavailableError(f"cannot read the end of {topic}[{p}]: {e}") from e
+    return out

@@ -1,0 +1,197 @@
+"""The engine process: one loop that reads commands, decides, writes, reads back and acts.
+
+Per tick: commands → decide → stage; executor results → decide → stage; due timers →
+decide → stage; free slots → StartAttempt → stage; then one transaction per partition
+(events + consumed command offsets); then read the events back and fold them; only
+after a JobStarted is committed does its handler run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, TopicPartition
+
+from engine.app import App
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_command_at
+from engine.contract.partitioner import partition_for
+from engine.domain.decide import CommandInput, DecideContext, Emit, TaskPolicy
+from engine.domain.lanes import Lane
+from engine.errors import DecodeError, FencedError
+from engine.runtime import kafka
+from engine.runtime.executor import Executor
+from engine.runtime.owner import Phase, PartitionOwner
+from engine.runtime.ownership import Ownership
+from engine.runtime.work import Work
+
+log = logging.getLogger("epochq.engine")
+
+DEFAULT_SLOTS = {Lane.HIGH: 4, Lane.NORMAL: 8, Lane.LOW: 4, Lane.BATCH: 2}
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Tunables of one engine instance."""
+
+    lane_slots: dict[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
+    grace_s: float = 10.0
+    session_timeout_ms: int = 6000
+    timer_interval_s: float = 0.05
+    max_commands: int = 1000
+
+
+class Engine:
+    """One engine instance: a member of the group that owns job partitions."""
+
+    def __init__(self, app: App, settings: Settings, options: EngineOptions | None = None,
+                 owner_id: str | None = None):
+        self.app = app
+        self.settings = settings
+        self.options = options or EngineOptions()
+        self.owner_id = owner_id or settings.owner_id or kafka.default_owner_id()
+        self.stopping = threading.Event()
+        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, _policies(app))
+        self.executor = Executor(app, self.options.lane_slots)
+        self.commands: Consumer = kafka.commands_consumer(settings, self.options.session_timeout_ms)
+        self.reader: Consumer = kafka.events_reader(settings, self.owner_id)
+        self.ownership = Ownership(self)
+        self.work = Work(self)
+
+    @property
+    def owners(self) -> dict[int, PartitionOwner]:
+        """The partitions this instance owns (in any phase)."""
+        return self.ownership.owners
+
+    def run(self) -> None:
+        """Run until ``stop()``; then hand partitions back gracefully."""
+        self.commands.subscribe([self.settings.commands_topic], on_assign=self.ownership.on_assign,
+                                on_revoke=self.ownership.on_revoke, on_lost=self.ownership.on_lost)
+        log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
+        try:
+            while not self.stopping.is_set():
+                self.tick()
+        finally:
+            self.shutdown()
+
+    def stop(self) -> None:
+        """Ask the loop to stop taking work and shut down (safe from signal handlers)."""
+        self.stopping.set()
+
+    def tick(self, idle_timeout: float = 0.02) -> None:
+        """One round of the loop."""
+        busy = bool(self.executor.in_flight()) or any(o.outbox for o in self.owners.values())
+        messages = self.commands.consume(self.options.max_commands, 0 if busy else idle_timeout)
+        self.on_commands(messages)
+        self.ownership.set_up_assigned()
+        self.work.on_results(self.executor.poll_results())
+        self.work.fire_timers()
+        self.work.dispatch()
+        self.flush()
+        self.ownership.read_back()
+        self.ownership.advance()
+
+    # --- commands ------------------------------------------------------------------------
+
+    def on_commands(self, messages: list) -> None:
+        """Decide every command of an ACTIVE partition; rewind the others."""
+        rewound: set[int] = set()
+        for msg in messages:
+            if msg.error():
+                log.warning("commands consumer: %s", msg.error())
+                continue
+            p = msg.partition()
+            owner = self.owners.get(p)
+            if owner is None or owner.phase is not Phase.ACTIVE or owner.revoking:
+                if p not in rewound:
+                    rewound.add(p)
+                    self.commands.seek(TopicPartition(self.settings.commands_topic, p, msg.offset()))
+                continue
+            self.on_command(owner, msg.value(), msg.offset())
+
+    def on_command(self, owner: PartitionOwner, raw: bytes, offset: int) -> None:
+        """Decode and decide one command; an undecodable one is quarantined, not lost."""
+        topic, p = self.settings.commands_topic, owner.partition
+        ctx = owner.context(self.base_ctx)
+        try:
+            command = decode_command_at(raw, topic, p, offset)
+        except DecodeError as e:
+            log.warning("quarantined %s", e)
+            body = m.CommandQuarantined(topic, p, offset, e.reason, raw or b"")
+            owner.stage(Emit(None, None, body), ctx.now)
+        else:
+            self._decide_command(owner, command, offset, ctx)
+        owner.consumed(offset)
+
+    def _decide_command(self, owner: PartitionOwner, command: m.Command, offset: int, ctx: DecideContext) -> None:
+        n = len(self.ownership.partition_count_cache())
+        if partition_for(command.job_id, n) != owner.partition:
+            detail = f"job {command.job_id} belongs to partition {partition_for(command.job_id, n)}, " \
+                     f"not {owner.partition}: produce with Java-compatible murmur2 partitioning"
+            task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
+            owner.stage(Emit(command.job_id, command.tenant_id, m.JobRejected(task, "wrong_partition", detail)),
+                        ctx.now, command.command_id, command.correlation_id)
+            return
+        owner.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id, command.correlation_id)
+
+    # --- writing -------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """One transaction per partition with staged events; start handlers once committed."""
+        for owner in list(self.owners.values()):
+            if owner.outbox:
+                self.flush_one(owner)
+
+    def flush_one(self, owner: PartitionOwner) -> None:
+        """Write one partition's outbox in a transaction, with its consumed command offsets."""
+        box = owner.take_outbox()
+        try:
+            self._write(owner, box)
+        except FencedError as e:
+            log.error("partition %d fenced at epoch %d: %s", owner.partition, owner.epoch, e)
+            self.ownership.drop(owner.partition, "fenced")
+            return
+        except kafka.TransactionAborted as e:
+            log.warning("partition %d: transaction aborted (%s); resyncing", owner.partition, e)
+            self.ownership.resync(owner, box)
+            return
+        for event, job in box.starts:
+            self.work.start(owner, event, job)
+
+    def _write(self, owner: PartitionOwner, box) -> None:  # type: ignore[no-untyped-def]
+        producer, topic = owner.producer, self.settings.events_topic
+        kafka.call(producer.begin_transaction)
+        try:
+            for event in box.events:
+                self.ownership.produce(producer, topic, owner.partition, event)
+            if box.next_command_offset is not None:
+                offsets = [TopicPartition(self.settings.commands_topic, owner.partition, box.next_command_offset)]
+                kafka.call(producer.send_offsets_to_transaction, offsets,
+                           self.commands.consumer_group_metadata(), kafka.TXN_TIMEOUT_S)
+            kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
+        except kafka.TransactionAborted:
+            kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
+            raise
+
+    # --- stopping ------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop taking work, let in-flight jobs finish within the grace period, leave the group."""
+        log.info("engine %s shutting down (grace %.1fs)", self.owner_id, self.options.grace_s)
+        self.ownership.drain_all(self.options.grace_s)
+        self.commands.close()
+        self.ownership.close_all()
+        self.reader.close()
+        self.executor.shutdown(0)
+
+
+def _policies(app: App) -> dict[str, TaskPolicy]:
+    return {
+        name: TaskPolicy(spec.retry, spec.lane.value if spec.lane else None)
+        for name in app.task_types
+        for spec in [app.spec(name)]
+    }

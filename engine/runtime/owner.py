@@ -1,0 +1,123 @@
+"""One owned partition: its store, its producer, its epoch, and what it has decided but not written.
+
+Phases: RESTORING (catching up the events partition), CLAIMING (OwnershipClaimed written,
+waiting to read it back), ACTIVE (deciding), RESYNC (an aborted transaction: catch up
+again before deciding more). Only an ACTIVE owner decides or acts.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from confluent_kafka import Producer
+
+from engine.contract import messages as m
+from engine.domain.decide import DecideContext, Emit, Input, decide
+from engine.domain.jobs import JobView
+from engine.runtime.overlay import Overlay
+from projections.batch import Batch
+from projections.evolve import Folded, current_epoch, fold
+from projections.store import ProjectionStore
+from projections.views.jobs import read_job
+
+
+class Phase(StrEnum):
+    """Where an owner is between being assigned a partition and deciding for it."""
+
+    RESTORING = "restoring"
+    CLAIMING = "claiming"
+    ACTIVE = "active"
+    RESYNC = "resync"
+
+
+def now_us() -> int:
+    """Wall-clock time in microseconds: the engine loop's clock, passed into decide."""
+    return time.time_ns() // 1000
+
+
+@dataclass
+class Outbox:
+    """Events and command offsets waiting for the partition's next transaction."""
+
+    events: list[m.Event] = field(default_factory=list)
+    next_command_offset: int | None = None
+    first_command_offset: int | None = None
+    starts: list[tuple[m.Event, JobView]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.events) or self.next_command_offset is not None
+
+
+class PartitionOwner:
+    """The owner of job partition ``partition`` under one epoch."""
+
+    def __init__(self, partition: int, owner_id: str, store: ProjectionStore, producer: Producer):
+        self.partition = partition
+        self.owner_id = owner_id
+        self.store = store
+        self.producer = producer
+        self.phase = Phase.RESTORING
+        self.epoch = 0
+        self.restore_target = 0
+        self.claim_event_id: str | None = None
+        self.overlay = Overlay()
+        self.outbox = Outbox()
+        self.revoking = False
+        self.resumed = False
+
+    # --- reading state -------------------------------------------------------------------
+
+    def job(self, job_id: str) -> JobView | None:
+        """The job as this owner's decisions leave it (overlay over store)."""
+        return self.overlay.job(job_id, lambda jid: read_job(self.store, jid))
+
+    def context(self, base: DecideContext) -> DecideContext:
+        """The decide context with this owner's epoch and the current time."""
+        return DecideContext(now_us(), self.epoch, base.max_payload_bytes, base.tasks, base.default_policy)
+
+    # --- deciding ------------------------------------------------------------------------
+
+    def decide(self, job_id: str | None, given: Input, ctx: DecideContext, cause: str | None = None,
+               correlation: str | None = None) -> list[m.Event]:
+        """Decide for one job and stage the resulting events for the next transaction."""
+        job = self.job(job_id) if job_id else None
+        return [self.stage(e, ctx.now, cause, correlation) for e in decide(job, given, ctx)]
+
+    def stage(self, emit: Emit, at: int, cause: str | None = None, correlation: str | None = None) -> m.Event:
+        """Wrap ``emit`` in an envelope with this owner's epoch and put it in the outbox."""
+        event = m.Event(str(uuid.uuid4()), emit.job_id, emit.tenant_id, self.epoch, self.owner_id, at,
+                        emit.body, cause, correlation)
+        if emit.job_id:
+            after = self.overlay.add(event, self.job(emit.job_id))
+            if isinstance(event.body, m.JobStarted) and after is not None:
+                self.outbox.starts.append((event, after))
+        self.outbox.events.append(event)
+        return event
+
+    def consumed(self, offset: int) -> None:
+        """A command at ``offset`` was decided; its offset commits with the next transaction."""
+        if self.outbox.first_command_offset is None:
+            self.outbox.first_command_offset = offset
+        self.outbox.next_command_offset = offset + 1
+
+    def take_outbox(self) -> Outbox:
+        """Hand the outbox to the writer and start a new one."""
+        box, self.outbox = self.outbox, Outbox()
+        return box
+
+    # --- reading back --------------------------------------------------------------------
+
+    def fold(self, batch: Batch, event: m.Event, offset: int) -> Folded:
+        """Fold one event read back from the log; notice our claim coming back."""
+        folded = fold(batch, event, offset)
+        self.overlay.read_back(event.event_id)
+        if event.event_id == self.claim_event_id and folded.status == "applied":
+            self.phase = Phase.ACTIVE
+        return folded
+
+    def last_epoch(self) -> int:
+        """The newest claim's epoch in the store (0 if the partition was never claimed)."""
+        return current_epoch(Batch(self.store))

@@ -1,0 +1,106 @@
+"""How a job's payload bytes become a handler's argument, and a handler's return value bytes.
+
+Decoding is by content type; a payload that cannot be decoded or does not match the task
+type's model raises ``engine.errors.ValidationError`` (dead-letter, never retry). A result
+that cannot be encoded raises ``TypeError``: the attempt failed, the payload was fine.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from engine.contract.messages import Payload
+from engine.errors import ValidationError
+
+JSON = "application/json"
+TEXT = "text/plain"
+BYTES = "application/octet-stream"
+CONTENT_TYPES = (JSON, TEXT, BYTES)
+MAX_FIELD_ERRORS = 10
+
+
+def load_payload(payload: Payload, model: type[BaseModel] | None, task_type: str = "?") -> Any:
+    """The handler's payload argument: decoded by content type, then validated by ``model``."""
+    value = decode_payload(payload, task_type)
+    return value if model is None else validate_model(value, model, task_type)
+
+
+def decode_payload(payload: Payload, task_type: str = "?") -> Any:
+    """JSON → Python values, text → ``str``, octet-stream → ``bytes``; else ``ValidationError``."""
+    kind = media_type(payload.content_type)
+    if kind == JSON:
+        return _decode_json(payload.data, task_type)
+    if kind == TEXT:
+        return _decode_text(payload.data, task_type)
+    if kind == BYTES:
+        return bytes(payload.data)
+    raise ValidationError(
+        f"task {task_type!r}: unsupported payload content type {payload.content_type!r} "
+        f"(expected one of {', '.join(CONTENT_TYPES)})"
+    )
+
+
+def media_type(content_type: str) -> str:
+    """The bare media type: ``"application/json; charset=utf-8"`` → ``"application/json"``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _decode_json(data: bytes, task_type: str) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValidationError(f"task {task_type!r}: payload is not valid JSON: {e}") from e
+
+
+def _decode_text(data: bytes, task_type: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValidationError(f"task {task_type!r}: text/plain payload is not valid UTF-8: {e}") from e
+
+
+def validate_model(value: Any, model: type[BaseModel], task_type: str = "?") -> BaseModel:
+    """``value`` as an instance of ``model``; a mismatch names every failing field."""
+    try:
+        return model.model_validate(value)
+    except PydanticValidationError as e:
+        raise ValidationError(
+            f"task {task_type!r}: payload does not match {model.__name__}: {describe_errors(e)}"
+        ) from e
+
+
+def describe_errors(error: PydanticValidationError) -> str:
+    """``"to: Field required; age: Input should be a valid integer"`` — fields first."""
+    parts = [f"{_location(item['loc'])}: {item['msg']}" for item in error.errors()[:MAX_FIELD_ERRORS]]
+    hidden = error.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {hidden} more" if hidden > 0 else "")
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(payload)"
+
+
+def encode_result(value: Any) -> bytes | None:
+    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON."""
+    if value is None:
+        return None
+    if isinstance(value, BaseModel):
+        return value.model_dump_json().encode()
+    try:
+        text = json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"handler result of type {type(value).__name__} is not JSON-encodable ({e}); "
+            "return JSON-compatible data, a pydantic model or None"
+        ) from e
+    return text.encode()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return str(value)

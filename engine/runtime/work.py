@@ -1,0 +1,133 @@
+"""Acting on what the projection says: due timers, free slots, handler results, orphans."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from engine.contract import messages as m
+from engine.domain.decide import AttemptFinished, RequeueOrphan, StartAttempt, TimerFired
+from engine.domain.jobs import JobView
+from engine.domain.lanes import RUNNABLE_LANES, Lane
+from engine.runtime.executor import RunRequest, RunResult
+from engine.runtime.owner import PartitionOwner, Phase, now_us
+from projections.evolve import Folded
+from projections.views import keys as k
+
+if TYPE_CHECKING:
+    from engine.runtime.loop import Engine
+
+log = logging.getLogger("epochq.work")
+TIMER_BATCH = 2000
+
+
+class Work:
+    """The engine's hands: it turns projection state into decisions and handler runs."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self._next_timer = 0.0
+
+    def active(self) -> list[PartitionOwner]:
+        """Owners allowed to decide right now."""
+        return [o for o in self.engine.owners.values() if o.phase is Phase.ACTIVE and not o.revoking]
+
+    # --- results -------------------------------------------------------------------------
+
+    def on_results(self, results: list[RunResult]) -> None:
+        """Record each finished attempt, if its partition is still ours under the same epoch."""
+        for result in results:
+            req, out = result.request, result.outcome
+            owner = self.engine.owners.get(req.partition)
+            if owner is None or owner.epoch != req.epoch or owner.phase is not Phase.ACTIVE:
+                log.warning("dropping result of job %s attempt %d: partition %d no longer ours at epoch %d",
+                            req.job_id, req.attempt, req.partition, req.epoch)
+                continue
+            given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result,
+                                    out.error_type, out.message, out.traceback, out.retryable)
+            owner.decide(req.job_id, given, owner.context(self.engine.base_ctx))
+
+    # --- timers --------------------------------------------------------------------------
+
+    def fire_timers(self) -> None:
+        """Queue every job whose due time has passed (scheduled or waiting for a retry)."""
+        if time.monotonic() < self._next_timer:
+            return
+        self._next_timer = time.monotonic() + self.engine.options.timer_interval_s
+        for owner in self.active():
+            ctx = owner.context(self.engine.base_ctx)
+            bound = k.due_key(ctx.now, "\xff")
+            for n, (key, job_id) in enumerate(owner.store.scan(k.DUE)):
+                if key > bound or n >= TIMER_BATCH:
+                    break
+                owner.decide(job_id.decode(), TimerFired(job_id.decode()), ctx)
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    def dispatch(self) -> None:
+        """Start queued jobs while their lane has free worker slots."""
+        owners = self.active()
+        if not owners:
+            return
+        for lane in RUNNABLE_LANES:
+            free = self.engine.executor.free_slots(lane) - self._staged_starts(lane)
+            for owner in owners:
+                if free <= 0:
+                    break
+                free -= self._start_some(owner, lane, free)
+
+    def _staged_starts(self, lane: Lane) -> int:
+        return sum(1 for o in self.engine.owners.values() for _, job in o.outbox.starts if job.lane == lane.value)
+
+    def _start_some(self, owner: PartitionOwner, lane: Lane, free: int) -> int:
+        ctx, started = owner.context(self.engine.base_ctx), 0
+        for _, job_id in owner.store.scan(k.ready_prefix(lane.value)):
+            if started >= free:
+                break
+            jid = job_id.decode()
+            if owner.decide(jid, StartAttempt(jid, self.engine.owner_id), ctx):
+                started += 1
+        return started
+
+    def start(self, owner: PartitionOwner, event: m.Event, job: JobView) -> None:
+        """Hand a committed JobStarted to the executor."""
+        body = event.body
+        assert isinstance(body, m.JobStarted)
+        spec_timeout = self._timeout(job.task_type)
+        request = RunRequest(
+            partition=owner.partition, epoch=owner.epoch, job_id=job.job_id, tenant=job.tenant_id,
+            task_type=job.task_type, attempt=body.attempt, lane=Lane(job.lane), payload=job.payload,
+            idempotency_key=job.idempotency_key, deadline=time.time() + spec_timeout,
+            queued_at_us=job.queued_at or job.submitted_at,
+        )
+        self.engine.executor.submit(request)
+
+    def _timeout(self, task_type: str) -> float:
+        try:
+            return float(self.engine.app.spec(task_type).timeout)
+        except Exception:  # noqa: BLE001 - unknown types fail inside the executor with a clear error
+            return 60.0
+
+    # --- orphans -------------------------------------------------------------------------
+
+    def requeue_orphans(self, owner: PartitionOwner) -> None:
+        """Put back jobs that were running under an older epoch (at-least-once)."""
+        ctx = owner.context(self.engine.base_ctx)
+        orphans = [key[len(k.RUNNING):].decode() for key, epoch in owner.store.scan(k.RUNNING)
+                   if int(epoch) < owner.epoch]
+        for job_id in orphans:
+            owner.decide(job_id, RequeueOrphan(job_id), ctx)
+        if orphans:
+            log.info("partition %d: requeued %d jobs left running by epoch < %d", owner.partition,
+                     len(orphans), owner.epoch)
+
+    # --- observing -----------------------------------------------------------------------
+
+    def observe(self, owner: PartitionOwner, event: m.Event, folded: Folded) -> None:
+        """Log what was folded (structured: job, tenant, epoch, partition)."""
+        if folded.status != "applied":
+            log.warning("event %s of job %s %s (epoch %d, newest claim %d)", event.type, event.job_id,
+                        folded.status, event.epoch, owner.epoch,
+                        extra={"job_id": event.job_id, "tenant": event.tenant_id,
+                               "epoch": event.epoch, "partition": owner.partition})
