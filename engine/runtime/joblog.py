@@ -92,3 +92,40 @@ def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
             claim = event.epoch
         if job_id is None or event.job_id == job_id:
             yield LoggedEvent(offset, event, event.epoch != claim)
+
+
+def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
+    """The events at the given offsets (from the history index), with the index's fenced verdicts."""
+    consumer = kafka.events_reader(settings, "history")
+    topic, out = settings.events_topic, []
+    try:
+        for offset, verdict in verdicts:
+            value = _fetch_one(consumer, topic, partition, offset)
+            if value is not None:
+                event = decode_event_at(value, topic, partition, offset)
+                out.append(LoggedEvent(offset, event, verdict == "fenced"))
+    finally:
+        consumer.close()
+    return out
+
+
+def _fetch_one(consumer: Consumer, topic: str, partition: int, offset: int, timeout: float = 10.0) -> bytes | None:
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(1, 0.5):
+            if not msg.error() and msg.offset() == offset:
+                return msg.value()
+    return None
+
+
+def job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
+    """A job's events: through the projection's history index when there is one, else by a scan."""
+    from projections.query import find_job, history_entries
+
+    found = find_job(settings, job_id)
+    if found is not None:
+        entries = history_entries(settings, found[0], job_id)
+        if entries:
+            return events_at(settings, found[0], entries)
+    return job_events(settings, job_id)

@@ -1,0 +1,85 @@
+"""``epochq broker start|stop|status``: the local Apache Kafka for development and tests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+from engine import broker
+from engine.broker.errors import BrokerError
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``broker`` subcommand and its verbs to ``subparsers``."""
+    parser = subparsers.add_parser("broker", help="run a local Apache Kafka (KRaft) from Maven jars")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    start = verbs.add_parser("start", help="start the local broker (no-op if it is running)")
+    start.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="cluster size (default 1)")
+    start.add_argument("--port", type=int, help="client port of node 1 (default: a free port)")
+    start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    start.set_defaults(func=_guarded(_start))
+    stop = verbs.add_parser("stop", help="stop the local broker and delete its data")
+    stop.add_argument("--keep-data", action="store_true", help="keep the node directories and logs")
+    stop.set_defaults(func=_guarded(_stop))
+    status = verbs.add_parser("status", help="show whether the local broker is running")
+    status.add_argument("--json", action="store_true", help="print one JSON document")
+    status.set_defaults(func=_guarded(_status))
+
+
+def _guarded(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn a :class:`BrokerError` into its message on stderr and exit code 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except BrokerError as e:
+            print(f"epochq broker: error: {e.message}", file=sys.stderr)
+            if e.detail:
+                print(e.detail, file=sys.stderr)
+            return 2
+
+    return run
+
+
+def _start(args: argparse.Namespace) -> int:
+    info = broker.start(nodes=args.nodes, port=args.port, timeout=args.timeout)
+    print(f"bootstrap: {info.bootstrap}")
+    for node in info.nodes:
+        print(f"node {node.node_id}: pid {node.pid}, logs in {node.log_dir}")
+    print(f"state: {info.state_file}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    stopped = broker.stop(keep_data=args.keep_data)
+    print("stopped" if stopped else "not running")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    st = broker.status()
+    if args.json:
+        print(json.dumps(_status_doc(st), sort_keys=True))
+        return 0 if st.running else 1
+    if not st.nodes:
+        print(f"not running (no state in {st.state_file})")
+        return 1
+    print(f"{'running' if st.running else 'not running'}: bootstrap {st.bootstrap}")
+    for node in st.nodes:
+        print(f"node {node.node_id}: pid {node.pid}, port {node.port}, {'alive' if node.alive else 'dead'}")
+    return 0 if st.running else 1
+
+
+def _status_doc(st: broker.BrokerStatus) -> dict[str, object]:
+    return {
+        "running": st.running,
+        "bootstrap": st.bootstrap,
+        "state_file": str(st.state_file),
+        "nodes": [
+            {"node_id": n.node_id, "pid": n.pid, "port": n.port, "alive": n.alive} for n in st.nodes
+        ],
+    }

@@ -1,0 +1,122 @@
+"""``epochq submit``, ``epochq status JOB`` and ``epochq history JOB``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.client import Client, Outcome
+from engine.runtime.joblog import LoggedEvent, job_history
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``submit``, ``status`` and ``history``."""
+    submit = sub.add_parser("submit", help="submit one job")
+    submit.add_argument("task_type")
+    submit.add_argument("--tenant", required=True)
+    submit.add_argument("--payload", default="{}", help="JSON payload (default {})")
+    submit.add_argument("--priority", default="5", help="0-9 or critical/high/normal/low")
+    submit.add_argument("--delay", type=float, help="seconds from now")
+    submit.add_argument("--run-at", help="ISO-8601 time with zone, e.g. 2026-12-01T09:00:00+01:00")
+    submit.add_argument("--key", help="idempotency key")
+    submit.add_argument("--lane", help="BATCH for bulk work")
+    submit.add_argument("--wait", action="store_true", help="wait for the outcome")
+    submit.add_argument("--timeout", type=float, default=30.0)
+    submit.add_argument("--json", action="store_true")
+    add_connection_flags(submit)
+    submit.set_defaults(func=_submit)
+    for name, fn, text in (("status", _status, "a job's current status"), ("history", _history, "every event of a job")):
+        parser = sub.add_parser(name, help=text)
+        parser.add_argument("job_id")
+        parser.add_argument("--json", action="store_true")
+        add_connection_flags(parser)
+        parser.set_defaults(func=fn)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    run_at = datetime.fromisoformat(args.run_at) if args.run_at else None
+    with Client(settings_from(args)) as client:
+        handle = client.submit(args.task_type, json.loads(args.payload), tenant=args.tenant,
+                               priority=args.priority, delay=args.delay, run_at=run_at,
+                               idempotency_key=args.key, lane=args.lane)
+        outcome = handle.wait(args.timeout) if args.wait else Outcome(handle.job_id)
+    if args.json:
+        print_json({**outcome_json(outcome), "partition": handle.partition})
+    else:
+        print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
+        _print_outcome(outcome)
+    return 0 if outcome.status not in ("dead", "rejected") else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    with Client(settings_from(args)) as client:
+        outcome = client.status(args.job_id)
+    if not outcome.events:
+        print(f"epochq: no events for job {args.job_id}")
+        return 1
+    if args.json:
+        print_json(outcome_json(outcome))
+    else:
+        print(f"job {outcome.job_id}: {outcome.status} after {outcome.attempts} attempt(s)")
+        _print_outcome(outcome)
+    return 0
+
+
+def _history(args: argparse.Namespace) -> int:
+    events = job_history(settings_from(args), args.job_id)
+    if not events:
+        print(f"epochq: no events for job {args.job_id}")
+        return 1
+    if args.json:
+        print_json([event_json(e) for e in events])
+        return 0
+    print(f"{'time (UTC)':26} {'offset':>7} {'epoch':>5} {'owner':18} {'attempt':>7}  event")
+    for logged in events:
+        row = event_json(logged)
+        mark = "  [FENCED: ignored]" if logged.fenced else ""
+        print(f"{row['time']:26} {row['offset']:>7} {row['epoch']:>5} {row['owner'][:18]:18} "
+              f"{row['attempt'] if row['attempt'] is not None else '':>7}  {row['type']}{_brief(row)}{mark}")
+    return 0
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """The stable JSON form of an outcome (documented in docs/cli.md)."""
+    return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
+            "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
+            "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events)}
+
+
+def event_json(logged: LoggedEvent) -> dict[str, Any]:
+    """The stable JSON form of one history row (documented in docs/cli.md)."""
+    ev = logged.event
+    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}  # type: ignore[attr-defined]
+    detail = {key: (value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+              for key, value in body.items() if key not in ("payload", "raw")}
+    return {"offset": logged.offset, "time": _iso(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,
+            "owner": ev.owner, "attempt": body.get("attempt", body.get("next_attempt")),
+            "error": f"{body['error_type']}: {body['message']}" if "error_type" in body else None,
+            "fenced": logged.fenced, "event_id": ev.event_id, "tenant": ev.tenant_id, "detail": detail}
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _brief(row: dict[str, Any]) -> str:
+    detail = row["detail"]
+    if row["error"]:
+        return f"  {row['error']}"
+    for key in ("reason", "cause", "due_at"):
+        if detail.get(key) not in (None, ""):
+            value = _iso(detail[key]) if key == "due_at" else detail[key]
+            return f"  {key}={value}"
+    return ""
+
+
+def _print_outcome(outcome: Outcome) -> None:
+    for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
+        if value is not None:
+            print(f"  {label}: {json.dumps(value) if label == 'result' else value}")
