@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
                      help="worker slots of one lane, e.g. --slots BATCH=1 (repeatable)")
     run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
+    run.add_argument("--session-timeout-ms", type=int, default=6000,
+                     help="consumer group session timeout: how soon a dead instance's partitions move")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(func=_run)
 
@@ -68,7 +70,8 @@ def _run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings = settings_from(args)
-    options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace)
+    options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace,
+                            session_timeout_ms=args.session_timeout_ms)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

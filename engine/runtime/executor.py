@@ -1,8 +1,6 @@
-"""Runs handlers in per-lane worker slots and decides each attempt's outcome.
+"""What is running in which lane's slots, and how each attempt ended.
 
-The executor is the source of truth for what is running: which attempts hold which lane's
-slots, and when an attempt has run out of time. It only runs code and reports outcomes;
-the partition owner turns them into events.
+It only runs handlers and reports outcomes; the partition owner turns them into events.
 """
 
 from __future__ import annotations
@@ -127,8 +125,7 @@ def _since(started_ns: int) -> int:
 def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
     """One attempt in order: validate the payload → before_execute → execute → after_execute.
 
-    ``after_execute`` runs whenever ``before_execute`` did, sees the outcome, and cannot
-    change it: its own exceptions are logged on the job's logger.
+    ``after_execute`` runs whenever ``before_execute`` did; it cannot change the outcome.
     """
     started = time.perf_counter_ns()
     try:
@@ -195,16 +192,12 @@ class Executor:
     """Per-lane worker slots, the attempts running in them, and their results.
 
     Every attempt runs on its lane's thread pool, so a full BATCH lane never delays HIGH
-    work. A task type registered with ``executor="process"`` also takes a slot of its lane;
-    its lane thread hands the call to one shared process pool (created on first use).
-
-    Timeouts: the deadline is the earlier of the request's and submit time plus the task
-    type's timeout. A thread cannot be killed, so a timed-out handler keeps running: the
-    poll reports a ``TimeoutError`` outcome once, frees the slot, and discards the result
-    that arrives later. Each lane pool has twice its slots in threads so the spare half
-    can stand in for such stuck threads; past that, the lane's free slots shrink until
-    the stuck handlers return. A result that finishes after its deadline counts as a
-    timeout even if no poll ran in between.
+    work; a ``executor="process"`` task's lane thread hands the call to one shared,
+    lazily created process pool. Deadline: the request's, or submit time plus the task
+    type's timeout if sooner. A thread cannot be killed: past its deadline the poll reports
+    ``TimeoutError`` once, frees the slot and discards the late result (also when the
+    result arrived late but before the poll). Lane pools have twice their slots in threads,
+    the spare half standing in for stuck handlers; beyond that the lane's free slots shrink.
     """
 
     def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None) -> None:
@@ -313,19 +306,15 @@ class Executor:
     def wait_results(self, timeout: float) -> list[RunResult]:
         """Results, blocking up to ``timeout`` seconds for at least one."""
         end = time.monotonic() + timeout
-        while True:
-            out = self.poll_results()
-            left = end - time.monotonic()
-            if out or left <= 0:
-                return out
+        out = self.poll_results()
+        while not out and (left := end - time.monotonic()) > 0:
             try:
-                item = self._results.get(timeout=min(left, self._until_next_deadline()))
+                item = self._results.get(timeout=min(left, self._until_next_deadline(), 60.0))
             except queue.Empty:
-                continue
-            settled = self._settle(*item)
+                item = None
+            settled = self._settle(*item) if item else None
             out = ([settled] if settled else []) + self.poll_results()
-            if out:
-                return out
+        return out
 
     def _until_next_deadline(self) -> float:
         with self._lock:
@@ -337,8 +326,7 @@ class Executor:
         with self._lock:
             entry = self._running.pop(token, None)
             if entry is None:
-                lane = self._stuck.pop(token, None)
-                log.info("discarded the late result of a timed-out attempt in lane %s", lane)
+                log.info("discarded the late result of a timed-out attempt in lane %s", self._stuck.pop(token, None))
                 return None
         if finished_at > entry.deadline:
             outcome = Outcome.timed_out(entry.allowed_s, outcome.duration_us)
@@ -352,8 +340,7 @@ class Executor:
 
     def _time_out(self, token: int) -> RunResult:
         entry = self._running.pop(token)
-        self._stuck[token] = entry.request.lane
-        request = entry.request
+        request, self._stuck[token] = entry.request, entry.request.lane
         log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
                     request.task_type, request.attempt, entry.allowed_s)
         return RunResult(request, Outcome.timed_out(entry.allowed_s, _since(entry.started_ns)))
@@ -392,15 +379,10 @@ class Executor:
             process, self._process = self._process, None
             busy = bool(self._running or self._stuck)
         if process is not None:
-            workers = _workers_of(process)  # shutdown() forgets them
+            workers = list((getattr(process, "_processes", None) or {}).values())  # no public API < 3.14
             process.shutdown(wait=False, cancel_futures=True)
             for worker in workers if busy else []:
                 worker.terminate()
-
-
-def _workers_of(pool: ProcessPoolExecutor) -> list[Any]:
-    """A process pool's worker processes (Python < 3.14 has no public API to stop them)."""
-    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 def _check_slots(lane_slots: Mapping[Lane, int]) -> dict[Lane, int]:
