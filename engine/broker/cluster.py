@@ -1,0 +1,222 @@
+"""Start, stop and inspect the local Kafka cluster recorded in the broker state file.
+
+``start`` is idempotent: a live cluster recorded in the state file is returned as is;
+a stale record (no live pid) is cleaned up first.  Each fresh start formats new storage.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.broker import process
+from engine.broker.config import HOST, NodeSpec
+from engine.broker.errors import BrokerAlreadyRunningError, BrokerNotRunningError
+from engine.broker.fetch import ensure_jars, require_java
+from engine.broker.ready import wait_ready
+from engine.broker.state import (
+    BrokerInfo,
+    NodeInfo,
+    broker_home,
+    data_root,
+    load_state,
+    remove_state,
+    save_state,
+    state_path,
+)
+
+__all__ = [
+    "BrokerStatus",
+    "NodeStatus",
+    "bootstrap_from_state",
+    "start",
+    "status",
+    "stop",
+    "stop_node",
+]
+
+DEFAULT_TIMEOUT_S = 90.0
+HEAP_MB = {1: 512, 3: 384}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    """Whether one recorded node's JVM is alive."""
+
+    node_id: int
+    pid: int
+    port: int
+    alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatus:
+    """What the state file says is running, checked against live pids."""
+
+    running: bool
+    bootstrap: str | None
+    nodes: tuple[NodeStatus, ...]
+    state_file: Path
+
+
+def start(
+    nodes: int = 1,
+    *,
+    port: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    home: Path | str | None = None,
+) -> BrokerInfo:
+    """Start a local KRaft cluster of ``nodes`` (1 or 3) nodes, or return the running one.
+
+    ``port`` fixes the client port of node 1 (nodes 2 and 3 use the next ports).
+    Blocks until every broker is listed by the cluster metadata, at most ``timeout`` s.
+    """
+    if nodes not in HEAP_MB:
+        raise ValueError(f"nodes must be 1 or 3, not {nodes}")
+    root = broker_home(home)
+    with _home_lock(root):
+        existing = _live_state(root)
+        if existing is not None:
+            return _reuse(existing, nodes)
+        return _start_fresh(nodes, port, timeout, root)
+
+
+def stop(*, home: Path | str | None = None, keep_data: bool = False, timeout: float = 30.0) -> bool:
+    """Stop every recorded node (SIGTERM, then SIGKILL after ``timeout``); True if any was alive."""
+    root = broker_home(home)
+    with _home_lock(root):
+        info = load_state(root)
+        alive = info is not None and any(_alive(n) for n in info.nodes)
+        if info is not None:
+            process.signal_and_wait(info.nodes, timeout=timeout)
+        _forget(root, keep_data)
+        return alive
+
+
+def stop_node(
+    node_id: int, *, hard: bool = False, home: Path | str | None = None, timeout: float = 30.0
+) -> NodeInfo:
+    """Stop one node of the running cluster (SIGKILL if ``hard``); the others keep running."""
+    info = load_state(home)
+    if info is None:
+        raise BrokerNotRunningError(f"no local broker recorded in {state_path(home)}")
+    try:
+        node = info.node(node_id)
+    except KeyError:
+        raise BrokerNotRunningError(f"no node {node_id} in the local cluster") from None
+    process.signal_and_wait([node], hard=hard, timeout=timeout)
+    return node
+
+
+def status(*, home: Path | str | None = None) -> BrokerStatus:
+    """Report the recorded nodes and whether each pid is alive."""
+    info = load_state(home)
+    nodes = tuple(
+        NodeStatus(n.node_id, n.pid, n.port, _alive(n)) for n in (info.nodes if info else ())
+    )
+    running = any(n.alive for n in nodes)
+    bootstrap = info.bootstrap if info is not None else None
+    return BrokerStatus(running, bootstrap, nodes, state_path(home))
+
+
+def bootstrap_from_state(home: Path | str | None = None) -> str | None:
+    """Return the bootstrap address of the running local broker, or ``None``."""
+    info = load_state(home)
+    if info is None or not any(_alive(n) for n in info.nodes):
+        return None
+    return info.bootstrap
+
+
+def _alive(node: NodeInfo) -> bool:
+    return process.pid_alive(node.pid, node.config_path)
+
+
+def _live_state(root: Path) -> BrokerInfo | None:
+    info = load_state(root)
+    if info is None or any(_alive(n) for n in info.nodes):
+        return info
+    _forget(root, keep_data=False)  # stale: every recorded pid is dead
+    return None
+
+
+def _reuse(info: BrokerInfo, nodes: int) -> BrokerInfo:
+    if len(info.nodes) != nodes:
+        raise BrokerAlreadyRunningError(
+            f"a {len(info.nodes)}-node local broker is already running at {info.bootstrap}: "
+            "run `epochq broker stop` first"
+        )
+    return info
+
+
+def _start_fresh(nodes: int, port: int | None, timeout: float, root: Path) -> BrokerInfo:
+    specs = _node_specs(nodes, port, data_root(root))
+    java = require_java()
+    process.check_java(java)
+    libs = ensure_jars()
+    cluster_id = _prepare(specs, java, libs, data_root(root))
+    launched: list[NodeInfo] = []
+    try:
+        for spec in specs:
+            pid = process.launch(java, libs, _node_dir(spec), HEAP_MB[nodes])
+            launched.append(_node_info(spec, pid))
+        info = BrokerInfo(_bootstrap(specs), cluster_id, tuple(launched), root)
+        save_state(info)
+        wait_ready(info.bootstrap, info.nodes, timeout)
+        return info
+    except BaseException:
+        process.signal_and_wait(launched, hard=True)
+        remove_state(root)
+        raise
+
+
+def _node_specs(nodes: int, port: int | None, root: Path) -> list[NodeSpec]:
+    client_ports = process.allocate_ports(nodes, port)
+    controller_ports = [p for p in process.allocate_ports(nodes * 2) if p not in client_ports]
+    return [
+        NodeSpec(i + 1, client_ports[i], controller_ports[i], root / f"node-{i + 1}" / "data")
+        for i in range(nodes)
+    ]
+
+
+def _node_dir(spec: NodeSpec) -> Path:
+    """A node's directory: the parent of its Kafka ``log.dirs``."""
+    return spec.log_dir.parent
+
+
+def _prepare(specs: Sequence[NodeSpec], java: str, libs: Path, root: Path) -> str:
+    """Wipe ``root``, write every node's files, format storage; return the cluster id."""
+    shutil.rmtree(root, ignore_errors=True)
+    for spec in specs:
+        process.prepare_node_dir(spec, specs, _node_dir(spec))
+    cluster_id = process.new_cluster_id()
+    process.format_storage(java, libs, [_node_dir(s) for s in specs], cluster_id)
+    return cluster_id
+
+
+def _node_info(spec: NodeSpec, pid: int) -> NodeInfo:
+    return NodeInfo(spec.node_id, pid, spec.port, spec.controller_port, _node_dir(spec))
+
+
+def _bootstrap(specs: Sequence[NodeSpec]) -> str:
+    return ",".join(f"{HOST}:{s.port}" for s in specs)
+
+
+def _forget(root: Path, keep_data: bool) -> None:
+    remove_state(root)
+    if not keep_data:
+        shutil.rmtree(data_root(root), ignore_errors=True)
+
+
+@contextmanager
+def _home_lock(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "broker.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
