@@ -114,7 +114,7 @@ class JobHandle:
                     break
                 records = [(msg.offset(), decode_event_at(msg.value(), topic, self.partition, msg.offset()))
                            for msg in consumer.consume(500, min(remaining, 0.2))
-                           if not msg.error() and msg.key() == key]
+                           if not msg.error() and msg.key() in (key, None)]  # None: ownership claims
                 for logged in with_fencing(records, self.job_id, mid_log=True):
                     outcome.apply(logged)
         finally:

@@ -1,0 +1,57 @@
+"""Handlers the integration tests run in real engine processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from engine import App, RetryPolicy
+
+app = App()
+MARKS = Path(os.environ.get("EPOCHQ_TEST_MARKS", "/tmp/epochq-test-marks"))
+
+
+def mark(kind: str, ctx) -> None:  # type: ignore[no-untyped-def]
+    """Leave a trace of one execution (job, attempt, epoch, pid) for the test to count."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    with open(MARKS / f"{kind}.log", "a") as f:
+        f.write(f"{ctx.job_id} {ctx.attempt} {ctx.epoch} {os.getpid()}\n")
+
+
+@app.task("noop", retry=RetryPolicy(max_attempts=3, base_delay=0.1))
+def noop(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    return {"ok": True}
+
+
+@app.task("echo")
+def echo(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    return {"payload": payload, "tenant": ctx.tenant, "attempt": ctx.attempt}
+
+
+@app.task("slow", retry=RetryPolicy(max_attempts=5, base_delay=0.1), timeout=60)
+def slow(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    mark("slow", ctx)
+    time.sleep(float(payload.get("seconds", 0.2)))
+    return {"slept": payload.get("seconds", 0.2), "pid": os.getpid(), "epoch": ctx.epoch}
+
+
+@app.task("flaky", retry=RetryPolicy(max_attempts=4, base_delay=0.2, max_delay=5, jitter=0.0))
+def flaky(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Fails until a marker file named in the payload exists (the 'fix')."""
+    mark("flaky", ctx)
+    if not Path(payload["fixed_when"]).exists():
+        raise ConnectionError(f"downstream unavailable (attempt {ctx.attempt})")
+    return {"fixed": True, "attempt": ctx.attempt}
+
+
+class Email(BaseModel):
+    to: str
+    subject: str
+
+
+@app.task("email.send")
+def send_email(ctx, payload: Email) -> dict:  # type: ignore[no-untyped-def]
+    return {"sent_to": payload.to}

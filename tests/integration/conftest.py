@@ -1,0 +1,104 @@
+"""Engine fixtures: topics per test, engine instances as real processes, a client."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.client import Client
+from engine.config import Settings, load_settings
+from engine.runtime.topics import ensure_topics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def settings(bootstrap: str, unique_ns: str, tmp_path: Path) -> Settings:
+    """Settings for a fresh namespace whose topics (3 partitions) exist."""
+    s = load_settings(bootstrap=bootstrap, namespace=unique_ns, state_dir=str(tmp_path / "state"))
+    ensure_topics(s, partitions=3)
+    return s
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[Client]:
+    """A client on the test's namespace."""
+    c = Client(settings)
+    yield c
+    c.close()
+
+
+class EngineProcess:
+    """An ``epochq engine run`` in a child process, with its own state directory."""
+
+    def __init__(self, settings: Settings, owner: str, tmp: Path, app: str = "tests.integration.apps:app",
+                 extra: tuple[str, ...] = ()):
+        self.owner, self.state_dir = owner, tmp / f"state-{owner}"
+        self.log_path = tmp / f"engine-{owner}.log"
+        env = {**os.environ, "EPOCHQ_TEST_MARKS": str(tmp / "marks"), "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap",
+               settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
+               str(self.state_dir), "--owner-id", owner, "--session-timeout-ms", "6000", "--grace", "5",
+               *extra]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def settings(self, base: Settings) -> Settings:
+        """The base settings pointed at this instance's state directory."""
+        return base.model_copy(update={"state_dir": self.state_dir})
+
+    def logs(self) -> str:
+        """Everything the instance printed so far."""
+        return self.log_path.read_text()
+
+    def wait_active(self, partitions: int, timeout: float = 60.0) -> None:
+        """Block until the instance logged ``partitions`` partitions active."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.logs().count(": active at epoch") >= partitions:
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"engine {self.owner} exited:\n{self.logs()[-3000:]}")
+            time.sleep(0.2)
+        raise AssertionError(f"engine {self.owner} not active in {timeout}s:\n{self.logs()[-3000:]}")
+
+    def signal(self, sig: int) -> None:
+        """Send a signal (SIGKILL, SIGSTOP, SIGCONT, SIGTERM)."""
+        self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait; SIGKILL if it does not leave in time."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def engines(settings: Settings, tmp_path: Path) -> Iterator[list[EngineProcess]]:
+    """A list to start engines into; every one is stopped at teardown, even on failure."""
+    started: list[EngineProcess] = []
+    yield started
+    for engine in started:
+        engine.stop()
+
+
+def start_engine(engines: list[EngineProcess], settings: Settings, owner: str, tmp: Path,
+                 **kwargs: object) -> EngineProcess:
+    """Start one engine process and remember it for teardown."""
+    engine = EngineProcess(settings, owner, tmp, **kwargs)  # type: ignore[arg-type]
+    engines.append(engine)
+    return engine

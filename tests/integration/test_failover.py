@@ -1,0 +1,93 @@
+"""Failover and zombies with real engine processes on a real broker."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from engine.client import Client
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import encode_event
+from engine.runtime.joblog import job_events
+from projections.query import find_job
+from projections.rebuild import verify
+from tests.integration.conftest import start_engine
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def valid_terminals(settings: Settings, job_id: str) -> list[str]:
+    return [e.event.type for e in job_events(settings, job_id)
+            if not e.fenced and e.event.type in ("JobSucceeded", "JobDeadLettered", "JobCancelled")]
+
+
+def test_kill_minus_nine_loses_no_job(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = start_engine(engines, settings, "a", tmp_path)
+    a.wait_active(3)
+    b = start_engine(engines, settings, "b", tmp_path)
+    b.wait_active(1)
+    handles = client.submit_many([{"task_type": "slow", "payload": {"seconds": 0.1}, "tenant": f"t{i % 4}"}
+                                  for i in range(120)])
+    marks = tmp_path / "marks" / "slow.log"
+    wait_for(lambda: marks.exists() and len(marks.read_text().splitlines()) >= 15, 60, "jobs to start")
+    a.signal(signal.SIGKILL)
+
+    outcomes = [h.wait(90) for h in handles]
+    assert [o.status for o in outcomes].count("completed") == 120, [o.status for o in outcomes]
+    for handle in handles:
+        assert valid_terminals(settings, handle.job_id) == ["JobSucceeded"]
+    survivor = b.settings(settings)
+    for handle in handles:
+        found = find_job(survivor, handle.job_id)
+        assert found is not None and found[1].state.value == "completed"
+    assert b.stop() == 0
+    for p in range(3):
+        assert verify(survivor, p).matches
+
+
+def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = start_engine(engines, settings, "a", tmp_path)
+    a.wait_active(3)
+    handle = client.submit("slow", {"seconds": 4}, tenant="acme")
+    wait_for(lambda: client.status(handle.job_id).status == "running", 30, "the job to run on a")
+    a.signal(signal.SIGSTOP)
+    b = start_engine(engines, settings, "b", tmp_path)
+    b.wait_active(3, timeout=90)
+    outcome = handle.wait(60)
+    a.signal(signal.SIGCONT)
+    time.sleep(6)  # a's handler finishes and a tries to record it
+
+    assert outcome.status == "completed" and outcome.result["epoch"] == 2
+    history = job_events(settings, handle.job_id)
+    requeued = [e.event.body for e in history if e.event.type == "JobRequeued"]
+    assert requeued == [m.JobRequeued(previous_epoch=1, attempt=1)]
+    assert valid_terminals(settings, handle.job_id) == ["JobSucceeded"]
+    late_a = [e for e in history if e.event.owner == "a" and e.event.epoch == 1 and e.offset > history[-1].offset]
+    assert all(e.fenced for e in late_a)
+    assert "fenced" in a.logs() or "lost" in a.logs() or "revoking" in a.logs()
+
+    stale = m.Event("zombie-1", handle.job_id, "acme", 1, "a", time.time_ns() // 1000,
+                    m.JobFailed(1, "Zombie", "late write", 1))
+    producer = Producer({"bootstrap.servers": settings.require_bootstrap()})
+    producer.produce(settings.events_topic, encode_event(stale), handle.job_id.encode(),
+                     partition=handle.partition)
+    producer.flush(10)
+    wait_for(lambda: any(e.event.event_id == "zombie-1" for e in job_events(settings, handle.job_id)), 20, "the stale write")
+    zombie = next(e for e in job_events(settings, handle.job_id) if e.event.event_id == "zombie-1")
+    assert zombie.fenced and client.status(handle.job_id).status == "completed"
+    time.sleep(1)
+    found = find_job(b.settings(settings), handle.job_id)
+    assert found is not None and found[1].state.value == "completed"
+    assert b.stop() == 0
+    assert verify(b.settings(settings), handle.partition).matches
