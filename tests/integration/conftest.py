@@ -102,3 +102,22 @@ def start_engine(engines: list[EngineProcess], settings: Settings, owner: str, t
     engine = EngineProcess(settings, owner, tmp, **kwargs)  # type: ignore[arg-type]
     engines.append(engine)
     return engine
+
+
+def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:
+    """Every job's events, read from the log in one pass per partition, with fencing verdicts."""
+    from engine.contract.codec import decode_event_at
+    from engine.runtime import kafka
+    from engine.runtime.joblog import scan_partition, with_fencing
+
+    out: dict[str, list] = {}
+    consumer = kafka.events_reader(settings, "test-scan")
+    try:
+        for p in range(partitions):
+            records = [(o, decode_event_at(v, settings.events_topic, p, o))
+                       for o, _, v in scan_partition(consumer, settings.events_topic, p)]
+            for logged in with_fencing(records, None):
+                out.setdefault(logged.event.job_id, []).append(logged)
+    finally:
+        consumer.close()
+    return out

@@ -1,0 +1,13 @@
+"""Handlers for benchmarks."""
+
+from __future__ import annotations
+
+from engine import App
+
+app = App()
+
+
+@app.task("noop")
+def noop(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """Does nothing: the benchmark measures the engine, not the handler."""
+    return None

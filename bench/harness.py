@@ -1,0 +1,102 @@
+"""Shared benchmark plumbing: a broker, a fresh namespace, an engine process, an event follower."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+
+from engine import broker
+from engine.config import Settings, load_settings
+from engine.contract.codec import decode_event_at
+from engine.runtime import kafka
+from engine.runtime.topics import ensure_topics
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def local_broker() -> Iterator[str]:
+    """The running local broker, or one started (and stopped) for the benchmark."""
+    running = broker.bootstrap_from_state()
+    if running:
+        yield running
+        return
+    info = broker.start(nodes=1)
+    try:
+        yield info.bootstrap
+    finally:
+        broker.stop()
+
+
+def fresh_settings(bootstrap: str, partitions: int) -> Settings:
+    """A new namespace with its topics, and a temporary state directory."""
+    settings = load_settings(bootstrap=bootstrap, namespace=f"bench{time.time_ns() // 1000}",
+                             state_dir=tempfile.mkdtemp(prefix="epochq-bench-"))
+    ensure_topics(settings, partitions=partitions)
+    return settings
+
+
+@contextmanager
+def engine_process(settings: Settings, app: str, *extra: str) -> Iterator[subprocess.Popen]:
+    """An engine in its own process (the benchmark's client runs in this one)."""
+    log = open(Path(settings.state_dir) / "engine.log", "w")
+    cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap", settings.require_bootstrap(),
+           "--namespace", settings.namespace, "--state-dir", str(settings.state_dir), "--owner-id", "bench", *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+    try:
+        wait_active(Path(settings.state_dir) / "engine.log", proc)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def wait_active(log: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until every partition the engine took is active."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if "active at epoch" in text and text.count("active at epoch") >= text.count("restoring from"):
+            time.sleep(0.5)
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(text[-2000:])
+        time.sleep(0.1)
+    raise TimeoutError("engine did not become active")
+
+
+def follow_events(settings: Settings, partitions: int, until, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    """Feed every event from offset 0 to ``until(event)`` until it returns True."""
+    consumer = kafka.events_reader(settings, "bench")
+    topic = settings.events_topic
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(5000, 0.1):
+                if not msg.error() and until(decode_event_at(msg.value(), topic, msg.partition(), msg.offset())):
+                    return
+        raise TimeoutError("benchmark did not finish in time")
+    finally:
+        consumer.close()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
+
+
+def median(values: list[float]) -> float:
+    """The median."""
+    return statistics.median(values)

@@ -1,0 +1,76 @@
+"""No-op jobs end to end (submit -> completed) on one engine, transactions on.
+
+Prints jobs/s and submit-to-start latency p50/p99 per run and the medians over runs.
+Usage: python bench/noop_throughput.py [--jobs 20000] [--runs 3] [--partitions 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import engine_process, follow_events, fresh_settings, local_broker, median, percentile  # noqa: E402
+from engine.client import Client  # noqa: E402
+from engine.contract import messages as m  # noqa: E402
+
+
+def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int) -> dict[str, float]:
+    """Submit ``jobs`` no-op jobs while an engine runs them; measure throughput and latency."""
+    settings = fresh_settings(bootstrap, partitions)
+    issued: dict[str, int] = {}
+    started: dict[str, int] = {}
+    done: list[int] = []
+
+    def until(event: m.Event) -> bool:
+        if isinstance(event.body, m.JobStarted):
+            started[event.job_id] = event.occurred_at
+        elif isinstance(event.body, m.JobSucceeded):
+            done.append(event.occurred_at)
+        return len(done) >= jobs
+
+    with engine_process(settings, "bench.apps:app", "--concurrency", str(concurrency)):
+        client = Client(settings)
+        follower = threading.Thread(target=follow_events, args=(settings, partitions, until, 600))
+        follower.start()
+        t0 = time.time()
+        for chunk in range(0, jobs, 2000):
+            at = time.time_ns() // 1000
+            handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": f"t{i % 10}"}
+                                          for i in range(chunk, min(jobs, chunk + 2000))])
+            issued.update((h.job_id, at) for h in handles)
+        submit_s = time.time() - t0
+        follower.join()
+        client.close()
+    elapsed = max(done) / 1e6 - t0
+    lat = [(started[j] - issued[j]) / 1000 for j in issued if j in started]
+    return {"jobs_per_s": jobs / elapsed, "submit_per_s": jobs / submit_s, "p50_ms": percentile(lat, 50),
+            "p99_ms": percentile(lat, 99), "elapsed_s": elapsed}
+
+
+def main() -> None:
+    """Run the benchmark and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    results = []
+    with local_broker() as bootstrap:
+        for n in range(args.runs):
+            r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency)
+            results.append(r)
+            print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, submit {r['submit_per_s']:8.0f}/s, "
+                  f"submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  ({r['elapsed_s']:.1f} s)")
+    print(f"median over {args.runs} runs of {args.jobs} no-op jobs, {args.partitions} partitions: "
+          f"{median([r['jobs_per_s'] for r in results]):.0f} jobs/s, "
+          f"p50 {median([r['p50_ms'] for r in results]):.1f} ms, p99 {median([r['p99_ms'] for r in results]):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
