@@ -7,6 +7,7 @@ import logging
 import os
 import pickle
 import threading
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -243,6 +244,7 @@ def test_an_exception_fails_the_attempt_with_a_short_traceback(executor: Executo
     ],
 )
 def test_validation_failures_are_invalid_and_not_retryable(executor: Executor, req: RunRequest, needle: str) -> None:
+    req = dataclasses.replace(req, deadline=time.time() + 10.0)  # built at collection time: refresh it
     outcome = run_one(executor, req)
     assert (outcome.kind, outcome.retryable) == ("invalid", False)
     assert needle in outcome.message
