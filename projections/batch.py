@@ -14,6 +14,7 @@ class Batch:
         self.store = store
         self.changes: dict[bytes, bytes | None] = {}
         self.last_offset = -1
+        self.job_cache = store.job_cache
 
     def get(self, key: bytes) -> bytes | None:
         """The value as it will be after commit."""

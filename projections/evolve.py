@@ -15,7 +15,7 @@ from engine.errors import InvalidTransitionError
 from projections.batch import Batch
 from projections.views import keys as k
 from projections.views.indexes import index_changes
-from projections.views.jobs import encode_job, read_job
+from projections.views.jobs import read_job, write_job
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
 
@@ -72,5 +72,5 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
     if after is not before:
         for key, value in index_changes(before, after).items():
             batch.changes[key] = value
-        batch.put(k.job_key(event.job_id), encode_job(after))  # type: ignore[arg-type]
+        write_job(batch, after)  # type: ignore[arg-type]
     return Folded(APPLIED, before, after)

@@ -35,6 +35,7 @@ class ProjectionStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._db = Rdict(str(self.path), _options(), access_type=access)
+        self.job_cache: dict = {}  # job id -> decoded JobView; the fold is the only writer
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""

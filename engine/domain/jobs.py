@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import singledispatch
 
 from engine.contract import messages as m
@@ -46,6 +46,14 @@ class JobView:
     errors: tuple[AttemptError, ...] = ()
     dead_reason: str = ""
     replays: int = 0
+
+
+_SLOTS = JobView.__slots__
+
+
+def replace(job: JobView, **changes: object) -> JobView:
+    """``dataclasses.replace`` for JobView, several times faster (this is the fold's hot path)."""
+    return JobView(*[changes[f] if f in changes else getattr(job, f) for f in _SLOTS])  # type: ignore[arg-type]
 
 
 TRIGGERS: dict[type, Trigger] = {

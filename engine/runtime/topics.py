@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
@@ -48,6 +49,7 @@ def ensure_topics(settings: Settings, partitions: int = 6, replication: int = 1)
     missing = [t for t in wanted_topics(settings, partitions, replication) if t.topic not in existing]
     if missing:
         _create(admin, missing)
+        _await_metadata(admin, _names(settings))
     infos = describe_topics(settings, admin)
     check_topics(settings, infos)
     return infos
@@ -67,6 +69,15 @@ def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
         except KafkaException as e:
             if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
                 raise KafkaUnavailableError(f"cannot create topic {name}: {e}") from e
+
+
+def _await_metadata(admin: AdminClient, names: list[str], timeout_s: float = 15.0) -> None:
+    """Wait until freshly created topics show up in the cluster metadata."""
+    deadline = time.monotonic() + timeout_s
+    while not set(names) <= _list(admin):
+        if time.monotonic() > deadline:
+            raise KafkaUnavailableError(f"topics {names} were created but do not appear in the metadata")
+        time.sleep(0.1)
 
 
 def describe_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicInfo]:

@@ -1,46 +1,71 @@
-"""The jobs view: one record per job, encoded as canonical JSON so rebuilds compare byte for byte."""
+"""The jobs view: one record per job, stored as a flat marshal (version 2) tuple.
+
+Marshal version 2 writes no object references, so equal records give equal bytes on
+every machine, which rebuild verification relies on. The first element is the record
+format; a store written in another format is rebuilt from the log.
+"""
 
 from __future__ import annotations
 
-import base64
-import json
+import marshal
 from typing import Any
 
 from engine.contract.messages import Payload
 from engine.domain.jobs import AttemptError, JobView
 from engine.domain.lifecycle import JobState
+from engine.errors import ProjectionCorruptedError
 from projections.views.keys import job_key
 
+FORMAT = 1
 _FIELDS = JobView.__slots__
+_STATE, _PAYLOAD, _ERRORS = (_FIELDS.index(f) for f in ("state", "payload", "errors"))
+CACHE_LIMIT = 20_000
 
 
 def encode_job(job: JobView) -> bytes:
     """The stored form of a job record."""
-    raw: dict[str, Any] = {f: getattr(job, f) for f in _FIELDS}
-    raw["state"] = job.state.value
-    raw["payload"] = [_b64(job.payload.data), job.payload.content_type, job.payload.schema_name,
-                      job.payload.schema_version]
-    raw["result"] = _b64(job.result) if job.result is not None else None
-    raw["errors"] = [[getattr(e, f) for f in AttemptError.__slots__] for e in job.errors]
-    return json.dumps(raw, sort_keys=True, separators=(",", ":")).encode()
+    values: list[Any] = [getattr(job, f) for f in _FIELDS]
+    values[_STATE] = job.state.value
+    p = job.payload
+    values[_PAYLOAD] = (p.data, p.content_type, p.schema_name, p.schema_version)
+    values[_ERRORS] = tuple(tuple(getattr(e, f) for f in AttemptError.__slots__) for e in job.errors)
+    return marshal.dumps((FORMAT, *values), 2)
 
 
 def decode_job(raw: bytes) -> JobView:
     """A job record from its stored form."""
-    d = json.loads(raw)
-    data, content_type, schema_name, version = d["payload"]
-    d["payload"] = Payload(base64.b64decode(data), content_type, schema_name, version)
-    d["state"] = JobState(d["state"])
-    d["result"] = base64.b64decode(d["result"]) if d["result"] is not None else None
-    d["errors"] = tuple(AttemptError(*e) for e in d["errors"])
-    return JobView(**d)
+    values = list(marshal.loads(raw))
+    if values[0] != FORMAT:
+        raise ProjectionCorruptedError(f"job record format {values[0]!r}, expected {FORMAT}: rebuild the projection")
+    del values[0]
+    values[_STATE] = JobState(values[_STATE])
+    values[_PAYLOAD] = Payload(*values[_PAYLOAD])
+    values[_ERRORS] = tuple(AttemptError(*e) for e in values[_ERRORS])
+    return JobView(*values)
 
 
 def read_job(reader: Any, job_id: str) -> JobView | None:
-    """The job's record through anything with ``get(key)`` (a store or a batch)."""
-    raw = reader.get(job_key(job_id))
-    return decode_job(raw) if raw is not None else None
+    """The job's record through a store or a batch, via the store's cache of decoded records."""
+    cache: dict[str, JobView] = reader.job_cache
+    job = cache.get(job_id)
+    if job is None:
+        raw = reader.get(job_key(job_id))
+        if raw is None:
+            return None
+        job = remember(cache, job_id, decode_job(raw))
+    return job
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+def write_job(batch: Any, job: JobView) -> None:
+    """Stage a job record and keep its decoded form in the cache."""
+    batch.put(job_key(job.job_id), encode_job(job))
+    remember(batch.job_cache, job.job_id, job)
+
+
+def remember(cache: dict[str, JobView], job_id: str, job: JobView) -> JobView:
+    """Keep ``job`` decoded in a cache bounded to CACHE_LIMIT entries (oldest out first)."""
+    cache.pop(job_id, None)
+    cache[job_id] = job
+    if len(cache) > CACHE_LIMIT:
+        del cache[next(iter(cache))]
+    return job

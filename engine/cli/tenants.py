@@ -1,0 +1,72 @@
+"""``epochq tenants set|list|remove``: the compacted tenants table."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.contract.messages import TenantConfig
+from engine.runtime.tenants import TenantDirectory, remove_tenant, set_tenant
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``tenants`` subcommand."""
+    parser = sub.add_parser("tenants", help="set, list or remove tenants (weights, queue limits, products)")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    put = verbs.add_parser("set", help="create or update a tenant")
+    put.add_argument("tenant")
+    put.add_argument("--weight", type=float, required=True, help="fair-share weight, > 0")
+    put.add_argument("--max-queued", type=int, help="limit on the tenant's queued jobs")
+    put.add_argument("--product", help="the product the tenant belongs to (for scoped tasks)")
+    put.add_argument("--json", action="store_true")
+    put.set_defaults(func=_set)
+    listing = verbs.add_parser("list", help="every tenant in the table")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=_list)
+    remove = verbs.add_parser("remove", help="remove a tenant (a tombstone on the compacted topic)")
+    remove.add_argument("tenant")
+    remove.set_defaults(func=_remove)
+    for verb in (put, listing, remove):
+        add_connection_flags(verb)
+
+
+def _set(args: argparse.Namespace) -> int:
+    config = set_tenant(settings_from(args), args.tenant, args.weight, args.max_queued, args.product)
+    if args.json:
+        print_json(tenant_json(config))
+    else:
+        print(f"tenant {config.tenant_id} set: {_describe(config)}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    with TenantDirectory(settings_from(args)) as directory:
+        table = directory.all()
+    configs = [table[t] for t in sorted(table)]
+    if args.json:
+        print_json([tenant_json(c) for c in configs])
+        return 0
+    if not configs:
+        print("no tenants (every tenant has weight 1 and no queue limit)")
+    for config in configs:
+        print(f"{config.tenant_id}: {_describe(config)}")
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    remove_tenant(settings_from(args), args.tenant)
+    print(f"tenant {args.tenant} removed")
+    return 0
+
+
+def tenant_json(config: TenantConfig) -> dict[str, Any]:
+    """One tenant as a JSON object."""
+    return {"tenant_id": config.tenant_id, "weight": config.weight, "max_queued": config.max_queued,
+            "product": config.product, "updated_at": config.updated_at}
+
+
+def _describe(config: TenantConfig) -> str:
+    limit = "no limit" if config.max_queued is None else f"max {config.max_queued} queued"
+    product = f", product {config.product}" if config.product else ""
+    return f"weight {config.weight:g}, {limit}{product}"

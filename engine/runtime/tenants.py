@@ -1,0 +1,188 @@
+"""The tenants table: the compacted ``<ns>.tenants`` topic, read whole and then followed.
+
+Every engine instance holds a :class:`TenantDirectory`: it reads the topic from the
+beginning up to its end before answering (so weights and quotas are never guessed),
+then follows it with a non-blocking :meth:`TenantDirectory.refresh`. A record keyed by
+tenant id sets that tenant; a tombstone (no value) removes it. Writes go through
+:func:`set_tenant` and :func:`remove_tenant`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from engine.config import Settings
+from engine.contract.codec import decode_tenant, encode_tenant
+from engine.contract.ids import validate_name, validate_tenant_id
+from engine.contract.messages import TenantConfig
+from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
+from engine.runtime import kafka
+
+DEFAULT_WEIGHT = 1.0
+LOAD_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 30.0
+
+
+class TenantDirectory:
+    """Every tenant's weight, queue limit and product, as the ``<ns>.tenants`` topic says."""
+
+    def __init__(self, settings: Settings, timeout: float = LOAD_TIMEOUT_S, *, load: bool = True):
+        self.topic = settings.tenants_topic
+        self.skipped = 0
+        self._tenants: dict[str, TenantConfig] = {}
+        self._consumer = kafka.events_reader(settings, "tenants")
+        if load:
+            self.load(timeout)
+
+    def load(self, timeout: float = LOAD_TIMEOUT_S) -> None:
+        """Read the topic whole: every partition from its beginning to its current end."""
+        self._tenants.clear()
+        partitions = self._partitions(timeout)
+        ends = self._unread_ends(partitions, timeout)
+        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+        deadline = time.monotonic() + timeout
+        while not self._caught_up(ends):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"could not read {self.topic} to its end within {timeout}s")
+            self._apply_all(self._consumer.consume(1000, 0.2))
+
+    def refresh(self, max_records: int = 1000) -> int:
+        """Apply what arrived since the last call, without waiting; the number of records seen."""
+        batch = self._consumer.consume(max_records, 0)
+        self._apply_all(batch)
+        return len(batch)
+
+    def weight(self, tenant: str) -> float:
+        """The tenant's fair-share weight; 1.0 for a tenant the table does not know."""
+        config = self._tenants.get(tenant)
+        return config.weight if config else DEFAULT_WEIGHT
+
+    def max_queued(self, tenant: str) -> int | None:
+        """The tenant's limit on queued jobs; ``None`` for no limit."""
+        config = self._tenants.get(tenant)
+        return config.max_queued if config else None
+
+    def tenants_of_product(self, product: str) -> list[str]:
+        """The ids of the tenants of ``product``, sorted."""
+        return sorted(t for t, c in self._tenants.items() if c.product == product)
+
+    def all(self) -> dict[str, TenantConfig]:
+        """A copy of the whole table, by tenant id."""
+        return dict(self._tenants)
+
+    def close(self) -> None:
+        """Stop following the topic."""
+        self._consumer.close()
+
+    def __enter__(self) -> TenantDirectory:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _partitions(self, timeout: float) -> list[int]:
+        try:
+            meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
+        except KafkaException as e:
+            raise KafkaUnavailableError(f"cannot describe {self.topic}: {e}") from e
+        if meta.error is not None:
+            raise KafkaUnavailableError(f"topic {self.topic} is unavailable ({meta.error}): run `epochq topics ensure`")
+        return sorted(meta.partitions)
+
+    def _unread_ends(self, partitions: list[int], timeout: float) -> dict[int, int]:
+        """The end offset of each partition that holds records now (low watermark below high)."""
+        out = {}
+        for p in partitions:
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout, False)
+            except KafkaException as e:
+                raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{p}]: {e}") from e
+            if high > low:
+                out[p] = high
+        return out
+
+    def _caught_up(self, ends: dict[int, int]) -> bool:
+        """Whether every partition's position reached the end it had when loading began."""
+        if not ends:
+            return True
+        positions = self._consumer.position([TopicPartition(self.topic, p) for p in ends])
+        return all(tp.offset >= ends[tp.partition] for tp in positions)
+
+    def _apply_all(self, batch: list[Message]) -> None:
+        for msg in batch:
+            if msg.error() is None:
+                self._apply(msg.key(), msg.value())
+
+    def _apply(self, key: bytes | None, value: bytes | None) -> None:
+        """Fold one record: a tombstone deletes the tenant, a config sets it, garbage is skipped."""
+        if value is None:
+            self._tenants.pop(key.decode() if key else "", None)
+            return
+        try:
+            config = decode_tenant(value)
+        except DecodeError:
+            self.skipped += 1
+            return
+        self._tenants[key.decode() if key else config.tenant_id] = config
+
+
+def tenant_config(tenant_id: str, weight: float, max_queued: int | None = None, product: str | None = None,
+                  updated_at: int = 0) -> TenantConfig:
+    """A validated tenant configuration; ValidationError naming the field that is wrong."""
+    validate_tenant_id(tenant_id)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
+        raise ValidationError(f"weight must be a finite number > 0, got {weight!r}")
+    if max_queued is not None and (isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1):
+        raise ValidationError(f"max_queued must be an integer >= 1, got {max_queued!r}")
+    if product is not None:
+        validate_name("product", product)
+    return TenantConfig(tenant_id, updated_at, float(weight), max_queued, product)
+
+
+def set_tenant(settings: Settings, tenant_id: str, weight: float, max_queued: int | None = None,
+               product: str | None = None) -> TenantConfig:
+    """Write a tenant's configuration to ``<ns>.tenants`` (acks=all); returns what was written."""
+    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000)
+    _write(settings, tenant_id, encode_tenant(config))
+    return config
+
+
+def remove_tenant(settings: Settings, tenant_id: str) -> None:
+    """Remove a tenant: a tombstone for its key, which compaction eventually drops."""
+    _write(settings, validate_tenant_id(tenant_id), None)
+
+
+def tenants_producer(settings: Settings) -> Producer:
+    """An idempotent producer to the tenants topic, keyed with the Java-compatible partitioner."""
+    return Producer({
+        "bootstrap.servers": settings.require_bootstrap(),
+        "enable.idempotence": True,
+        "acks": "all",
+        "partitioner": "murmur2_random",
+    })
+
+
+def _write(settings: Settings, tenant_id: str, value: bytes | None) -> None:
+    errors: list[KafkaError] = []
+    producer = tenants_producer(settings)
+    try:
+        producer.produce(settings.tenants_topic, key=tenant_id.encode(), value=value, on_delivery=_collect(errors))
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot write to {settings.tenants_topic}: {e}") from e
+    if producer.flush(WRITE_TIMEOUT_S) > 0:
+        raise KafkaUnavailableError(f"{settings.tenants_topic}: write not acknowledged within {WRITE_TIMEOUT_S}s")
+    if errors:
+        raise KafkaUnavailableError(f"cannot write to {settings.tenants_topic}: {errors[0].str()}")
+
+
+def _collect(errors: list[KafkaError]) -> Callable[[KafkaError | None, Message], None]:
+    def on_delivery(error: KafkaError | None, _msg: Message) -> None:
+        if error is not None:
+            errors.append(error)
+    return on_delivery
