@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from engine.domain.lanes import Lane
+from engine.domain.breaker import BreakerPolicy
 from engine.domain.retry import RetryPolicy
 from engine.errors import ValidationError
 
@@ -52,6 +53,7 @@ class TaskSpec:
     timeout: float
     lane: Lane | None
     executor: ExecutorKind
+    breaker: BreakerPolicy | None = None
 
     @property
     def is_class_handler(self) -> bool:
@@ -74,6 +76,7 @@ class App:
         lane: Lane | str | None = None,
         model: type[BaseModel] | None = None,
         executor: str = "thread",
+        breaker: BreakerPolicy | None = None,
     ) -> Callable[[H], H]:
         """A decorator registering a function or a class as the handler of ``name``.
 
@@ -81,7 +84,8 @@ class App:
         """
 
         def decorate(handler: H) -> H:
-            self.register(name, handler, retry=retry, timeout=timeout, lane=lane, model=model, executor=executor)
+            self.register(name, handler, retry=retry, timeout=timeout, lane=lane, model=model, executor=executor,
+                          breaker=breaker)
             return handler
 
         return decorate
@@ -96,6 +100,7 @@ class App:
         lane: Lane | str | None = None,
         model: type[BaseModel] | None = None,
         executor: str = "thread",
+        breaker: BreakerPolicy | None = None,
     ) -> TaskSpec:
         """Register ``handler`` for task type ``name``; a ``ValueError`` names any bad option."""
         _check_name(name)
@@ -110,6 +115,7 @@ class App:
             timeout=_check_timeout(name, timeout),
             lane=_check_lane(name, lane),
             executor=_check_executor(name, executor, resolved),
+            breaker=_check_breaker(name, breaker),
         )
         self._specs[name] = spec
         return spec
@@ -129,6 +135,12 @@ class App:
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
+
+
+def _check_breaker(name: str, breaker: Any) -> BreakerPolicy | None:
+    if breaker is not None and not isinstance(breaker, BreakerPolicy):
+        raise ValueError(f"task {name!r}: breaker must be a BreakerPolicy or None, got {breaker!r}")
+    return breaker
 
 
 def is_class_handler(handler: Any) -> bool:

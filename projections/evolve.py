@@ -14,6 +14,8 @@ from engine.domain.jobs import JobView, evolve
 from engine.errors import InvalidTransitionError
 from projections.batch import Batch
 from projections.views import keys as k
+from projections.views.breakers import fold_breaker
+from projections.views.counters import charge_start, track_depths
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
 
@@ -45,6 +47,8 @@ def fold(batch: Batch, event: m.Event, offset: int) -> Folded:
     elif isinstance(event.body, m.CommandQuarantined):
         batch.put(k.QUARANTINE + k.num(offset), event.body.error.encode())
         result = Folded(APPLIED)
+    elif fold_breaker(batch, event):
+        result = Folded(APPLIED)
     else:
         result = _job_event(batch, event)
     if event.job_id:
@@ -73,4 +77,7 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
         for key, value in index_changes(before, after).items():
             batch.changes[key] = value
         write_job(batch, after)  # type: ignore[arg-type]
+        track_depths(batch, before, after)
+        if isinstance(event.body, m.JobStarted):
+            charge_start(batch, after, event.body)  # type: ignore[arg-type]
     return Folded(APPLIED, before, after)

@@ -35,6 +35,7 @@ class SubmitJob:
     idempotency_key: str | None = None
     lane: str | None = None
     max_attempts: int | None = None
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class JobSubmitted:
     run_at: int | None = None
     idempotency_key: str | None = None
     command_offset: int = -1
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,7 @@ class JobStarted:
     attempt: int
     due_at: int
     worker: str = ""
+    fair_units: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +186,32 @@ class CommandQuarantined:
     raw: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class BreakerOpened:
+    task_type: str
+    failures: int
+    reopen_at: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerHalfOpened:
+    task_type: str
+    probe_job_id: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerClosed:
+    task_type: str
+    reason: str = ""
+
+
 EventBody = Union[
     OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
     JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
-    JobReplayed, JobRequeued, CommandRefused, CommandQuarantined,
+    JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
+    BreakerClosed,
 ]
 
 
@@ -216,7 +241,8 @@ EVENT_BODIES: dict[str, type] = {
     for c in (
         OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
         JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
-        JobReplayed, JobRequeued, CommandRefused, CommandQuarantined,
+        JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
+        BreakerClosed,
     )
 }
 

@@ -28,6 +28,16 @@ class TaskPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """Queue depths at admission and their limits (None: unlimited): backpressure's inputs."""
+
+    tenant_depth: int = 0
+    tenant_max: int | None = None
+    lane_depth: int = 0
+    lane_max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DecideContext:
     """Everything decide may depend on besides the job: time, limits, task policies."""
 
@@ -36,6 +46,7 @@ class DecideContext:
     max_payload_bytes: int = 512 * 1024
     tasks: Mapping[str, TaskPolicy] | None = None  # None: accept any task type
     default_policy: TaskPolicy = TaskPolicy()
+    limits: Limits = Limits()
 
     def policy(self, task_type: str) -> TaskPolicy:
         """The task type's policy, or the default one."""
@@ -77,6 +88,7 @@ class StartAttempt:
 
     job_id: str
     worker: str = ""
+    fair_units: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +146,10 @@ def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideCo
     except ValidationError as e:
         reason, _, detail = str(e).partition(": ")
         return [Emit(cmd.job_id, cmd.tenant_id, m.JobRejected(body.task_type, reason, detail))]
+    full = _over_limit(ctx.limits)
+    if full is not None:
+        reason, detail, depth = full
+        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRejected(body.task_type, reason, detail, depth))]
     first = Emit(cmd.job_id, cmd.tenant_id, submitted)
     if body.run_at is not None and body.run_at > ctx.now:
         return [first, Emit(cmd.job_id, cmd.tenant_id, m.JobScheduled(body.run_at))]
@@ -145,6 +161,17 @@ def _existing(body: m.SubmitJob, cmd: m.Command, job: JobView) -> Emit:
         return Emit(cmd.job_id, cmd.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
     refusal = m.CommandRefused("SubmitJob", job.state.value, "a job with this id already exists")
     return Emit(cmd.job_id, cmd.tenant_id, refusal)
+
+
+def _over_limit(limits: Limits) -> tuple[str, str, int] | None:
+    """(reason, detail, depth) when admitting one more job would exceed a queue limit."""
+    if limits.tenant_max is not None and limits.tenant_depth >= limits.tenant_max:
+        return ("tenant_queue_full", f"the tenant has {limits.tenant_depth} queued jobs; its limit is "
+                f"{limits.tenant_max}", limits.tenant_depth)
+    if limits.lane_max is not None and limits.lane_depth >= limits.lane_max:
+        return ("lane_queue_full", f"the lane has {limits.lane_depth} queued jobs; its limit is "
+                f"{limits.lane_max}", limits.lane_depth)
+    return None
 
 
 def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobSubmitted:
@@ -169,7 +196,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
     return m.JobSubmitted(
         task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
         max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
-        command_offset=given.offset,
+        command_offset=given.offset, labels=dict(getattr(body, "labels", None) or {}),
     )
 
 
@@ -212,7 +239,7 @@ def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit
     if job is None or job.state is not JobState.QUEUED:
         return []
     due = job.due_at if job.due_at is not None else job.submitted_at
-    return [Emit(job.job_id, job.tenant_id, m.JobStarted(job.attempt + 1, due, given.worker))]
+    return [Emit(job.job_id, job.tenant_id, m.JobStarted(job.attempt + 1, due, given.worker, given.fair_units))]
 
 
 @_decide.register

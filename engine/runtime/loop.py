@@ -8,10 +8,11 @@ after a JobStarted is committed does its handler run.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -20,13 +21,15 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_command_at
 from engine.contract.partitioner import partition_for
-from engine.domain.decide import CommandInput, DecideContext, Emit, TaskPolicy
-from engine.domain.lanes import Lane
-from engine.errors import DecodeError, FencedError
+from engine.domain.breaker import BreakerPolicy
+from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
+from engine.domain.lanes import Lane, lane_for
+from engine.errors import DecodeError, FencedError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.executor import Executor
 from engine.runtime.owner import Phase, PartitionOwner
 from engine.runtime.ownership import Ownership
+from engine.runtime.tenants import TenantDirectory
 from engine.runtime.work import Work
 
 log = logging.getLogger("epochq.engine")
@@ -39,6 +42,7 @@ class EngineOptions:
     """Tunables of one engine instance."""
 
     lane_slots: dict[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
+    lane_limits: dict[Lane, int] = field(default_factory=dict)  # max queued jobs per lane (absent: none)
     grace_s: float = 10.0
     session_timeout_ms: int = 6000
     timer_interval_s: float = 0.05
@@ -59,6 +63,7 @@ class Engine:
         self.executor = Executor(app, self.options.lane_slots)
         self.commands: Consumer = kafka.commands_consumer(settings, self.options.session_timeout_ms)
         self.reader: Consumer = kafka.events_reader(settings, self.owner_id)
+        self.tenants = TenantDirectory(settings)
         self.ownership = Ownership(self)
         self.work = Work(self)
 
@@ -66,6 +71,15 @@ class Engine:
     def owners(self) -> dict[int, PartitionOwner]:
         """The partitions this instance owns (in any phase)."""
         return self.ownership.owners
+
+    def breaker_policy(self, task_type: str) -> BreakerPolicy | None:
+        """The circuit-breaker policy of a task type (None: no breaker)."""
+        return self._breakers.get(task_type)
+
+    @functools.cached_property
+    def _breakers(self) -> dict[str, BreakerPolicy]:
+        return {name: self.app.spec(name).breaker for name in self.app.task_types
+                if self.app.spec(name).breaker is not None}  # type: ignore[misc]
 
     def run(self) -> None:
         """Run until ``stop()``; then hand partitions back gracefully."""
@@ -86,6 +100,7 @@ class Engine:
         """One round of the loop."""
         busy = bool(self.executor.in_flight()) or any(o.outbox for o in self.owners.values())
         messages = self.commands.consume(self.options.max_commands, 0 if busy else idle_timeout)
+        self.tenants.refresh()
         self.on_commands(messages)
         self.ownership.set_up_assigned()
         self.work.on_results(self.executor.poll_results())
@@ -136,7 +151,21 @@ class Engine:
             owner.stage(Emit(command.job_id, command.tenant_id, m.JobRejected(task, "wrong_partition", detail)),
                         ctx.now, command.command_id, command.correlation_id)
             return
+        if isinstance(command.body, m.SubmitJob):
+            ctx = replace(ctx, limits=self._limits(owner, command))
         owner.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id, command.correlation_id)
+
+    def _limits(self, owner: PartitionOwner, command: m.Command) -> Limits:
+        """Backpressure inputs for one SubmitJob: queue depths now, and the limits that apply."""
+        body = command.body
+        assert isinstance(body, m.SubmitJob)
+        try:
+            lane = lane_for(body.priority, body.lane, (self.base_ctx.tasks or {}).get(body.task_type, TaskPolicy()).lane)
+        except (ValidationError, ValueError):
+            return Limits()
+        tenant_depth, lane_depth = owner.depth(lane.value, command.tenant_id)
+        return Limits(tenant_depth, self.tenants.max_queued(command.tenant_id), lane_depth,
+                      self.options.lane_limits.get(lane))
 
     # --- writing -------------------------------------------------------------------------
 
@@ -186,6 +215,7 @@ class Engine:
         self.commands.close()
         self.ownership.close_all()
         self.reader.close()
+        self.tenants.close()
         self.executor.shutdown(0)
 
 

@@ -21,6 +21,12 @@ from engine.runtime.overlay import Overlay
 from projections.batch import Batch
 from projections.evolve import Folded, current_epoch, fold
 from projections.store import ProjectionStore
+from engine.domain.breaker import BreakerState
+from engine.domain.fairness import FairState
+from engine.domain.lanes import RUNNABLE_LANES
+from projections.views import keys as k
+from projections.views.breakers import all_breakers
+from projections.views.counters import fair_state, read_int
 from projections.views.jobs import read_job
 
 
@@ -67,6 +73,9 @@ class PartitionOwner:
         self.outbox = Outbox()
         self.revoking = False
         self.resumed = False
+        self.fair: dict[str, FairState] = {}
+        self.breakers: dict[str, BreakerState] = {}
+        self.unread_queued: dict[tuple[str, str], int] = {}
 
     # --- reading state -------------------------------------------------------------------
 
@@ -94,6 +103,9 @@ class PartitionOwner:
             after = self.overlay.add(event, self.job(emit.job_id))
             if isinstance(event.body, m.JobStarted) and after is not None:
                 self.outbox.starts.append((event, after))
+            elif isinstance(event.body, m.JobQueued) and after is not None:
+                key = (after.lane, after.tenant_id)
+                self.unread_queued[key] = self.unread_queued.get(key, 0) + 1
         self.outbox.events.append(event)
         return event
 
@@ -113,10 +125,30 @@ class PartitionOwner:
     def fold(self, batch: Batch, event: m.Event, offset: int) -> Folded:
         """Fold one event read back from the log; notice our claim coming back."""
         folded = fold(batch, event, offset)
+        if isinstance(event.body, m.JobQueued) and event.event_id in self.overlay.pending and folded.after:
+            key = (folded.after.lane, folded.after.tenant_id)
+            self.unread_queued[key] = self.unread_queued.get(key, 1) - 1
         self.overlay.read_back(event.event_id)
         if event.event_id == self.claim_event_id and folded.status == "applied":
             self.phase = Phase.ACTIVE
         return folded
+
+    def load_policy_state(self, lanes: list[str]) -> None:
+        """Resume the fair-share clocks and breakers from the store (on activation)."""
+        self.fair = {lane: fair_state(self.store, lane) for lane in lanes}
+        self.breakers = {r.task_type: r.state() for r in all_breakers(self.store)}
+        self.unread_queued.clear()
+
+    def depth(self, lane: str, tenant: str) -> tuple[int, int]:
+        """Queued jobs of (the tenant in all lanes, the lane), counting decisions not yet read back."""
+        tenant_depth = sum(read_int(self.store, key) for key in self._backlog_keys(tenant))
+        tenant_depth += sum(n for (_, t), n in self.unread_queued.items() if t == tenant)
+        lane_depth = read_int(self.store, k.lane_key(k.LANE_DEPTH, lane))
+        lane_depth += sum(n for (ln, _), n in self.unread_queued.items() if ln == lane)
+        return tenant_depth, lane_depth
+
+    def _backlog_keys(self, tenant: str) -> list[bytes]:
+        return [k.lane_tenant_key(k.BACKLOG, lane.value, tenant) for lane in RUNNABLE_LANES]
 
     def last_epoch(self) -> int:
         """The newest claim's epoch in the store (0 if the partition was never claimed)."""

@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_INVALID, Producer, TopicPartition
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_event
 from engine.domain.decide import Emit
+from engine.domain.lanes import RUNNABLE_LANES
 from engine.errors import DecodeError
 from engine.runtime import kafka
 from engine.runtime.owner import Outbox, PartitionOwner, Phase, now_us
@@ -117,6 +118,7 @@ class Ownership:
     def _activate(self, owner: PartitionOwner) -> None:
         owner.phase = Phase.ACTIVE
         owner.resumed = True
+        owner.load_policy_state([lane.value for lane in RUNNABLE_LANES])
         self.engine.work.requeue_orphans(owner)
         tp = TopicPartition(self.settings.commands_topic, owner.partition)
         self.engine.commands.resume([tp])

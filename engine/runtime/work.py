@@ -7,11 +7,13 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
-from engine.domain.decide import AttemptFinished, RequeueOrphan, StartAttempt, TimerFired
+from engine.domain.breaker import CLOSED, BreakerClosed, BreakerOpened, on_failure, on_success
+from engine.domain.decide import AttemptFinished, Emit, RequeueOrphan, TimerFired
 from engine.domain.jobs import JobView
 from engine.domain.lanes import RUNNABLE_LANES, Lane
+from engine.runtime.dispatch import LaneDispatch, rotate
 from engine.runtime.executor import RunRequest, RunResult
-from engine.runtime.owner import PartitionOwner, Phase, now_us
+from engine.runtime.owner import PartitionOwner, Phase
 from projections.evolve import Folded
 from projections.views import keys as k
 
@@ -28,6 +30,7 @@ class Work:
     def __init__(self, engine: Engine):
         self.engine = engine
         self._next_timer = 0.0
+        self._turn = 0
 
     def active(self) -> list[PartitionOwner]:
         """Owners allowed to decide right now."""
@@ -46,7 +49,26 @@ class Work:
                 continue
             given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result,
                                     out.error_type, out.message, out.traceback, out.retryable)
-            owner.decide(req.job_id, given, owner.context(self.engine.base_ctx))
+            ctx = owner.context(self.engine.base_ctx)
+            if owner.decide(req.job_id, given, ctx):
+                self._breaker_outcome(owner, req.task_type, out.kind, ctx.now)
+
+    def _breaker_outcome(self, owner: PartitionOwner, task_type: str, kind: str, now: int) -> None:
+        """Feed a finished attempt to its task type's breaker; record any change as an event."""
+        policy = self.engine.breaker_policy(task_type)
+        if policy is None or kind == "invalid":
+            return
+        state = owner.breakers.get(task_type, CLOSED)
+        step = on_success if kind == "succeeded" else on_failure
+        owner.breakers[task_type], change = step(state, policy, now)
+        if isinstance(change, BreakerOpened):
+            body: m.EventBody = m.BreakerOpened(task_type, change.failures, change.reopen_at, change.reason)
+        elif isinstance(change, BreakerClosed):
+            body = m.BreakerClosed(task_type, change.reason)
+        else:
+            return
+        owner.stage(Emit(None, None, body), now)
+        log.warning("breaker of %s: %s (%s)", task_type, type(body).__name__, change.reason)
 
     # --- timers --------------------------------------------------------------------------
 
@@ -66,29 +88,20 @@ class Work:
     # --- dispatch ------------------------------------------------------------------------
 
     def dispatch(self) -> None:
-        """Start queued jobs while their lane has free worker slots."""
+        """Start queued jobs while their lane has free worker slots, fairly across tenants."""
         owners = self.active()
         if not owners:
             return
+        self._turn += 1
         for lane in RUNNABLE_LANES:
             free = self.engine.executor.free_slots(lane) - self._staged_starts(lane)
-            for owner in owners:
+            for owner in rotate(owners, self._turn):
                 if free <= 0:
                     break
-                free -= self._start_some(owner, lane, free)
+                free -= LaneDispatch(self.engine, owner, lane.value).start(free)
 
     def _staged_starts(self, lane: Lane) -> int:
         return sum(1 for o in self.engine.owners.values() for _, job in o.outbox.starts if job.lane == lane.value)
-
-    def _start_some(self, owner: PartitionOwner, lane: Lane, free: int) -> int:
-        ctx, started = owner.context(self.engine.base_ctx), 0
-        for _, job_id in owner.store.scan(k.ready_prefix(lane.value)):
-            if started >= free:
-                break
-            jid = job_id.decode()
-            if owner.decide(jid, StartAttempt(jid, self.engine.owner_id), ctx):
-                started += 1
-        return started
 
     def start(self, owner: PartitionOwner, event: m.Event, job: JobView) -> None:
         """Hand a committed JobStarted to the executor."""

@@ -20,7 +20,8 @@ def index_entries(job: JobView | None) -> dict[bytes, bytes]:
     if job.idempotency_key is not None:
         out[k.idempotency_key(job.tenant_id, job.idempotency_key)] = jid
     if job.state is JobState.QUEUED:
-        out[k.ready_key(job.lane, job.priority, job.queued_at or 0, job.job_id)] = jid
+        due = job.due_at if job.due_at is not None else (job.queued_at or 0)
+        out[k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)] = jid
     elif job.state in (JobState.SCHEDULED, JobState.RETRYING) and job.due_at is not None:
         out[k.due_key(job.due_at, job.job_id)] = jid
     elif job.state is JobState.RUNNING:

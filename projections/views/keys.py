@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 JOB = b"j:"          # j:<job_id> -> job record
-READY = b"r:"        # r:<lane>:<9-priority>:<queued_at>:<job_id> -> job_id
+READY = b"r:"        # r:<lane>:<tenant>\x1f<9-priority>:<due_at>:<arrival>:<job_id> -> job_id
+BACKLOG = b"b:"      # b:<lane>:<tenant> -> queued jobs of the tenant in the lane
+LANE_DEPTH = b"n:"   # n:<lane> -> queued jobs in the lane
+VTIME = b"v:"        # v:<lane> -> the lane's system virtual time (fair queuing)
+FINISH = b"f:"       # f:<lane>:<tenant> -> the tenant's virtual finish tag in the lane
+SERVED = b"s:"       # s:<lane>:<tenant> -> jobs of the tenant started in the lane
+BREAKER = b"k:"      # k:<task_type> -> the task type's circuit breaker
 DUE = b"d:"          # d:<due_at>:<job_id> -> job_id
 RUNNING = b"u:"      # u:<job_id> -> epoch
 DEAD = b"x:"         # x:<dead_at>:<job_id> -> job_id
@@ -25,14 +31,35 @@ def job_key(job_id: str) -> bytes:
     return JOB + job_id.encode()
 
 
-def ready_key(lane: str, priority: int, queued_at: int, job_id: str) -> bytes:
-    """A ready-queue entry: per lane, highest priority first, then arrival."""
-    return b"%s%s:%d:%s:%s" % (READY, lane.encode(), 9 - priority, num(queued_at), job_id.encode())
+def ready_key(lane: str, tenant: str, priority: int, due_at: int, arrival: int, job_id: str) -> bytes:
+    """A ready-queue entry: per lane and tenant, highest priority first, then due time, then arrival."""
+    return b"%s%d:%s:%s:%s" % (ready_tenant_prefix(lane, tenant), 9 - priority, num(due_at), num(arrival),
+                               job_id.encode())
 
 
 def ready_prefix(lane: str) -> bytes:
-    """The prefix of one lane's ready queue."""
+    """The prefix of one lane's ready queue (every tenant)."""
     return READY + lane.encode() + b":"
+
+
+def ready_tenant_prefix(lane: str, tenant: str) -> bytes:
+    """The prefix of one tenant's ready queue in a lane."""
+    return READY + lane.encode() + b":" + tenant.encode() + b"\x1f"
+
+
+def lane_tenant_key(prefix: bytes, lane: str, tenant: str) -> bytes:
+    """A per-(lane, tenant) key under ``prefix`` (BACKLOG, FINISH, SERVED)."""
+    return prefix + lane.encode() + b":" + tenant.encode()
+
+
+def lane_key(prefix: bytes, lane: str) -> bytes:
+    """A per-lane key under ``prefix`` (LANE_DEPTH, VTIME)."""
+    return prefix + lane.encode()
+
+
+def suffix_after(prefix: bytes, key: bytes) -> str:
+    """The text of ``key`` after ``prefix`` (a tenant or a task type)."""
+    return key[len(prefix):].decode()
 
 
 def due_key(due_at: int, job_id: str) -> bytes:

@@ -1,0 +1,238 @@
+"""Prometheus metrics of one engine instance, derived only from what the fold applied.
+
+Every job counter moves when this instance folds an event from the log, so a metric means
+what the log says: ``epochq_jobs_succeeded_total`` counts ``JobSucceeded`` events the fold
+applied, not handler returns. Events folded while restoring a partition (``live=False``)
+were already counted by the instance that owned it then, so they move no counter.
+Depths come from the projection stores, sampled by the engine (:meth:`EngineMetrics.set_depths`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from engine.contract import messages as m
+from engine.domain.jobs import JobView
+from projections.evolve import APPLIED, FENCED
+
+__all__ = ["EngineMetrics", "LATENESS_BUCKETS", "PROCESSING_BUCKETS", "NO_LANE"]
+
+log = logging.getLogger("epochq.metrics")
+
+LATENESS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+PROCESSING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                      300.0, 900.0)
+NO_LANE = "none"
+UNKNOWN = "unknown"
+JOB_LABELS = ("task_type", "lane")
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """The label children of one (task_type, lane): looked up once, then reused."""
+
+    submitted: Counter
+    started: Counter
+    succeeded: Counter
+    failed: Counter
+    retried: Counter
+    dead_lettered: Counter
+    processing: Histogram
+    lateness: Histogram
+
+
+class EngineMetrics:
+    """The metrics of one engine instance, in a registry of their own."""
+
+    def __init__(self, threshold_dead_letters: int = 100, registry: CollectorRegistry | None = None):
+        if threshold_dead_letters < 0:
+            raise ValueError(f"threshold_dead_letters: expected >= 0 (0 disables the alert), got {threshold_dead_letters}")
+        self.threshold = threshold_dead_letters
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._define_job_metrics()
+        self._define_state_metrics()
+        self._series: dict[tuple[str, str], _Series] = {}
+        self._rejected: dict[tuple[str, str], Counter] = {}
+        self._lanes: set[str] = set()
+        self._owned: set[int] = set()
+        self._alerting = False
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self._on: dict[type, Callable[[m.Event, JobView | None], None]] = {
+            m.JobSubmitted: self._submitted, m.JobStarted: self._started, m.JobSucceeded: self._succeeded,
+            m.JobFailed: self._failed, m.JobRetryScheduled: self._retried,
+            m.JobDeadLettered: self._dead_lettered, m.JobRejected: self._rejected_one,
+            m.CommandQuarantined: self._quarantined,
+        }
+
+    def _define_job_metrics(self) -> None:
+        r, per_job = self.registry, JOB_LABELS
+        self.submitted = Counter("epochq_jobs_submitted_total", "JobSubmitted events applied", per_job, registry=r)
+        self.started = Counter("epochq_jobs_started_total", "JobStarted events applied (attempts started)",
+                               per_job, registry=r)
+        self.succeeded = Counter("epochq_jobs_succeeded_total", "JobSucceeded events applied", per_job, registry=r)
+        self.failed = Counter("epochq_jobs_failed_total", "JobFailed events applied (failed attempts)",
+                              per_job, registry=r)
+        self.retried = Counter("epochq_jobs_retried_total", "JobRetryScheduled events applied", per_job, registry=r)
+        self.dead_lettered = Counter("epochq_jobs_dead_lettered_total", "JobDeadLettered events applied",
+                                     per_job, registry=r)
+        self.rejected = Counter("epochq_jobs_rejected_total", "JobRejected events applied, by reason",
+                                ("task_type", "lane", "reason"), registry=r)
+        self.quarantined = Counter("epochq_commands_quarantined_total", "CommandQuarantined events applied",
+                                   registry=r)
+        self.processing = Histogram("epochq_job_processing_seconds", "Handler run time of finished attempts",
+                                    ("task_type",), buckets=PROCESSING_BUCKETS, registry=r)
+        self.lateness = Histogram("epochq_job_lateness_seconds", "JobStarted time minus the time the job was due",
+                                  ("task_type",), buckets=LATENESS_BUCKETS, registry=r)
+
+    def _define_state_metrics(self) -> None:
+        r = self.registry
+        self.queue_depth = Gauge("epochq_queue_depth", "Jobs in the ready queue of a lane (owned partitions)",
+                                 ("lane",), registry=r)
+        self.dead_letter_depth = Gauge("epochq_dead_letter_depth", "Jobs in the dead-letter queue (owned partitions)",
+                                       registry=r)
+        self.dead_letter_alert = Gauge("epochq_dead_letter_alert", "1 while dead-letter depth >= the alert threshold",
+                                       registry=r)
+        self.partitions_owned = Gauge("epochq_partitions_owned", "Job partitions this instance owns", registry=r)
+        self.partition_epoch = Gauge("epochq_partition_epoch", "The epoch this instance owns a partition under",
+                                     ("partition",), registry=r)
+        self.fenced_writes = Counter("epochq_fenced_writes_total", "Events the fold marked fenced, plus producer fencings",
+                                     registry=r)
+        self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
+
+    # --- events folded from the log --------------------------------------------------------
+
+    def observe(self, event: m.Event, status: str, before: JobView | None, after: JobView | None,
+                live: bool = True) -> None:
+        """Count one folded event; ``live=False`` (restore, catch-up) moves no counter."""
+        if not live:
+            return
+        if status == FENCED:
+            self.fenced_writes.inc()
+        elif status == APPLIED:
+            on = self._on.get(type(event.body))
+            if on is not None:
+                on(event, after if after is not None else before)
+
+    def _of(self, event: m.Event, job: JobView | None) -> _Series:
+        key = (job.task_type, job.lane) if job is not None else (getattr(event.body, "task_type", UNKNOWN), NO_LANE)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = self._children(*key)
+        return series
+
+    def _children(self, task_type: str, lane: str) -> _Series:
+        counters = [c.labels(task_type, lane) for c in
+                    (self.submitted, self.started, self.succeeded, self.failed, self.retried, self.dead_lettered)]
+        return _Series(*counters, self.processing.labels(task_type), self.lateness.labels(task_type))
+
+    def _submitted(self, event: m.Event, job: JobView | None) -> None:
+        self._of(event, job).submitted.inc()
+
+    def _started(self, event: m.Event, job: JobView | None) -> None:
+        series, body = self._of(event, job), event.body
+        assert isinstance(body, m.JobStarted)
+        series.started.inc()
+        series.lateness.observe(max(0, event.occurred_at - body.due_at) / 1e6)
+
+    def _succeeded(self, event: m.Event, job: JobView | None) -> None:
+        series, body = self._of(event, job), event.body
+        assert isinstance(body, m.JobSucceeded)
+        series.succeeded.inc()
+        series.processing.observe(max(0, body.duration_us) / 1e6)
+
+    def _failed(self, event: m.Event, job: JobView | None) -> None:
+        series, body = self._of(event, job), event.body
+        assert isinstance(body, m.JobFailed)
+        series.failed.inc()
+        series.processing.observe(max(0, body.duration_us) / 1e6)
+
+    def _retried(self, event: m.Event, job: JobView | None) -> None:
+        self._of(event, job).retried.inc()
+
+    def _dead_lettered(self, event: m.Event, job: JobView | None) -> None:
+        self._of(event, job).dead_lettered.inc()
+
+    def _rejected_one(self, event: m.Event, job: JobView | None) -> None:
+        body = event.body
+        assert isinstance(body, m.JobRejected)
+        # an unknown task type is whatever a producer wrote: keep it out of the label set
+        task_type = UNKNOWN if body.reason == "unknown_task_type" or not body.task_type else body.task_type
+        key = (task_type, body.reason)
+        child = self._rejected.get(key)
+        if child is None:
+            child = self._rejected[key] = self.rejected.labels(task_type, NO_LANE, body.reason)
+        child.inc()
+
+    def _quarantined(self, event: m.Event, job: JobView | None) -> None:
+        self.quarantined.inc()
+
+    # --- sampled state ---------------------------------------------------------------------
+
+    def set_depths(self, queue_depth_by_lane: dict[str, int], dead_letters: int) -> None:
+        """Record sampled depths; raise or clear the dead-letter alert when it crosses the threshold."""
+        for lane in self._lanes - queue_depth_by_lane.keys():
+            self.queue_depth.labels(lane).set(0)
+        for lane, depth in queue_depth_by_lane.items():
+            self.queue_depth.labels(lane).set(depth)
+        self._lanes.update(queue_depth_by_lane)
+        self.dead_letter_depth.set(dead_letters)
+        self._alert(dead_letters)
+
+    def _alert(self, dead_letters: int) -> None:
+        firing = self.threshold > 0 and dead_letters >= self.threshold
+        if firing == self._alerting:
+            return
+        self._alerting = firing
+        self.dead_letter_alert.set(1 if firing else 0)
+        if firing:
+            log.warning("dead-letter queue holds %d jobs, at or above the alert threshold %d: "
+                        "inspect with `epochq dlq list`, replay with `epochq dlq replay`",
+                        dead_letters, self.threshold)
+        else:
+            log.info("dead-letter queue back to %d jobs, below the alert threshold %d", dead_letters, self.threshold)
+
+    def set_ownership(self, epochs: dict[int, int]) -> None:
+        """Record the partitions owned now (partition -> epoch); forget the others."""
+        for partition in self._owned - epochs.keys():
+            self.partition_epoch.remove(str(partition))
+        for partition, epoch in epochs.items():
+            self.partition_epoch.labels(str(partition)).set(epoch)
+        self._owned = set(epochs)
+        self.partitions_owned.set(len(epochs))
+
+    def rebalanced(self) -> None:
+        """Count one rebalance callback (partitions assigned, revoked or lost)."""
+        self.rebalances.inc()
+
+    def producer_fenced(self) -> None:
+        """Count one write the broker refused because a newer owner fenced our producer."""
+        self.fenced_writes.inc()
+
+    # --- serving ---------------------------------------------------------------------------
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
+        """Serve ``/metrics`` of this registry over HTTP from a daemon thread (port 0: any free port)."""
+        if self._server is not None:
+            raise RuntimeError(f"metrics already served on port {self.port}")
+        self._server, self._thread = start_http_server(port, addr, registry=self.registry)
+
+    @property
+    def port(self) -> int | None:
+        """The port ``/metrics`` is served on, or None before :meth:`serve`."""
+        return self._server.server_port if self._server is not None else None
+
+    def close(self) -> None:
+        """Stop serving (if serving) and release the port."""
+        server, thread, self._server, self._thread = self._server, self._thread, None, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(5)

@@ -1,0 +1,68 @@
+"""Counters the fold keeps beside the indexes: queue depths, served starts, fair-share clocks.
+
+Unlike the indexes they are not a function of one job record, so the fold updates them
+incrementally; being folded from the same events in the same order, they rebuild identically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.contract import messages as m
+from engine.domain.fairness import FairState, advance
+from engine.domain.jobs import JobView
+from engine.domain.lifecycle import JobState
+from projections.views import keys as k
+
+
+def add(batch: Any, key: bytes, delta: int) -> None:
+    """Add ``delta`` to the integer under ``key`` (absent means 0; 0 deletes the key)."""
+    value = int(batch.get(key) or 0) + delta
+    if value:
+        batch.put(key, b"%d" % value)
+    else:
+        batch.delete(key)
+
+
+def read_int(reader: Any, key: bytes) -> int:
+    """The integer under ``key`` (0 if absent)."""
+    return int(reader.get(key) or 0)
+
+
+def track_depths(batch: Any, before: JobView | None, after: JobView | None) -> None:
+    """Keep the per-tenant backlog and per-lane depth in step with the ready queue."""
+    was = before is not None and before.state is JobState.QUEUED
+    now = after is not None and after.state is JobState.QUEUED
+    if was and not now:
+        _depth(batch, before, -1)  # type: ignore[arg-type]
+    elif now and not was:
+        _depth(batch, after, +1)  # type: ignore[arg-type]
+
+
+def _depth(batch: Any, job: JobView, delta: int) -> None:
+    add(batch, k.lane_tenant_key(k.BACKLOG, job.lane, job.tenant_id), delta)
+    add(batch, k.lane_key(k.LANE_DEPTH, job.lane), delta)
+
+
+def charge_start(batch: Any, job: JobView, started: m.JobStarted) -> None:
+    """A start: count it as served and advance the tenant's fair-share clock by its units."""
+    add(batch, k.lane_tenant_key(k.SERVED, job.lane, job.tenant_id), 1)
+    if started.fair_units > 0:
+        vkey, fkey = k.lane_key(k.VTIME, job.lane), k.lane_tenant_key(k.FINISH, job.lane, job.tenant_id)
+        state = FairState(read_int(batch, vkey), {job.tenant_id: read_int(batch, fkey)})
+        state = advance(state, job.tenant_id, started.fair_units)
+        batch.put(vkey, b"%d" % state.system_vtime)
+        batch.put(fkey, b"%d" % state.finish_tag(job.tenant_id))
+
+
+def fair_state(reader: Any, lane: str) -> FairState:
+    """A lane's fair-share clock as stored (for an owner taking the partition)."""
+    prefix = k.lane_tenant_key(k.FINISH, lane, "")
+    tags = {k.suffix_after(prefix, key): int(v) for key, v in reader.scan(prefix)}
+    return FairState(read_int(reader, k.lane_key(k.VTIME, lane)), tags)
+
+
+def backlogged(reader: Any, lane: str) -> dict[str, int]:
+    """Tenants with queued jobs in ``lane`` and how many each has."""
+    prefix = k.lane_tenant_key(k.BACKLOG, lane, "")
+    return {k.suffix_after(prefix, key): int(v) for key, v in reader.scan(prefix)}
