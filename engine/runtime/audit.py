@@ -14,10 +14,12 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaException
+
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
-from engine.errors import DecodeError
+from engine.errors import DecodeError, KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.joblog import LoggedEvent, scan_partition, with_fencing
 from engine.runtime.topics import partition_count
@@ -108,7 +110,7 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
     summary = summary if summary is not None else AuditSummary()
     consumer = kafka.events_reader(settings, "audit")
     try:
-        count = partition_count(settings)
+        count = _partition_count(settings)
         ends = kafka.end_offsets(consumer, settings.events_topic, range(count))
         summary.partitions = count
         meter = _Meter(ends, progress)
@@ -116,7 +118,7 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
             scan = scan_partition(consumer, settings.events_topic, p, 0, ends[p])
             try:
                 events = _decoded(scan, settings.events_topic, p, summary, meter)
-                yield from _matching(p, with_fencing(events, None), flt, summary)
+                yield from matching_events(p, with_fencing(events, None), flt, summary)
             finally:
                 scan.close()  # unassigns: before the consumer closes, even when the caller stops early
         meter.done()
@@ -124,7 +126,16 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
         consumer.close()
 
 
-def _matching(p: int, logged: Iterable[LoggedEvent], flt: AuditFilter, summary: AuditSummary) -> Iterator[AuditedEvent]:
+def _partition_count(settings: Settings) -> int:
+    try:
+        return partition_count(settings)
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot read the partitions of {settings.events_topic}: {e}") from e
+
+
+def matching_events(p: int, logged: Iterable[LoggedEvent], flt: AuditFilter,
+                    summary: AuditSummary) -> Iterator[AuditedEvent]:
+    """Decides which of one partition's events (from offset 0, fencing applied) the audit exports."""
     jobs = _Jobs()
     for item in logged:
         jobs.learn(item.event)

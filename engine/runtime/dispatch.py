@@ -31,6 +31,7 @@ class LaneDispatch:
 
     def __init__(self, engine: Engine, owner: PartitionOwner, lane: str):
         self.engine, self.owner, self.lane = engine, owner, lane
+        self.breakers = engine.work.breakers
         self.ctx = owner.context(engine.base_ctx)
         self.queues: dict[str, Iterator[tuple[bytes, bytes]]] = {}
         self.heads: dict[str, tuple[TenantHead, str]] = {}
@@ -75,7 +76,7 @@ class LaneDispatch:
         if job is None or job.state is not JobState.QUEUED:
             return False
         policy = self.engine.breaker_policy(job.task_type)
-        return policy is None or may_start(self.owner.breakers.get(job.task_type, CLOSED), policy, self.ctx.now).allowed
+        return policy is None or may_start(self.breakers.get(job.task_type, CLOSED), policy, self.ctx.now).allowed
 
     def _claim_breaker(self, job_id: str) -> bool:
         """Take the start through the task type's breaker: a half-open breaker's probe is this job."""
@@ -83,10 +84,10 @@ class LaneDispatch:
         policy = self.engine.breaker_policy(job.task_type) if job else None
         if job is None or policy is None:
             return True
-        decision = may_start(self.owner.breakers.get(job.task_type, CLOSED), policy, self.ctx.now)
+        decision = may_start(self.breakers.get(job.task_type, CLOSED), policy, self.ctx.now)
         if not decision.allowed:
             return False
-        self.owner.breakers[job.task_type] = decision.state
+        self.breakers[job.task_type] = decision.state
         if decision.transition is not None:
             body = m.BreakerHalfOpened(job.task_type, job_id, decision.transition.reason)
             self.owner.stage(Emit(None, None, body), self.ctx.now)

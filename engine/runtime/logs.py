@@ -97,19 +97,23 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     root.setLevel(numeric)
 
 
-def job_extra(event_or_job: m.Event | JobView, partition: int) -> dict[str, Any]:
+def job_extra(event_or_job: m.Event | JobView | Any, partition: int) -> dict[str, Any]:
     """The ``extra=`` of an engine log line about a job: job_id, tenant, epoch, partition, …
 
     From an event: its job, tenant and epoch, plus the attempt and task type its body names.
     From a job record: its job, tenant, epoch (of its last event), attempt and task type.
+    From anything else with those attributes (``RunRequest``, ``JobContext``): them.
     Fields without a value are left out.
     """
-    if isinstance(event_or_job, JobView):
-        job = event_or_job
-        found = {"job_id": job.job_id, "tenant": job.tenant_id, "epoch": job.epoch, "partition": partition,
-                 "attempt": job.attempt, "task_type": job.task_type}
-    else:
-        event, body = event_or_job, event_or_job.body
-        found = {"job_id": event.job_id, "tenant": event.tenant_id, "epoch": event.epoch, "partition": partition,
+    subject = event_or_job
+    if isinstance(subject, m.Event):
+        body = subject.body
+        found = {"job_id": subject.job_id, "tenant": subject.tenant_id, "epoch": subject.epoch,
                  "attempt": getattr(body, "attempt", None), "task_type": getattr(body, "task_type", None)}
-    return {name: value for name, value in found.items() if value is not None}
+    elif isinstance(subject, JobView):
+        found = {"job_id": subject.job_id, "tenant": subject.tenant_id, "epoch": subject.epoch,
+                 "attempt": subject.attempt, "task_type": subject.task_type}
+    else:
+        found = {name: getattr(subject, name, None) for name in FIELDS}
+    found["partition"] = partition
+    return {name: found[name] for name in FIELDS if found.get(name) is not None}

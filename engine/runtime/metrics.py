@@ -52,7 +52,7 @@ class EngineMetrics:
 
     def __init__(self, threshold_dead_letters: int = 100, registry: CollectorRegistry | None = None):
         if threshold_dead_letters < 0:
-            raise ValueError(f"threshold_dead_letters: expected >= 0 (0 disables the alert), got {threshold_dead_letters}")
+            raise ValueError(f"threshold_dead_letters: expected >= 0 (0: no alert), got {threshold_dead_letters}")
         self.threshold = threshold_dead_letters
         self.registry = registry if registry is not None else CollectorRegistry()
         self._define_job_metrics()
@@ -102,8 +102,8 @@ class EngineMetrics:
         self.partitions_owned = Gauge("epochq_partitions_owned", "Job partitions this instance owns", registry=r)
         self.partition_epoch = Gauge("epochq_partition_epoch", "The epoch this instance owns a partition under",
                                      ("partition",), registry=r)
-        self.fenced_writes = Counter("epochq_fenced_writes_total", "Events the fold marked fenced, plus producer fencings",
-                                     registry=r)
+        self.fenced_writes = Counter("epochq_fenced_writes_total",
+                                     "Events the fold marked fenced, plus producer fencings", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
 
     # --- events folded from the log --------------------------------------------------------

@@ -21,11 +21,10 @@ from engine.runtime.overlay import Overlay
 from projections.batch import Batch
 from projections.evolve import Folded, current_epoch, fold
 from projections.store import ProjectionStore
-from engine.domain.breaker import BreakerState
 from engine.domain.fairness import FairState
 from engine.domain.lanes import RUNNABLE_LANES
 from projections.views import keys as k
-from projections.views.breakers import all_breakers
+from projections.views.breakers import BreakerRecord, all_breakers
 from projections.views.counters import fair_state, read_int
 from projections.views.jobs import read_job
 
@@ -74,7 +73,6 @@ class PartitionOwner:
         self.revoking = False
         self.resumed = False
         self.fair: dict[str, FairState] = {}
-        self.breakers: dict[str, BreakerState] = {}
         self.unread_queued: dict[tuple[str, str], int] = {}
 
     # --- reading state -------------------------------------------------------------------
@@ -133,11 +131,11 @@ class PartitionOwner:
             self.phase = Phase.ACTIVE
         return folded
 
-    def load_policy_state(self, lanes: list[str]) -> None:
-        """Resume the fair-share clocks and breakers from the store (on activation)."""
+    def load_policy_state(self, lanes: list[str]) -> list[BreakerRecord]:
+        """Resume the fair-share clocks from the store (on activation); return its breakers."""
         self.fair = {lane: fair_state(self.store, lane) for lane in lanes}
-        self.breakers = {r.task_type: r.state() for r in all_breakers(self.store)}
         self.unread_queued.clear()
+        return all_breakers(self.store)
 
     def depth(self, lane: str, tenant: str) -> tuple[int, int]:
         """Queued jobs of (the tenant in all lanes, the lane), counting decisions not yet read back."""

@@ -118,7 +118,8 @@ class Ownership:
     def _activate(self, owner: PartitionOwner) -> None:
         owner.phase = Phase.ACTIVE
         owner.resumed = True
-        owner.load_policy_state([lane.value for lane in RUNNABLE_LANES])
+        for record in owner.load_policy_state([lane.value for lane in RUNNABLE_LANES]):
+            self.engine.work.resume_breaker(record)
         self.engine.work.requeue_orphans(owner)
         tp = TopicPartition(self.settings.commands_topic, owner.partition)
         self.engine.commands.resume([tp])

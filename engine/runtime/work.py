@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
-from engine.domain.breaker import CLOSED, BreakerClosed, BreakerOpened, on_failure, on_success
+from engine.domain.breaker import CLOSED, BreakerClosed, BreakerOpened, BreakerState, on_failure, on_success
 from engine.domain.decide import AttemptFinished, Emit, RequeueOrphan, TimerFired
 from engine.domain.jobs import JobView
 from engine.domain.lanes import RUNNABLE_LANES, Lane
@@ -15,6 +15,7 @@ from engine.runtime.dispatch import LaneDispatch, rotate
 from engine.runtime.executor import RunRequest, RunResult
 from engine.runtime.owner import PartitionOwner, Phase
 from projections.evolve import Folded
+from projections.views.breakers import BreakerRecord
 from projections.views import keys as k
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ class Work:
         self.engine = engine
         self._next_timer = 0.0
         self._turn = 0
+        self.breakers: dict[str, BreakerState] = {}  # per task type, shared by every owned partition
+        self._breaker_since: dict[str, int] = {}
 
     def active(self) -> list[PartitionOwner]:
         """Owners allowed to decide right now."""
@@ -58,9 +61,9 @@ class Work:
         policy = self.engine.breaker_policy(task_type)
         if policy is None or kind == "invalid":
             return
-        state = owner.breakers.get(task_type, CLOSED)
+        state = self.breakers.get(task_type, CLOSED)
         step = on_success if kind == "succeeded" else on_failure
-        owner.breakers[task_type], change = step(state, policy, now)
+        self.breakers[task_type], change = step(state, policy, now)
         if isinstance(change, BreakerOpened):
             body: m.EventBody = m.BreakerOpened(task_type, change.failures, change.reopen_at, change.reason)
         elif isinstance(change, BreakerClosed):
@@ -69,6 +72,12 @@ class Work:
             return
         owner.stage(Emit(None, None, body), now)
         log.warning("breaker of %s: %s (%s)", task_type, type(body).__name__, change.reason)
+
+    def resume_breaker(self, record: BreakerRecord) -> None:
+        """Take a breaker status found in a newly owned partition if it is newer than ours."""
+        if record.since > self._breaker_since.get(record.task_type, -1):
+            self._breaker_since[record.task_type] = record.since
+            self.breakers[record.task_type] = record.state()
 
     # --- timers --------------------------------------------------------------------------
 

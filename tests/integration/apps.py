@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from engine import App, RetryPolicy
+from engine.domain.breaker import BreakerPolicy
 
 app = App()
 MARKS = Path(os.environ.get("EPOCHQ_TEST_MARKS", "/tmp/epochq-test-marks"))
@@ -55,3 +56,23 @@ class Email(BaseModel):
 @app.task("email.send")
 def send_email(ctx, payload: Email) -> dict:  # type: ignore[no-untyped-def]
     return {"sent_to": payload.to}
+
+
+@app.task("fragile", retry=RetryPolicy(max_attempts=1), breaker=BreakerPolicy(failure_threshold=3, window_s=30, cooldown_s=3.0))
+def fragile(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Fails while the file named in the payload is missing; its breaker opens after 3 failures."""
+    mark("fragile", ctx)
+    if not Path(payload["fixed_when"]).exists():
+        raise ConnectionError("dependency down")
+    return {"ok": True}
+
+
+@app.task("bulk", lane="BATCH", timeout=60)
+def bulk(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    time.sleep(float(payload.get("seconds", 1.0)))
+    return {"bulk": True}
+
+
+@app.task("otp", lane="HIGH")
+def otp(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    return {"otp": True}

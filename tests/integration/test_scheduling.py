@@ -1,0 +1,121 @@
+"""Scheduling policy on a real broker: fairness under a flood, lanes, backpressure, breakers."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from confluent_kafka import TopicPartition
+
+from engine.client import Client
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.runtime import kafka
+from engine.runtime.tenants import set_tenant
+from tests.integration.conftest import start_engine
+
+
+class Finishes:
+    """Follows the events topic: when each tenant's jobs succeeded, and every event per job."""
+
+    def __init__(self, settings: Settings):
+        self.consumer = kafka.events_reader(settings, "test-follow")
+        self.topic = settings.events_topic
+        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(3)])
+        self.done: dict[str, list[float]] = defaultdict(list)
+        self.events: list[m.Event] = []
+
+    def until(self, predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert time.monotonic() < deadline, f"timed out; done so far: { {t: len(v) for t, v in self.done.items()} }"
+            for msg in self.consumer.consume(5000, 0.2):
+                if msg.error():
+                    continue
+                event = decode_event_at(msg.value(), self.topic, msg.partition(), msg.offset())
+                self.events.append(event)
+                if isinstance(event.body, m.JobSucceeded):
+                    self.done[event.tenant_id].append(time.monotonic())
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_a_flood_from_one_tenant_does_not_starve_another(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "8"))
+    engine.wait_active(3)
+    follow = Finishes(settings)
+    try:
+        t0 = time.monotonic()
+        client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "quiet"} for _ in range(100)])
+        follow.until(lambda: len(follow.done["quiet"]) >= 100, 60)
+        alone = max(follow.done["quiet"]) - t0
+
+        for start in range(0, 10_000, 2000):
+            client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "noisy"} for _ in range(2000)])
+        follow.until(lambda: len(follow.done["noisy"]) >= 200, 60)
+        t1 = time.monotonic()
+        client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "quiet"} for _ in range(100)])
+        follow.until(lambda: len(follow.done["quiet"]) >= 200, 120)
+        flooded = max(follow.done["quiet"]) - t1
+        noisy_done_then = len(follow.done["noisy"])
+        print(f"quiet tenant's 100 jobs: {alone:.2f}s alone, {flooded:.2f}s behind a 10,000-job flood "
+              f"(flood {noisy_done_then}/10000 done by then)")
+        assert noisy_done_then < 6000, "the quiet tenant waited for most of the flood"
+        assert flooded < max(10 * alone, alone + 10), (alone, flooded)
+    finally:
+        follow.close()
+
+
+def test_high_lane_is_not_blocked_by_a_full_batch_lane(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--slots", "BATCH=2"))
+    engine.wait_active(3)
+    bulk = client.submit_many([{"task_type": "bulk", "payload": {"seconds": 3}, "tenant": "acme"} for _ in range(10)])
+    time.sleep(1.0)
+    assert client.status(bulk[0].job_id).status in ("running", "queued")
+    submitted = time.monotonic()
+    outcome = client.submit("otp", {}, tenant="acme", priority="critical").wait(10)
+    waited = time.monotonic() - submitted
+    assert outcome.status == "completed" and waited < 3.0, waited
+    queued = [h for h in bulk if client.status(h.job_id).status == "queued"]
+    assert len(queued) >= 6, "the BATCH lane is throttled to its 2 slots"
+
+
+def test_backpressure_rejection_reaches_the_client(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    set_tenant(settings, "small", weight=1.0, max_queued=5)
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "1"))
+    engine.wait_active(3)
+    handles = client.submit_many([{"task_type": "slow", "payload": {"seconds": 2}, "tenant": "small"} for _ in range(20)])
+    outcomes = [h.wait(10) for h in handles]
+    rejected = [o for o in outcomes if o.status == "rejected"]
+    assert rejected and all(o.reason == "tenant_queue_full" for o in rejected)
+    assert "limit is 5" in rejected[0].error
+    depth = next(e.event.body.depth for e in rejected[0].events if e.event.type == "JobRejected")
+    assert depth is not None and depth >= 5
+    assert len(rejected) <= 20 - 5
+
+
+def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "1"))
+    engine.wait_active(3)
+    fix = tmp_path / "fixed"
+    handles = [client.submit("fragile", {"fixed_when": str(fix)}, tenant="acme", idempotency_key=f"f{i}")
+               for i in range(12)]
+    follow = Finishes(settings)
+    try:
+        follow.until(lambda: any(isinstance(e.body, m.BreakerOpened) for e in follow.events), 60)
+        deadline = time.monotonic() + 1.5
+        follow.until(lambda: time.monotonic() > deadline, 10)
+        dead = [e for e in follow.events if isinstance(e.body, m.JobDeadLettered)]
+        started = [e for e in follow.events if isinstance(e.body, m.JobStarted)]
+        assert len(dead) == 3 and len(started) == 3, "after 3 failures the rest of the type waits, queued"
+        fix.touch()
+        follow.until(lambda: any(isinstance(e.body, m.BreakerClosed) for e in follow.events), 60)
+        kinds = [type(e.body).__name__ for e in follow.events if type(e.body).__name__.startswith("Breaker")]
+        assert kinds == ["BreakerOpened", "BreakerHalfOpened", "BreakerClosed"], kinds
+        final = [h.wait(30).status for h in handles]
+        assert final.count("completed") == 9 and final.count("dead") == 3, final
+    finally:
+        follow.close()
