@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import signal
 import sys
 
@@ -12,6 +11,7 @@ from engine.app import App
 from engine.cli.common import add_connection_flags, settings_from
 from engine.domain.lanes import Lane
 from engine.errors import ConfigError
+from engine.runtime.logs import configure_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--session-timeout-ms", type=int, default=6000,
                      help="consumer group session timeout: how soon a dead instance's partitions move")
     run.add_argument("--log-level", default="INFO")
+    run.add_argument("--log-format", choices=["text", "json"], default="text",
+                     help="key=value text or one JSON object per line")
+    run.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (docs/metrics.md)")
+    run.add_argument("--metrics-addr", default="127.0.0.1", help="address the metrics endpoint binds (0.0.0.0: all)")
+    run.add_argument("--dlq-alert-threshold", type=int, default=100,
+                     help="dead-letter depth that sets epochq_dead_letter_alert and logs a warning (0: off)")
     run.set_defaults(func=_run)
 
 
@@ -68,10 +74,11 @@ def lane_slots(concurrency: int | None, pairs: list[str]) -> dict[Lane, int]:
 def _run(args: argparse.Namespace) -> int:
     from engine.runtime.loop import Engine, EngineOptions
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(args.log_level, args.log_format)
     settings = settings_from(args)
     options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace,
-                            session_timeout_ms=args.session_timeout_ms)
+                            session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,
+                            metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

@@ -23,13 +23,16 @@ from engine.contract.codec import decode_command_at
 from engine.contract.partitioner import partition_for
 from engine.domain.breaker import BreakerPolicy
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
-from engine.domain.lanes import Lane, lane_for
+from engine.domain.lanes import RUNNABLE_LANES, Lane, lane_for
 from engine.errors import DecodeError, FencedError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.executor import Executor
 from engine.runtime.owner import Phase, PartitionOwner
 from engine.runtime.ownership import Ownership
+from engine.runtime.metrics import EngineMetrics
 from engine.runtime.tenants import TenantDirectory
+from projections.views import keys as k
+from projections.views.counters import read_int
 from engine.runtime.work import Work
 
 log = logging.getLogger("epochq.engine")
@@ -43,6 +46,9 @@ class EngineOptions:
 
     lane_slots: dict[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
     lane_limits: dict[Lane, int] = field(default_factory=dict)  # max queued jobs per lane (absent: none)
+    metrics_port: int | None = None
+    metrics_addr: str = "127.0.0.1"
+    dlq_alert_threshold: int = 100
     grace_s: float = 10.0
     session_timeout_ms: int = 6000
     timer_interval_s: float = 0.05
@@ -64,6 +70,8 @@ class Engine:
         self.commands: Consumer = kafka.commands_consumer(settings, self.options.session_timeout_ms)
         self.reader: Consumer = kafka.events_reader(settings, self.owner_id)
         self.tenants = TenantDirectory(settings)
+        self.metrics = EngineMetrics(self.options.dlq_alert_threshold)
+        self._next_sample = 0.0
         self.ownership = Ownership(self)
         self.work = Work(self)
 
@@ -85,6 +93,8 @@ class Engine:
         """Run until ``stop()``; then hand partitions back gracefully."""
         self.commands.subscribe([self.settings.commands_topic], on_assign=self.ownership.on_assign,
                                 on_revoke=self.ownership.on_revoke, on_lost=self.ownership.on_lost)
+        if self.options.metrics_port is not None:
+            self.metrics.serve(self.options.metrics_port, self.options.metrics_addr)
         log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
         try:
             while not self.stopping.is_set():
@@ -109,6 +119,18 @@ class Engine:
         self.flush()
         self.ownership.read_back()
         self.ownership.advance()
+        self.sample_metrics()
+
+    def sample_metrics(self) -> None:
+        """Every 5 s: lane and dead-letter depths and the epochs of owned partitions."""
+        if time.monotonic() < self._next_sample:
+            return
+        self._next_sample = time.monotonic() + 5.0
+        owners = list(self.owners.values())
+        depths = {lane.value: sum(read_int(o.store, k.lane_key(k.LANE_DEPTH, lane.value)) for o in owners)
+                  for lane in RUNNABLE_LANES}
+        self.metrics.set_depths(depths, sum(1 for o in owners for _ in o.store.scan(k.DEAD)))
+        self.metrics.set_ownership({p: o.epoch for p, o in self.owners.items()})
 
     # --- commands ------------------------------------------------------------------------
 
@@ -181,6 +203,7 @@ class Engine:
         try:
             self._write(owner, box)
         except FencedError as e:
+            self.metrics.producer_fenced()
             log.error("partition %d fenced at epoch %d: %s", owner.partition, owner.epoch, e)
             self.ownership.drop(owner.partition, "fenced")
             return
@@ -216,6 +239,7 @@ class Engine:
         self.ownership.close_all()
         self.reader.close()
         self.tenants.close()
+        self.metrics.close()
         self.executor.shutdown(0)
 
 

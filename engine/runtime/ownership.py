@@ -53,6 +53,7 @@ class Ownership:
 
     def on_assign(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Take the partitions, paused until their claims are read back."""
+        self.engine.metrics.rebalanced()
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)
         self.assigned.extend(tp.partition for tp in partitions)
@@ -60,6 +61,7 @@ class Ownership:
 
     def on_revoke(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """Give partitions back: finish in-flight work within the grace period, commit, close."""
+        self.engine.metrics.rebalanced()
         ps = [tp.partition for tp in partitions]
         log.info("revoking partitions %s", ps)
         self.drain(ps, self.engine.options.grace_s)
@@ -68,6 +70,7 @@ class Ownership:
 
     def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """The group took the partitions away: drop their state at once, write nothing more."""
+        self.engine.metrics.rebalanced()
         for tp in partitions:
             self.drop(tp.partition, "lost")
 

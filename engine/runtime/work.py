@@ -147,7 +147,9 @@ class Work:
     # --- observing -----------------------------------------------------------------------
 
     def observe(self, owner: PartitionOwner, event: m.Event, folded: Folded) -> None:
-        """Log what was folded (structured: job, tenant, epoch, partition)."""
+        """Count what was folded (metrics) and log what was not applied (structured fields)."""
+        self.engine.metrics.observe(event, folded.status, folded.before, folded.after,
+                                    live=owner.phase is not Phase.RESTORING)
         if folded.status != "applied":
             log.warning("event %s of job %s %s (epoch %d, newest claim %d)", event.type, event.job_id,
                         folded.status, event.epoch, owner.epoch,
