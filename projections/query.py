@@ -80,3 +80,42 @@ def dead_letters(settings: Settings, where: DeadFilter | None = None) -> list[Jo
                 if raw is not None and where.admits(job := decode_job(raw)):
                     out.append(job)
     return sorted(out, key=lambda j: (j.finished_at or 0, j.job_id))
+
+
+def queue_report(settings: Settings) -> dict[str, dict]:
+    """Per lane: queued jobs, and per tenant its queued jobs, starts served and share of starts."""
+    from engine.domain.lanes import RUNNABLE_LANES
+    from projections.views.counters import backlogged, read_int
+
+    report: dict[str, dict] = {}
+    for lane in (ln.value for ln in RUNNABLE_LANES):
+        tenants: dict[str, dict] = {}
+        depth = 0
+        for _, path in partition_dirs(settings):
+            with read_store(path) as store:
+                depth += read_int(store, k.lane_key(k.LANE_DEPTH, lane))
+                for tenant, queued in backlogged(store, lane).items():
+                    tenants.setdefault(tenant, {"queued": 0, "served": 0})["queued"] += queued
+                served_prefix = k.lane_tenant_key(k.SERVED, lane, "")
+                for key, value in store.scan(served_prefix):
+                    tenant = k.suffix_after(served_prefix, key)
+                    tenants.setdefault(tenant, {"queued": 0, "served": 0})["served"] += int(value)
+        total = sum(t["served"] for t in tenants.values())
+        for t in tenants.values():
+            t["share"] = round(t["served"] / total, 4) if total else 0.0
+        report[lane] = {"queued": depth, "tenants": dict(sorted(tenants.items()))}
+    return report
+
+
+def breaker_report(settings: Settings) -> list:
+    """Each task type's newest breaker status across the partitions of the state directory."""
+    from projections.views.breakers import all_breakers
+
+    newest: dict[str, object] = {}
+    for _, path in partition_dirs(settings):
+        with read_store(path) as store:
+            for record in all_breakers(store):
+                old = newest.get(record.task_type)
+                if old is None or record.since > old.since:  # type: ignore[attr-defined]
+                    newest[record.task_type] = record
+    return sorted(newest.values(), key=lambda r: r.task_type)  # type: ignore[attr-defined]

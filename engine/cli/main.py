@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from engine.errors import EpochqError
 
-SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "audit")
+SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -65,6 +68,11 @@ def test_a_flood_from_one_tenant_does_not_starve_another(settings: Settings, cli
               f"(flood {noisy_done_then}/10000 done by then)")
         assert noisy_done_then < 6000, "the quiet tenant waited for most of the flood"
         assert flooded < max(10 * alone, alone + 10), (alone, flooded)
+        shown = subprocess.run([sys.executable, "-m", "engine.cli.main", "queues", "--json", "--bootstrap",
+                                settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
+                                str(engine.state_dir)], capture_output=True, text=True, check=True)
+        normal = json.loads(shown.stdout)["NORMAL"]
+        assert normal["tenants"]["quiet"]["served"] == 200 and normal["tenants"]["noisy"]["queued"] > 0
     finally:
         follow.close()
 
@@ -117,5 +125,9 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, clie
         assert kinds == ["BreakerOpened", "BreakerHalfOpened", "BreakerClosed"], kinds
         final = [h.wait(30).status for h in handles]
         assert final.count("completed") == 9 and final.count("dead") == 3, final
+        shown = subprocess.run([sys.executable, "-m", "engine.cli.main", "breakers", "--json", "--bootstrap",
+                                settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
+                                str(engine.state_dir)], capture_output=True, text=True, check=True)
+        assert json.loads(shown.stdout)[0]["status"] == "closed"
     finally:
         follow.close()
