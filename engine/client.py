@@ -197,13 +197,8 @@ class Client:
 
     def _produce(self, command: m.Command, partition: int, errors: list[KafkaError]) -> None:
         on_delivery = lambda err, msg: err and errors.append(err)  # noqa: E731
-        while True:
-            try:
-                self._producer.produce(self.settings.commands_topic, encode_command(command),
-                                       command.job_id.encode(), partition=partition, on_delivery=on_delivery)
-                return
-            except BufferError:
-                self._producer.poll(0.1)
+        kafka.produce(self._producer, self.settings.commands_topic, encode_command(command), command.job_id.encode(),
+                      partition, on_delivery)
 
     def _partition_count(self) -> int:
         if self._partitions is None:

@@ -36,6 +36,8 @@ class SubmitJob:
     lane: str | None = None
     max_attempts: int | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    scope: str | None = None
+    parent_job_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +56,72 @@ class ReplayDeadJob:
     requested_by: str = ""
 
 
-CommandBody = Union[SubmitJob, CancelJob, ReplayDeadJob]
+@dataclass(frozen=True, slots=True)
+class ReportChild:
+    """A child of a scoped job reached a final state (sent to the parent's partition)."""
+
+    parent_job_id: str
+    child_job_id: str
+    child_tenant: str
+    status: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RescheduleJob:
+    """Move a scheduled job to another due time."""
+
+    run_at: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertSchedule:
+    """Create or replace a recurring schedule."""
+
+    schedule_id: str
+    tenant_id: str
+    task_type: str
+    cron: str
+    payload: Payload
+    timezone: str = "UTC"
+    priority: int = 5
+    enabled: bool = True
+    misfire_policy: str = "skip"
+    max_catch_up: int = 10
+    dst_policy: str = "first"
+
+
+@dataclass(frozen=True, slots=True)
+class PauseSchedule:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeSchedule:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveSchedule:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReportOccurrence:
+    """An occurrence's job reached a final state (sent to the schedule's partition)."""
+
+    schedule_id: str
+    occurrence_at: int
+    job_id: str
+    status: str
+
+
+CommandBody = Union[SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule,
+                    PauseSchedule, ResumeSchedule, RemoveSchedule, ReportOccurrence]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +156,8 @@ class JobSubmitted:
     idempotency_key: str | None = None
     command_offset: int = -1
     labels: dict[str, str] = field(default_factory=dict)
+    scope: str | None = None
+    parent_job_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,11 +276,92 @@ class BreakerClosed:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class JobFannedOut:
+    scope: str
+    children: dict[str, str]  # tenant id -> child job id
+
+
+@dataclass(frozen=True, slots=True)
+class ChildReported:
+    child_job_id: str
+    child_tenant: str
+    status: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettled:
+    succeeded: int
+    failed: int
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRescheduled:
+    due_at: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleUpserted:
+    schedule_id: str
+    tenant_id: str
+    task_type: str
+    cron: str
+    payload: Payload
+    timezone: str = "UTC"
+    priority: int = 5
+    enabled: bool = True
+    misfire_policy: str = "skip"
+    max_catch_up: int = 10
+    dst_policy: str = "first"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulePaused:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResumed:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRemoved:
+    schedule_id: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleArmed:
+    schedule_id: str
+    occurrence_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleFired:
+    schedule_id: str
+    occurrence_at: int
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class OccurrenceSkipped:
+    schedule_id: str
+    occurrence_at: int
+    reason: str
+
+
 EventBody = Union[
     OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
     JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
     JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
-    BreakerClosed,
+    BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted, SchedulePaused,
+    ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
 ]
 
 
@@ -235,14 +385,19 @@ class Event:
         return type(self.body).__name__
 
 
-COMMAND_BODIES: dict[str, type] = {c.__name__: c for c in (SubmitJob, CancelJob, ReplayDeadJob)}
+COMMAND_BODIES: dict[str, type] = {
+    c.__name__: c
+    for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
+              ResumeSchedule, RemoveSchedule, ReportOccurrence)
+}
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (
         OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
         JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
         JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
-        BreakerClosed,
+        BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
+        SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
     )
 }
 

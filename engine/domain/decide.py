@@ -133,7 +133,17 @@ def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit
 
 @singledispatch
 def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
-    raise TypeError(f"decide has no rule for command {type(body).__name__}")
+    cmd = given.command
+    refusal = m.CommandRefused(type(body).__name__, job.state.value if job else "unknown",
+                               "this engine does not support the command")
+    return [Emit(cmd.job_id, cmd.tenant_id, refusal)]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A command decide wants produced to ``<ns>.commands`` in the same transaction as its events."""
+
+    command: m.Command
 
 
 @_command.register
@@ -222,6 +232,16 @@ def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRe
     if allows(job.state, trigger):
         return None
     return m.CommandRefused(command, job.state.value, f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+
+
+@_command.register
+def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    cmd = given.command
+    refused = _refusal("RescheduleJob", job, Trigger.RESCHEDULE)
+    if refused is None and body.run_at <= ctx.now:
+        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRescheduled(ctx.now, body.reason)),
+                Emit(cmd.job_id, cmd.tenant_id, m.JobQueued("due"))]
+    return [Emit(cmd.job_id, cmd.tenant_id, refused or m.JobRescheduled(body.run_at, body.reason))]
 
 
 @_decide.register

@@ -67,6 +67,7 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobCancelled: Trigger.CANCEL,
     m.JobReplayed: Trigger.REPLAY,
     m.JobRequeued: Trigger.REQUEUE,
+    m.JobRescheduled: Trigger.RESCHEDULE,
 }
 
 
@@ -151,6 +152,11 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> JobView:
 def _(body: m.JobReplayed, job: JobView, at: int) -> JobView:
     return replace(job, attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None,
                    queued_at=at, due_at=at)
+
+
+@_apply.register
+def _(body: m.JobRescheduled, job: JobView, at: int) -> JobView:
+    return replace(job, due_at=body.due_at)
 
 
 @_apply.register

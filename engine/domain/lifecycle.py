@@ -37,6 +37,7 @@ class Trigger(StrEnum):
     CANCEL = "cancel"              # JobCancelled
     REPLAY = "replay"              # JobReplayed
     REQUEUE = "requeue"            # JobRequeued: running under an older epoch
+    RESCHEDULE = "reschedule"      # JobRescheduled: a waiting job's due time moved
 
 
 S, T = JobState, Trigger
@@ -59,6 +60,8 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.QUEUED, T.CANCEL): S.CANCELLED,
     (S.RETRYING, T.CANCEL): S.CANCELLED,
     (S.DEAD, T.REPLAY): S.QUEUED,
+    (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
+    (S.RETRYING, T.RESCHEDULE): S.RETRYING,
 }
 
 FINAL_STATES = frozenset({S.COMPLETED, S.DEAD, S.CANCELLED})

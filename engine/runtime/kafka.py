@@ -93,6 +93,17 @@ def command_producer(settings: Settings) -> Producer:
     })
 
 
+def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int,
+            on_delivery: Any = None) -> None:
+    """Produce one record to an explicit partition, waiting for queue space when it is full."""
+    while True:
+        try:
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+            return
+        except BufferError:
+            producer.poll(0.05)
+
+
 def call(fn: Any, *args: Any) -> Any:
     """Run a producer call, translating fencing and abortable errors into typed ones."""
     try:

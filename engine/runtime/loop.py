@@ -220,6 +220,8 @@ class Engine:
         try:
             for event in box.events:
                 self.ownership.produce(producer, topic, owner.partition, event)
+            for command in box.commands:
+                self.ownership.send(producer, command)
             if box.next_command_offset is not None:
                 offsets = [TopicPartition(self.settings.commands_topic, owner.partition, box.next_command_offset)]
                 kafka.call(producer.send_offsets_to_transaction, offsets,

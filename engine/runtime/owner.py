@@ -15,7 +15,7 @@ from enum import StrEnum
 from confluent_kafka import Producer
 
 from engine.contract import messages as m
-from engine.domain.decide import DecideContext, Emit, Input, decide
+from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.jobs import JobView
 from engine.runtime.overlay import Overlay
 from projections.batch import Batch
@@ -48,12 +48,13 @@ class Outbox:
     """Events and command offsets waiting for the partition's next transaction."""
 
     events: list[m.Event] = field(default_factory=list)
+    commands: list[m.Command] = field(default_factory=list)
     next_command_offset: int | None = None
     first_command_offset: int | None = None
     starts: list[tuple[m.Event, JobView]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.events) or self.next_command_offset is not None
+        return bool(self.events) or bool(self.commands) or self.next_command_offset is not None
 
 
 class PartitionOwner:
@@ -89,9 +90,15 @@ class PartitionOwner:
 
     def decide(self, job_id: str | None, given: Input, ctx: DecideContext, cause: str | None = None,
                correlation: str | None = None) -> list[m.Event]:
-        """Decide for one job and stage the resulting events for the next transaction."""
+        """Decide for one job; stage the resulting events (and commands) for the next transaction."""
         job = self.job(job_id) if job_id else None
-        return [self.stage(e, ctx.now, cause, correlation) for e in decide(job, given, ctx)]
+        staged = []
+        for out in decide(job, given, ctx):
+            if isinstance(out, Send):
+                self.outbox.commands.append(out.command)
+            else:
+                staged.append(self.stage(out, ctx.now, cause, correlation))
+        return staged
 
     def stage(self, emit: Emit, at: int, cause: str | None = None, correlation: str | None = None) -> m.Event:
         """Wrap ``emit`` in an envelope with this owner's epoch and put it in the outbox."""

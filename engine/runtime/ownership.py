@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import OFFSET_INVALID, Producer, TopicPartition
 
 from engine.contract import messages as m
-from engine.contract.codec import decode_event_at, encode_event
+from engine.contract.codec import decode_event_at, encode_command, encode_event
+from engine.contract.partitioner import partition_for
 from engine.domain.decide import Emit
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.errors import DecodeError
@@ -161,13 +162,14 @@ class Ownership:
 
     def produce(self, producer: Producer, topic: str, partition: int, event: m.Event) -> None:
         """Append one event to its partition, waiting for queue space if needed."""
-        value, key = encode_event(event), event.job_id.encode() if event.job_id else None
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, partition=partition)
-                return
-            except BufferError:
-                producer.poll(0.05)
+        key = event.job_id.encode() if event.job_id else None
+        kafka.produce(producer, topic, encode_event(event), key, partition)
+
+    def send(self, producer: Producer, command: m.Command) -> None:
+        """Produce a command to its job's partition of ``<ns>.commands``, inside the open transaction."""
+        partition = partition_for(command.job_id, len(self.partition_count_cache()))
+        kafka.produce(producer, self.settings.commands_topic, encode_command(command), command.job_id.encode(),
+                      partition)
 
     def resync(self, owner: PartitionOwner, box: Outbox) -> None:
         """After an aborted transaction: forget the overlay, rewind commands, catch up again."""
