@@ -22,12 +22,13 @@ from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.joblog import LoggedEvent, job_events, with_fencing
 
-FINAL = {"completed", "dead", "cancelled", "rejected"}
+FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
 STATUS_OF = {
     "JobSubmitted": "accepted", "JobScheduled": "scheduled", "JobQueued": "queued",
     "JobStarted": "running", "JobSucceeded": "completed", "JobFailed": "failed",
     "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
     "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
+    "JobFannedOut": "running", "JobRescheduled": "scheduled",
 }
 
 
@@ -43,6 +44,7 @@ class Outcome:
     attempts: int = 0
     duplicate: bool = False
     events: list[LoggedEvent] = field(default_factory=list)
+    children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
 
     @property
     def done(self) -> bool:
@@ -72,6 +74,13 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
         outcome.reason = body.reason
     elif isinstance(body, m.DuplicateSubmitted):
         outcome.duplicate = True
+    elif isinstance(body, m.JobFannedOut):
+        outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
+    elif isinstance(body, m.ChildReported):
+        outcome.children[body.child_tenant] = {"job_id": body.child_job_id, "status": body.status, "error": body.error}
+    elif isinstance(body, m.JobSettled):
+        outcome.status = "completed" if body.outcome == "completed" else "partial"
+        outcome.reason = f"{body.succeeded} succeeded, {body.failed} failed"
     elif isinstance(body, m.CommandRefused):
         outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
 
@@ -134,11 +143,17 @@ class Client:
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
                idempotency_key: str | None = None, lane: str | None = None,
-               max_attempts: int | None = None, correlation_id: str | None = None) -> JobHandle:
-        """Submit one job; returns once the broker has it (acks=all)."""
+               max_attempts: int | None = None, correlation_id: str | None = None,
+               scope: str | None = None) -> JobHandle:
+        """Submit one job; returns once the broker has it (acks=all).
+
+        ``scope``: ``None``/``"tenant"`` runs the job for ``tenant``; ``"product:<name>"`` runs one
+        child per tenant of the product, ``"global"`` one per known tenant (from ``<ns>.tenants``);
+        the parent's outcome then has one row per tenant in ``outcome.children``.
+        """
         return self.submit_many([dict(task_type=task_type, payload=payload, tenant=tenant, priority=priority,
                                       run_at=run_at, delay=delay, idempotency_key=idempotency_key, lane=lane,
-                                      max_attempts=max_attempts, correlation_id=correlation_id)])[0]
+                                      max_attempts=max_attempts, correlation_id=correlation_id, scope=scope)])[0]
 
     def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Submit many jobs (each a mapping of ``submit``'s arguments) with one flush."""
@@ -176,12 +191,13 @@ class Client:
     def _submit_command(self, task_type: str, payload: Any, tenant: str, priority: int | str = 5,
                         run_at: datetime | float | None = None, delay: float | None = None,
                         idempotency_key: str | None = None, lane: str | None = None,
-                        max_attempts: int | None = None, correlation_id: str | None = None) -> m.Command:
+                        max_attempts: int | None = None, correlation_id: str | None = None,
+                        scope: str | None = None) -> m.Command:
         if not tenant:
             raise ValidationError("tenant: must not be empty")
         job_id = job_id_for_key(tenant, idempotency_key) if idempotency_key else new_job_id()
         body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority),
-                           _due_us(run_at, delay), idempotency_key, lane, max_attempts)
+                           _due_us(run_at, delay), idempotency_key, lane, max_attempts, scope=scope)
         return _command(job_id, tenant, body, correlation_id)
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:

@@ -62,6 +62,8 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print(f"job {outcome.job_id}: {outcome.status} after {outcome.attempts} attempt(s)")
         _print_outcome(outcome)
+        for tenant, child in sorted(outcome.children.items()):
+            print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")
     return 0
 
 
@@ -86,7 +88,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     """The stable JSON form of an outcome (documented in docs/cli.md)."""
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
-            "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events)}
+            "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
+            "children": outcome.children}
 
 
 def event_json(logged: LoggedEvent) -> dict[str, Any]:

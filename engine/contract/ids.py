@@ -16,6 +16,9 @@ from engine.errors import ValidationError
 IDEMPOTENCY_KEY_NAMESPACE = uuid.UUID("33239a05-2e46-529a-8c90-8d0c79cf9062")
 """uuid5(NAMESPACE_URL, "urn:epochq:job-id:idempotency-key"): ids derived from (tenant, key)."""
 
+CHILD_NAMESPACE = uuid.UUID("2fb1559a-788d-519e-8541-9aed9d6a20fb")
+"""uuid5(NAMESPACE_URL, "urn:epochq:job-id:scoped-child"): ids of a scoped job's per-tenant children."""
+
 OCCURRENCE_NAMESPACE = uuid.UUID("08971b83-4068-573d-86b7-08cdd9c71105")
 """uuid5(NAMESPACE_URL, "urn:epochq:job-id:schedule-occurrence"): ids of a schedule's runs."""
 
@@ -79,3 +82,8 @@ def occurrence_job_id(schedule_id: str, occurrence_us: int) -> str:
     if not isinstance(occurrence_us, int) or isinstance(occurrence_us, bool):
         raise ValidationError(f"occurrence_us must be an int (microseconds), got {type(occurrence_us).__name__}")
     return str(uuid.uuid5(OCCURRENCE_NAMESPACE, schedule_id + SEPARATOR + str(occurrence_us)))
+
+
+def child_job_id(parent_job_id: str, tenant: str) -> str:
+    """The job id of a scoped job's child for ``tenant``: uuid5(CHILD_NAMESPACE, parent US tenant)."""
+    return str(uuid.uuid5(CHILD_NAMESPACE, parent_job_id + SEPARATOR + tenant))

@@ -8,11 +8,13 @@ what it has written.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import singledispatch
 
 from engine.contract import messages as m
-from engine.domain.jobs import JobView
+from engine.contract.ids import child_job_id
+from engine.domain.jobs import JobView, reported
+from engine.domain.jobs import replace as replace_job
 from engine.domain.lanes import lane_for
 from engine.domain.lifecycle import JobState, Trigger, allows
 from engine.domain.retry import RetryPolicy, backoff_us, should_retry
@@ -47,6 +49,7 @@ class DecideContext:
     tasks: Mapping[str, TaskPolicy] | None = None  # None: accept any task type
     default_policy: TaskPolicy = TaskPolicy()
     limits: Limits = Limits()
+    scope_tenants: tuple[str, ...] = ()  # the tenants a scoped SubmitJob resolves to (engine-resolved)
 
     def policy(self, task_type: str) -> TaskPolicy:
         """The task type's policy, or the default one."""
@@ -117,8 +120,9 @@ Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrph
 
 
 def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit]:
-    """The events that ``given`` causes for ``job`` (None: the job does not exist yet)."""
-    return _decide(given, job, ctx)
+    """The events that ``given`` causes for ``job`` (None: the job does not exist yet), and the
+    commands to send with them (``Send``: a scoped job's children, a child's report)."""
+    return notify_parent(job, _decide(given, job, ctx), ctx.now)
 
 
 @singledispatch
@@ -155,15 +159,25 @@ def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideCo
         submitted = _admit(body, given, ctx)
     except ValidationError as e:
         reason, _, detail = str(e).partition(": ")
-        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRejected(body.task_type, reason, detail))]
+        return _rejected(cmd, body, m.JobRejected(body.task_type, reason, detail))
     full = _over_limit(ctx.limits)
     if full is not None:
         reason, detail, depth = full
-        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRejected(body.task_type, reason, detail, depth))]
+        return _rejected(cmd, body, m.JobRejected(body.task_type, reason, detail, depth))
     first = Emit(cmd.job_id, cmd.tenant_id, submitted)
+    if submitted.scope not in (None, "tenant"):
+        return [first, *fan_out(cmd, body, ctx)]
     if body.run_at is not None and body.run_at > ctx.now:
         return [first, Emit(cmd.job_id, cmd.tenant_id, m.JobScheduled(body.run_at))]
     return [first, Emit(cmd.job_id, cmd.tenant_id, m.JobQueued("submitted"))]
+
+
+def _rejected(cmd: m.Command, body: m.SubmitJob, rejection: m.JobRejected) -> list[Emit | Send]:
+    out: list[Emit | Send] = [Emit(cmd.job_id, cmd.tenant_id, rejection)]
+    if body.parent_job_id:
+        out.append(report_to_parent(body.parent_job_id, cmd.job_id, cmd.tenant_id, "rejected",
+                                    f"{rejection.reason}: {rejection.detail}", cmd.issued_at))
+    return out
 
 
 def _existing(body: m.SubmitJob, cmd: m.Command, job: JobView) -> Emit:
@@ -195,6 +209,8 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
         raise ValidationError(f"invalid_priority: priority must be 0-9, got {body.priority}")
     if not given.command.tenant_id:
         raise ValidationError("invalid_tenant: tenant_id must not be empty")
+    if body.scope not in (None, "tenant", "global") and not (body.scope or "").startswith("product:"):
+        raise ValidationError(f"invalid_scope: scope must be tenant, global or product:<name>, got {body.scope!r}")
     policy = ctx.policy(body.task_type)
     try:
         lane = lane_for(body.priority, body.lane, policy.lane)
@@ -206,7 +222,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
     return m.JobSubmitted(
         task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
         max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
-        command_offset=given.offset, labels=dict(getattr(body, "labels", None) or {}),
+        command_offset=given.offset, labels=dict(body.labels), scope=body.scope, parent_job_id=body.parent_job_id,
     )
 
 
@@ -232,6 +248,36 @@ def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRe
     if allows(job.state, trigger):
         return None
     return m.CommandRefused(command, job.state.value, f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+
+
+def fan_out(cmd: m.Command, body: m.SubmitJob, ctx: DecideContext) -> list[Emit | Send]:
+    """A scoped job becomes one child job per tenant of its scope, submitted with the parent's events."""
+    children = {tenant: child_job_id(cmd.job_id, tenant) for tenant in sorted(set(ctx.scope_tenants))}
+    out: list[Emit | Send] = [Emit(cmd.job_id, cmd.tenant_id, m.JobFannedOut(body.scope or "", children))]
+    for tenant, child in children.items():
+        child_body = replace(body, scope=None, parent_job_id=cmd.job_id, idempotency_key=None)
+        out.append(Send(m.Command(f"child:{child}", child, tenant, ctx.now, child_body, cmd.correlation_id)))
+    if not children:
+        out.append(Emit(cmd.job_id, cmd.tenant_id, m.JobSettled(0, 0, "completed")))
+    return out
+
+
+@_command.register
+def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    cmd = given.command
+    known = {child: status for _, child, status, _ in job.children} if job else {}
+    if job is None or body.child_job_id not in known:
+        return [Emit(cmd.job_id, cmd.tenant_id, m.CommandRefused("ReportChild", job.state.value if job else "unknown",
+                                                                  f"{body.child_job_id} is not a child of this job"))]
+    if known[body.child_job_id] == body.status:
+        return []
+    report = m.ChildReported(body.child_job_id, body.child_tenant, body.status, body.error)
+    out = [Emit(job.job_id, job.tenant_id, report)]
+    done, failed, pending = replace_job(job, children=reported(job.children, report)).child_counts()
+    if pending == 0 and (job.state is JobState.RUNNING or (job.state is JobState.PARTIAL and failed == 0)):
+        outcome = "completed" if failed == 0 else ("failed" if done == 0 else "partial")
+        out.append(Emit(job.job_id, job.tenant_id, m.JobSettled(done, failed, outcome)))
+    return out
 
 
 @_command.register
@@ -273,6 +319,27 @@ def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[E
     failed = m.JobFailed(given.attempt, given.error_type, given.message, given.duration_us,
                          given.traceback, retryable)
     return [emit(failed), emit(_after_failure(job, given, retryable, ctx))]
+
+
+def notify_parent(job: JobView | None, outcome: list[Emit], now: int) -> list[Emit | Send]:
+    """Add a ReportChild for the parent when ``outcome`` brings a scoped job's child to a final state."""
+    if job is None or not job.parent_job_id:
+        return list(outcome)
+    final = {m.JobSucceeded: "completed", m.JobDeadLettered: "dead", m.JobCancelled: "cancelled"}
+    errors = [f"{e.body.error_type}: {e.body.message}" for e in outcome
+              if isinstance(e, Emit) and isinstance(e.body, m.JobFailed)]
+    for emit in outcome:
+        status = final.get(type(emit.body)) if isinstance(emit, Emit) else None  # type: ignore[arg-type]
+        if status is not None:
+            error = errors[-1] if errors else getattr(emit.body, "reason", "")
+            return [*outcome, report_to_parent(job.parent_job_id, job.job_id, job.tenant_id, status, error, now)]
+    return list(outcome)
+
+
+def report_to_parent(parent: str, child: str, tenant: str, status: str, error: str, now: int) -> Send:
+    """The command that tells a scoped job how its child for ``tenant`` ended."""
+    body = m.ReportChild(parent, child, tenant, status, error)
+    return Send(m.Command(f"report:{child}:{status}:{now}", parent, tenant, now, body))
 
 
 def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: DecideContext) -> m.EventBody:

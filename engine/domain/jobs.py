@@ -46,6 +46,15 @@ class JobView:
     errors: tuple[AttemptError, ...] = ()
     dead_reason: str = ""
     replays: int = 0
+    scope: str | None = None
+    parent_job_id: str | None = None
+    children: tuple[tuple[str, str, str, str], ...] = ()  # scoped jobs: (tenant, child id, status, error)
+
+    def child_counts(self) -> tuple[int, int, int]:
+        """(succeeded, failed, pending) children of a scoped job."""
+        done = sum(1 for c in self.children if c[2] == "completed")
+        pending = sum(1 for c in self.children if c[2] == "pending")
+        return done, len(self.children) - done - pending, pending
 
 
 _SLOTS = JobView.__slots__
@@ -68,6 +77,8 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobReplayed: Trigger.REPLAY,
     m.JobRequeued: Trigger.REQUEUE,
     m.JobRescheduled: Trigger.RESCHEDULE,
+    m.JobFannedOut: Trigger.FAN_OUT,
+    m.ChildReported: Trigger.CHILD_REPORT,
 }
 
 
@@ -75,6 +86,8 @@ def trigger_of(body: m.EventBody) -> Trigger | None:
     """The lifecycle trigger an event body records, or None if it changes no job state."""
     if isinstance(body, m.JobQueued):
         return Trigger.ENQUEUE if body.cause == "submitted" else Trigger.DUE
+    if isinstance(body, m.JobSettled):
+        return Trigger.SETTLE if body.outcome == "completed" else Trigger.SETTLE_PARTIAL
     return TRIGGERS.get(type(body))
 
 
@@ -98,6 +111,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         state=state, priority=body.priority, lane=body.lane, max_attempts=body.max_attempts,
         payload=body.payload, submitted_at=event.occurred_at, updated_at=event.occurred_at,
         epoch=event.epoch, idempotency_key=body.idempotency_key, due_at=body.run_at,
+        scope=body.scope if body.scope not in (None, "tenant") else None, parent_job_id=body.parent_job_id,
     )
 
 
@@ -152,6 +166,27 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> JobView:
 def _(body: m.JobReplayed, job: JobView, at: int) -> JobView:
     return replace(job, attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None,
                    queued_at=at, due_at=at)
+
+
+@_apply.register
+def _(body: m.JobFannedOut, job: JobView, at: int) -> JobView:
+    children = tuple((tenant, child, "pending", "") for tenant, child in sorted(body.children.items()))
+    return replace(job, children=children, started_at=at)
+
+
+@_apply.register
+def _(body: m.ChildReported, job: JobView, at: int) -> JobView:
+    return replace(job, children=reported(job.children, body))
+
+
+def reported(children: tuple[tuple[str, str, str, str], ...], body: m.ChildReported) -> tuple[tuple[str, str, str, str], ...]:
+    """A scoped job's children table after one child's report."""
+    return tuple((t, c, body.status, body.error) if c == body.child_job_id else (t, c, s, e) for t, c, s, e in children)
+
+
+@_apply.register
+def _(body: m.JobSettled, job: JobView, at: int) -> JobView:
+    return replace(job, finished_at=at)
 
 
 @_apply.register

@@ -20,6 +20,7 @@ class JobState(StrEnum):
     RETRYING = "retrying"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    PARTIAL = "partial"  # a scoped job whose children settled, some of them not successfully
 
 
 class Trigger(StrEnum):
@@ -38,6 +39,10 @@ class Trigger(StrEnum):
     REPLAY = "replay"              # JobReplayed
     REQUEUE = "requeue"            # JobRequeued: running under an older epoch
     RESCHEDULE = "reschedule"      # JobRescheduled: a waiting job's due time moved
+    FAN_OUT = "fan_out"            # JobFannedOut: a scoped job became one child per tenant
+    CHILD_REPORT = "child_report"  # ChildReported: one child reached a final state
+    SETTLE = "settle"              # JobSettled(outcome=completed): every child succeeded
+    SETTLE_PARTIAL = "settle_partial"  # JobSettled(outcome=partial|failed): some children did not
 
 
 S, T = JobState, Trigger
@@ -62,9 +67,15 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.DEAD, T.REPLAY): S.QUEUED,
     (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
     (S.RETRYING, T.RESCHEDULE): S.RETRYING,
+    (S.PENDING, T.FAN_OUT): S.RUNNING,
+    (S.RUNNING, T.CHILD_REPORT): S.RUNNING,
+    (S.PARTIAL, T.CHILD_REPORT): S.PARTIAL,
+    (S.RUNNING, T.SETTLE): S.COMPLETED,
+    (S.PARTIAL, T.SETTLE): S.COMPLETED,
+    (S.RUNNING, T.SETTLE_PARTIAL): S.PARTIAL,
 }
 
-FINAL_STATES = frozenset({S.COMPLETED, S.DEAD, S.CANCELLED})
+FINAL_STATES = frozenset({S.COMPLETED, S.DEAD, S.CANCELLED, S.PARTIAL})
 
 
 def next_state(state: JobState | None, trigger: Trigger) -> JobState:

@@ -174,8 +174,16 @@ class Engine:
                         ctx.now, command.command_id, command.correlation_id)
             return
         if isinstance(command.body, m.SubmitJob):
-            ctx = replace(ctx, limits=self._limits(owner, command))
+            ctx = replace(ctx, limits=self._limits(owner, command), scope_tenants=self._scope(command.body.scope))
         owner.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id, command.correlation_id)
+
+    def _scope(self, scope: str | None) -> tuple[str, ...]:
+        """The tenants a scoped job fans out to, from the tenants table as it is now (then recorded)."""
+        if scope == "global":
+            return tuple(sorted(self.tenants.all()))
+        if scope and scope.startswith("product:"):
+            return tuple(sorted(self.tenants.tenants_of_product(scope.split(":", 1)[1])))
+        return ()
 
     def _limits(self, owner: PartitionOwner, command: m.Command) -> Limits:
         """Backpressure inputs for one SubmitJob: queue depths now, and the limits that apply."""

@@ -24,7 +24,7 @@ def index_entries(job: JobView | None) -> dict[bytes, bytes]:
         out[k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)] = jid
     elif job.state in (JobState.SCHEDULED, JobState.RETRYING) and job.due_at is not None:
         out[k.due_key(job.due_at, job.job_id)] = jid
-    elif job.state is JobState.RUNNING:
+    elif job.state is JobState.RUNNING and job.scope is None:
         out[k.running_key(job.job_id)] = b"%d" % job.epoch
     elif job.state is JobState.DEAD:
         out[k.dead_key(job.finished_at or 0, job.job_id)] = jid

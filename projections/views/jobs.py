@@ -16,7 +16,7 @@ from engine.domain.lifecycle import JobState
 from engine.errors import ProjectionCorruptedError
 from projections.views.keys import job_key
 
-FORMAT = 1
+FORMAT = 2
 _FIELDS = JobView.__slots__
 _STATE, _PAYLOAD, _ERRORS = (_FIELDS.index(f) for f in ("state", "payload", "errors"))
 CACHE_LIMIT = 20_000

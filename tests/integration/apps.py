@@ -76,3 +76,12 @@ def bulk(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
 @app.task("otp", lane="HIGH")
 def otp(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     return {"otp": True}
+
+
+@app.task("per_tenant.sync", retry=RetryPolicy(max_attempts=2, base_delay=0.1, jitter=0.0))
+def per_tenant_sync(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Runs once per tenant of a scoped job; fails for the tenants listed in the payload."""
+    mark("per_tenant", ctx)
+    if ctx.tenant in payload.get("broken", []):
+        raise RuntimeError(f"tenant {ctx.tenant}: export failed")
+    return {"tenant": ctx.tenant}
