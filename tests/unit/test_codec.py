@@ -29,6 +29,12 @@ from engine.contract.messages import (
     JobReplayed, JobRequeued, JobRetryScheduled, JobScheduled, JobStarted, JobSubmitted,
     JobSucceeded, OwnershipClaimed, Payload, ReplayDeadJob, SubmitJob, TenantConfig,
 )
+from engine.contract.messages import (
+    BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobFannedOut, JobRescheduled, JobSettled,
+    OccurrenceSkipped, PauseSchedule, RemoveSchedule, ReportChild, ReportOccurrence, RescheduleJob,
+    ResumeSchedule, ScheduleArmed, ScheduleFired, SchedulePaused, ScheduleRemoved, ScheduleResumed,
+    ScheduleUpserted, UpsertSchedule,
+)
 from engine.contract.partitioner import murmur2, partition_for
 from engine.errors import DecodeError, ValidationError
 
@@ -41,6 +47,15 @@ COMMAND_SAMPLES = [
     CancelJob("no longer needed", "ops@example.org"),
     CancelJob(),
     ReplayDeadJob("fixed the bug", "alice"),
+    SubmitJob("sync", PAYLOAD, labels={"team": "crm"}, scope="product:crm", parent_job_id="p-1"),
+    ReportChild("p-1", "c-1", "acme", "dead", "boom"),
+    RescheduleJob(T0 + 9, "later"),
+    UpsertSchedule("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD, "Europe/Berlin", 3, False,
+                   "catch_up", 4, "both"),
+    PauseSchedule("nightly", "holiday"),
+    ResumeSchedule("nightly"),
+    RemoveSchedule("nightly", "gone"),
+    ReportOccurrence("nightly", T0, "job-9", "completed"),
 ]
 
 EVENT_SAMPLES = [
@@ -63,6 +78,21 @@ EVENT_SAMPLES = [
     JobRequeued(6, 2),
     CommandRefused("CancelJob", "succeeded", "job already finished"),
     CommandQuarantined("epochq.commands", 4, 1234, "bad magic", b"\x00garbage"),
+    JobStarted(2, T0, "worker-2", 1_000_000),
+    BreakerOpened("email.send", 5, T0 + 30_000_000, "5 failures within 60s"),
+    BreakerHalfOpened("email.send", "job-3", "cool-down passed"),
+    BreakerClosed("email.send", "probe succeeded"),
+    JobFannedOut("product:crm", {"acme": "c-1", "beta": "c-2"}),
+    ChildReported("c-1", "acme", "completed"),
+    JobSettled(1, 1, "partial"),
+    JobRescheduled(T0 + 5, "moved"),
+    ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
+    SchedulePaused("nightly", "holiday"),
+    ScheduleResumed("nightly"),
+    ScheduleRemoved("nightly"),
+    ScheduleArmed("nightly", T0 + 86_400_000_000),
+    ScheduleFired("nightly", T0, "job-9"),
+    OccurrenceSkipped("nightly", T0, "misfire: skip"),
 ]
 
 
@@ -74,8 +104,10 @@ def event(body: Any, **kw: Any) -> Event:
     return Event("evt-1", "job-1", "tenant-a", 7, "engine-a", T0, body, **kw)
 
 
-def shipped_schema(subject: str) -> dict[str, Any]:
-    text = (resources.files("engine.schemas") / "v1" / f"{subject}.avsc").read_text("utf-8")
+def shipped_schema(subject: str, version: int | None = None) -> dict[str, Any]:
+    """The newest shipped schema of ``subject`` (or the given version)."""
+    wanted = version if version is not None else codec.catalog(subject).current.version
+    text = (resources.files("engine.schemas") / f"v{wanted}" / f"{subject}.avsc").read_text("utf-8")
     return json.loads(text)
 
 
@@ -405,7 +437,9 @@ def test_the_worked_example_in_docs_contract_md_is_byte_exact() -> None:
     job_id = job_id_for_key("acme", "order-42")
     example = Command("0b4f2a4e-3f3b-4c8e-9d6e-1a2b3c4d5e6f", job_id, "acme", 1_700_000_000_000_000,
                       SubmitJob("email.send", Payload(b'{"to":"a@b.c"}'), idempotency_key="order-42"))
-    raw = encode_command(example)
+    v1 = codec.catalog("command").versions[0]
+    assert v1.version == 1
+    raw = MessageCodec(SchemaCatalog("command", [v1]), Command, COMMAND_BODIES).encode(example)  # a v1 producer
     assert job_id == "08407376-04b4-539a-a175-3fad6b2c6700"
     assert raw == bytes.fromhex(  # the hex dump in docs/contract.md
         "c3 01 25 33 19 b1 14 47 2c f4 48 30 62 34 66 32"
