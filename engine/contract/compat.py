@@ -1,26 +1,17 @@
 """Whether two versions of a schema can read each other's records: the gate for shipping vN+1.
 
-``check_compatible(old, new)`` applies Avro's schema resolution rules in both directions:
+``check_compatible(old, new)`` applies Avro's schema resolution rules both ways — **backward**:
+the new schema reads old records (the engine reads years of history with its newest schema);
+**forward**: the old schema reads new records (engines not yet upgraded read what upgraded
+producers write) — and returns the problems as sentences, none when the change is safe. The
+checks are pure functions of the raw ``.avsc`` JSON (``doc``, ``logicalType``… are ignored).
+Both ways together also forbid the one-way promotions (an old ``int`` reader cannot read a new
+``long``); ``string`` ↔ ``bytes`` resolves both ways and passes.
 
-- **backward** — the new schema reads records written with the old one (the engine reads years
-  of history with its newest schema);
-- **forward** — the old schema reads records written with the new one (engines not yet upgraded
-  read what upgraded producers write).
-
-It returns the problems as sentences, empty when the change is safe. The checks are pure
-functions of the raw JSON of ``.avsc`` files (``doc``, ``logicalType`` and other attributes are
-ignored; no fastavro). :func:`shipped_versions` loads the shipped ``schemas/vN/`` files, for the
-tests and for ``python -m engine.contract.compat`` (exit status 1 on any problem).
-
-Checking both directions also forbids the one-way Avro promotions (int → long → float → double):
-an old ``int`` reader cannot read a new ``long``, as docs/contract.md demands. ``string`` ↔
-``bytes`` resolves both ways and passes.
-
-Growing a union by a record or an enum by a symbol (a new body, a new status) is allowed by
-default: old readers can still read every record that does not use it, and docs/contract.md
-requires that it is only written once every reader is upgraded. ``strict_growth=True`` reports
-it as well. A new primitive branch (``["null", "int"]`` → ``["null", "int", "string"]``) is a
-type change and always reported.
+A union growing by a record, an enum by a symbol, is allowed unless ``strict_growth``: old
+readers still read every record that does not use it, and docs/contract.md has it written only
+once every reader is upgraded. A new primitive branch is a type change, always reported.
+``python -m engine.contract.compat`` checks the shipped ``schemas/vN/`` (exit status 1 on a problem).
 """
 
 from __future__ import annotations
@@ -206,11 +197,11 @@ class _Resolution:
                 self.check(b, bs, target, rs, _branch_path(path, b))
 
     def _branch_missing(self, branch: Any, r: Any, path: str) -> None:
-        if kind_of(r) == "union":
-            growth = "growth" if kind_of(branch) in NAMED else "type"
-            self.problems.append(Problem(path, f"union branch {describe(branch)} is missing", kind=growth))
-        else:
+        if kind_of(r) != "union":
             self.problems.append(Problem(path, f"type changed from a union with {describe(branch)} to {describe(r)}"))
+        else:
+            kind = "growth" if kind_of(branch) in NAMED else "type"
+            self.problems.append(Problem(path, f"union branch {describe(branch)} is missing", kind=kind))
 
     def _into_union(self, w: Any, ws: _Side, r: list[Any], rs: _Side, path: str) -> None:
         target = _first_match(w, r, rs)
@@ -322,8 +313,7 @@ def _copy(schema: Any) -> Any:
 def default_problems(schema: Any) -> list[str]:
     """Fields whose default does not fit their type (for a union: its first branch)."""
     schema = _copy(schema)
-    names = Names(schema)
-    return list(_bad_defaults(schema, _Side(names), _root_path(schema), set()))
+    return list(_bad_defaults(schema, _Side(Names(schema)), _root_path(schema), set()))
 
 
 def _bad_defaults(node: Any, side: _Side, path: str, seen: set[int]) -> Iterator[str]:
@@ -348,7 +338,7 @@ def _bad_defaults(node: Any, side: _Side, path: str, seen: set[int]) -> Iterator
 
 
 _JSON_OF: Mapping[str, tuple[type, ...]] = {
-    "int": (int,), "long": (int,), "float": (int, float), "double": (int, float),
+    "boolean": (bool,), "int": (int,), "long": (int,), "float": (int, float), "double": (int, float),
     "bytes": (str,), "string": (str,), "fixed": (str,),
 }
 
@@ -361,10 +351,8 @@ def fits(value: Any, node: Any, side: _Side) -> bool:
         return bool(node) and fits(value, node[0], side)
     if kind == "null":
         return value is None
-    if kind == "boolean":
-        return isinstance(value, bool)
-    if kind in _JSON_OF:
-        return isinstance(value, _JSON_OF[kind]) and not isinstance(value, bool)
+    if kind in _JSON_OF:  # JSON true/false are Python bools, which are ints too
+        return isinstance(value, _JSON_OF[kind]) and isinstance(value, bool) == (kind == "boolean")
     if kind == "enum":
         return value in node.get("symbols", ())
     if kind == "array":
@@ -393,14 +381,14 @@ def shipped_versions(subject: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def shipped_problems(subjects: tuple[str, ...] = ("command", "event", "tenant")) -> list[str]:
-    """Problems between consecutive shipped versions, and between every version and the newest."""
+    """Problems of each shipped step (both ways), and of the newest version reading every older one."""
     out = []
     for subject in subjects:
         versions = shipped_versions(subject)
-        pairs = list(zip(versions, versions[1:]))  # each step, as shipped
-        pairs += [(old, versions[-1]) for old in versions[:-2]]  # the newest reads every older one
-        for (a, old), (b, new) in pairs:
+        for (a, old), (b, new) in zip(versions, versions[1:]):
             out += [f"{subject} v{a} -> v{b}: {p}" for p in check_compatible(old, new)]
+        for a, old in versions[:-2]:
+            out += [f"{subject} v{versions[-1][0]} reading v{a}: {p}" for p in resolution_problems(old, versions[-1][1])]
     return out
 
 

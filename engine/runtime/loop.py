@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import dataclass, field, replace
 
@@ -69,6 +70,7 @@ class Engine:
         self.executor = Executor(app, self.options.lane_slots)
         self.commands: Consumer = kafka.commands_consumer(settings, self.options.session_timeout_ms)
         self.reader: Consumer = kafka.events_reader(settings, self.owner_id)
+        self._committer = ThreadPoolExecutor(max_workers=8, thread_name_prefix="epochq-commit")
         self.tenants = TenantDirectory(settings)
         self.metrics = EngineMetrics(self.options.dlq_alert_threshold)
         self._next_sample = 0.0
@@ -200,44 +202,63 @@ class Engine:
     # --- writing -------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """One transaction per partition with staged events; start handlers once committed."""
-        for owner in list(self.owners.values()):
-            if owner.outbox:
-                self.flush_one(owner)
+        """One transaction per partition with staged events, committed in parallel; then start handlers.
 
-    def flush_one(self, owner: PartitionOwner) -> None:
-        """Write one partition's outbox in a transaction, with its consumed command offsets."""
-        box = owner.take_outbox()
+        Producing is CPU work done here in turn; ``send_offsets`` and ``commit`` wait on the
+        brokers, so the partitions' transactions wait for them side by side.
+        """
+        boxes = [(owner, owner.take_outbox()) for owner in list(self.owners.values()) if owner.outbox]
+        if not boxes:
+            return
+        group = self.commands.consumer_group_metadata()
+        staged = [(owner, box, self._attempt(self._produce, owner, box)) for owner, box in boxes]
+        ready = [(owner, box) for owner, box, error in staged if error is None]
+        finishing = [self._committer.submit(self._attempt, self._commit, owner, box, group) for owner, box in ready]
+        outcomes = [(owner, box, error) for owner, box, error in staged if error is not None]
+        outcomes += [(owner, box, future.result()) for (owner, box), future in zip(ready, finishing)]
+        for owner, box, error in outcomes:
+            self._settle(owner, box, error)
+
+    @staticmethod
+    def _attempt(step, owner: PartitionOwner, box, *args) -> Exception | None:  # type: ignore[no-untyped-def]
         try:
-            self._write(owner, box)
-        except FencedError as e:
-            self.metrics.producer_fenced()
-            log.error("partition %d fenced at epoch %d: %s", owner.partition, owner.epoch, e)
-            self.ownership.drop(owner.partition, "fenced")
-            return
-        except kafka.TransactionAborted as e:
-            log.warning("partition %d: transaction aborted (%s); resyncing", owner.partition, e)
-            self.ownership.resync(owner, box)
-            return
-        for event, job in box.starts:
-            self.work.start(owner, event, job)
+            step(owner, box, *args)
+        except (FencedError, kafka.TransactionAborted) as e:
+            if isinstance(e, kafka.TransactionAborted):
+                try:
+                    kafka.call(owner.producer.abort_transaction, kafka.TXN_TIMEOUT_S)
+                except (FencedError, kafka.TransactionAborted) as abort_error:
+                    return abort_error
+            return e
+        return None
 
-    def _write(self, owner: PartitionOwner, box) -> None:  # type: ignore[no-untyped-def]
+    def _produce(self, owner: PartitionOwner, box) -> None:  # type: ignore[no-untyped-def]
         producer, topic = owner.producer, self.settings.events_topic
         kafka.call(producer.begin_transaction)
-        try:
-            for event in box.events:
-                self.ownership.produce(producer, topic, owner.partition, event)
-            for command in box.commands:
-                self.ownership.send(producer, command)
-            if box.next_command_offset is not None:
-                offsets = [TopicPartition(self.settings.commands_topic, owner.partition, box.next_command_offset)]
-                kafka.call(producer.send_offsets_to_transaction, offsets,
-                           self.commands.consumer_group_metadata(), kafka.TXN_TIMEOUT_S)
-            kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
-        except kafka.TransactionAborted:
-            kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
-            raise
+        for event in box.events:
+            self.ownership.produce(producer, topic, owner.partition, event)
+        for command in box.commands:
+            self.ownership.send(producer, command)
+
+    def _commit(self, owner: PartitionOwner, box, group) -> None:  # type: ignore[no-untyped-def]
+        producer = owner.producer
+        if box.next_command_offset is not None:
+            offsets = [TopicPartition(self.settings.commands_topic, owner.partition, box.next_command_offset)]
+            kafka.call(producer.send_offsets_to_transaction, offsets, group, kafka.TXN_TIMEOUT_S)
+        kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
+
+    def _settle(self, owner: PartitionOwner, box, error: Exception | None) -> None:  # type: ignore[no-untyped-def]
+        """After a partition's transaction: start its handlers, or resync, or give the partition up."""
+        if isinstance(error, FencedError):
+            self.metrics.producer_fenced()
+            log.error("partition %d fenced at epoch %d: %s", owner.partition, owner.epoch, error)
+            self.ownership.drop(owner.partition, "fenced")
+        elif error is not None:
+            log.warning("partition %d: transaction aborted (%s); resyncing", owner.partition, error)
+            self.ownership.resync(owner, box)
+        else:
+            for event, job in box.starts:
+                self.work.start(owner, event, job)
 
     # --- stopping ------------------------------------------------------------------------
 
@@ -251,6 +272,7 @@ class Engine:
         self.tenants.close()
         self.metrics.close()
         self.executor.shutdown(0)
+        self._committer.shutdown(wait=False)
 
 
 def _policies(app: App) -> dict[str, TaskPolicy]:

@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+// Submit one epochq job from Node.js: a SubmitJob CommandEnvelope in Avro single-object
+// encoding (avsc), produced with KafkaJS (Java-compatible murmur2 partitioning, acks=all).
+// The guide: docs/producing.md.
+//
+//   node produce.js BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON [--label k=v ...] [--schemas DIR]
+//
+// Prints the job id and partition as one JSON line: {"job_id": "...", "partition": 2}.
+'use strict';
+
+const crypto = require('crypto');
+const fs = require('fs');
+const path = require('path');
+const avro = require('avsc');
+const { Kafka, Partitioners, logLevel } = require('kafkajs');
+
+// CRC-64-AVRO (Rabin), as in the Avro specification; written little-endian into the header.
+const EMPTY = 0xc15d213aa4d7a795n;
+const TABLE = Array.from({ length: 256 }, (_, i) => {
+  let fp = BigInt(i);
+  for (let j = 0; j < 8; j++) fp = (fp >> 1n) ^ (EMPTY & -(fp & 1n));
+  return fp;
+});
+function crc64Avro(text) {
+  let fp = EMPTY;
+  for (const byte of Buffer.from(text, 'utf8')) fp = (fp >> 8n) ^ TABLE[Number((fp ^ BigInt(byte)) & 0xffn)];
+  return fp;
+}
+
+// The newest schemas/vN/command.avsc: what the engine reads (it also reads every older version).
+function latestCommandSchema(root) {
+  const versions = fs.readdirSync(root).filter((d) => /^v\d+$/.test(d))
+    .filter((d) => fs.existsSync(path.join(root, d, 'command.avsc')))
+    .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
+  return JSON.parse(fs.readFileSync(path.join(root, versions.at(-1), 'command.avsc'), 'utf8'));
+}
+
+function singleObjectEncoder(schema) {
+  const type = avro.Type.forSchema(schema, { wrapUnions: true });
+  const header = Buffer.alloc(10);
+  header.writeUInt16BE(0xc301, 0);
+  // avsc's schema() without options is the Parsing Canonical Form.
+  header.writeBigUInt64LE(crc64Avro(JSON.stringify(type.schema())), 2);
+  return (value) => Buffer.concat([header, type.toBuffer(value)]);
+}
+
+function parseArgs(argv) {
+  const positional = [], labels = {};
+  let schemas = path.resolve(__dirname, '../../../schemas');
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--label') { const [k, ...v] = argv[++i].split('='); labels[k] = v.join('='); }
+    else if (argv[i] === '--schemas') schemas = argv[++i];
+    else positional.push(argv[i]);
+  }
+  if (positional.length !== 5) {
+    throw new Error('usage: produce.js BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON [--label k=v] [--schemas DIR]');
+  }
+  const [bootstrap, namespace, taskType, tenant, payload] = positional;
+  JSON.parse(payload); // must be JSON; the bytes are sent as given (no float rounding of big integers)
+  return { bootstrap, namespace, taskType, tenant, payload, labels, schemas };
+}
+
+async function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const schema = latestCommandSchema(args.schemas);
+  const encode = singleObjectEncoder(schema);
+  const jobId = crypto.randomUUID();
+  const submit = {
+    task_type: args.taskType,
+    payload: { data: Buffer.from(args.payload, 'utf8'), content_type: 'application/json', schema_name: '', schema_version: 1 },
+    priority: 5, run_at: null, idempotency_key: null, lane: null, max_attempts: null,
+  };
+  const submitSchema = schema.fields.find((f) => f.name === 'body').type.find((t) => t.name === 'SubmitJob');
+  if (submitSchema.fields.some((f) => f.name === 'labels')) submit.labels = args.labels; // v2 and later
+  const value = encode({
+    command_id: crypto.randomUUID(),
+    job_id: jobId,
+    tenant_id: args.tenant,
+    issued_at: Date.now() * 1000, // timestamp-micros
+    correlation_id: null,
+    body: { 'io.epochq.command.SubmitJob': submit },
+  });
+
+  const kafka = new Kafka({ clientId: 'epochq-node-producer', brokers: args.bootstrap.split(','), logLevel: logLevel.WARN });
+  // KafkaJS v2's DefaultPartitioner is the Java client's murmur2 partitioner.
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
+  await producer.connect();
+  try {
+    const [meta] = await producer.send({
+      topic: `${args.namespace}.commands`, acks: -1, messages: [{ key: jobId, value }],
+    });
+    console.log(JSON.stringify({ job_id: jobId, partition: meta.partition }));
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+main().catch((err) => { console.error(`epochq-produce: ${err.message}`); process.exit(1); });

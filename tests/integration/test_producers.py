@@ -1,0 +1,120 @@
+"""Producers in other languages (examples/producers/): their jobs run under the Python engine, intact.
+
+Each producer is built once by ``examples/producers/build.sh`` (the first build downloads and
+compiles the dependencies: about a minute and a half for Go on a cold cache; later runs skip
+it). A language whose toolchain is not on PATH is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.client import Client, Outcome
+from engine.config import Settings
+from engine.contract.codec import catalog, decode_command
+from engine.contract.partitioner import partition_for
+from engine.runtime import kafka
+from engine.runtime.joblog import job_events, scan_partition
+from tests.integration.conftest import ROOT, start_engine
+
+PRODUCERS = ROOT / "examples" / "producers"
+SCHEMAS = ROOT / "schemas"
+TOOLS = {"node": ("node", "npm"), "go": ("go",)}
+BUILD_TIMEOUT_S = 900
+
+# Non-ASCII text, integers past 2**53 (a JS number would round them), nested JSON: built as
+# text and passed through as bytes, so the producers never parse and re-serialise it.
+PAYLOAD_TEXT = (
+    '{"text":"Grüße, 東京 🚀","big":9007199254740993,"negative_big":-9223372036854775807,'
+    '"nested":{"list":[1,2.5,{"deep":[null,true,"x\\"y"]}],"empty":{},"empty_list":[]}}'
+)
+
+
+def producer_command(language: str, settings: Settings, task_type: str, tenant: str, payload: str,
+                     labels: dict[str, str]) -> list[str]:
+    """The command line that submits one job with ``language``'s example producer."""
+    args = [settings.require_bootstrap(), settings.namespace, task_type, tenant, payload]
+    if language == "node":
+        flags = [x for k, v in labels.items() for x in ("--label", f"{k}={v}")]
+        return ["node", str(PRODUCERS / "node" / "produce.js"), *args, *flags, "--schemas", str(SCHEMAS)]
+    flags = [x for k, v in labels.items() for x in ("-label", f"{k}={v}")]
+    return [str(PRODUCERS / "go" / "epochq-produce"), "-schemas", str(SCHEMAS), *flags, *args]
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, str]:
+    """language -> "" when built, or the reason it is not (a missing toolchain)."""
+    status = {}
+    for language, tools in TOOLS.items():
+        missing = [t for t in tools if shutil.which(t) is None]
+        if missing:
+            status[language] = f"{', '.join(missing)} not on PATH"
+            continue
+        run = subprocess.run([str(PRODUCERS / "build.sh"), language], capture_output=True, text=True,
+                             timeout=BUILD_TIMEOUT_S)
+        assert run.returncode == 0, f"build.sh {language} failed:\n{run.stdout}\n{run.stderr}"
+        status[language] = ""
+    return status
+
+
+def wait_done(client: Client, job_id: str, timeout: float = 30.0) -> Outcome:
+    """The job's outcome from the log once it is final (or the last one seen at the deadline)."""
+    deadline = time.monotonic() + timeout
+    outcome = client.status(job_id)
+    while not outcome.done and time.monotonic() < deadline:
+        time.sleep(0.3)
+        outcome = client.status(job_id)
+    return outcome
+
+
+def command_record(settings: Settings, partition: int, job_id: str) -> tuple[bytes, object]:
+    """The raw value and decoded command of the job's record on ``<ns>.commands``."""
+    consumer = kafka.events_reader(settings, "test-commands")
+    try:
+        for _, key, value in scan_partition(consumer, settings.commands_topic, partition):
+            if key == job_id.encode():
+                return value, decode_command(value)
+    finally:
+        consumer.close()
+    raise AssertionError(f"no command for {job_id} in {settings.commands_topic}[{partition}]")
+
+
+@pytest.mark.parametrize("language", ["node", "go"])
+def test_a_job_from_another_language_runs_with_its_payload_intact(
+        language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if built[language]:
+        pytest.skip(built[language])
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    tenant, labels = f"{language}-team", {"origin": language, "région": "東京"}
+
+    run = subprocess.run(producer_command(language, settings, "echo", tenant, PAYLOAD_TEXT, labels),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    job_id = printed["job_id"]
+    assert printed["partition"] == partition_for(job_id, 3)  # Java-compatible murmur2
+
+    outcome = wait_done(client, job_id)
+    sent = json.loads(PAYLOAD_TEXT)
+    assert outcome.status == "completed", (outcome, engine.logs()[-2000:])
+    assert outcome.result == {"payload": sent, "tenant": tenant, "attempt": 1}
+    assert outcome.result["payload"]["big"] == 2**53 + 1
+    assert outcome.result["payload"]["text"] == "Grüße, 東京 🚀"
+
+    history = job_events(settings, job_id)
+    assert [e.event.type for e in history] == ["JobSubmitted", "JobQueued", "JobStarted", "JobSucceeded"]
+    assert not any(e.fenced for e in history)
+    assert all(e.event.tenant_id == tenant for e in history)
+    submitted = history[0].event.body
+    assert submitted.task_type == "echo" and submitted.payload.data == PAYLOAD_TEXT.encode()
+
+    raw, command = command_record(settings, printed["partition"], job_id)
+    assert raw[:10] == catalog("command").current.header  # written with the newest schema
+    assert command.body.labels == labels  # type: ignore[attr-defined]
