@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ class Finishes:
         self.consumer.assign([TopicPartition(self.topic, p, 0) for p in range(3)])
         self.done: dict[str, list[float]] = defaultdict(list)
         self.events: list[m.Event] = []
+        self.partition_of: dict[str, int] = {}
 
     def until(self, predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
@@ -39,6 +41,7 @@ class Finishes:
                     continue
                 event = decode_event_at(msg.value(), self.topic, msg.partition(), msg.offset())
                 self.events.append(event)
+                self.partition_of[event.event_id] = msg.partition()
                 if isinstance(event.body, m.JobSucceeded):
                     self.done[event.tenant_id].append(time.monotonic())
 
@@ -129,5 +132,38 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, clie
                                 settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
                                 str(engine.state_dir)], capture_output=True, text=True, check=True)
         assert json.loads(shown.stdout)[0]["status"] == "closed"
+    finally:
+        follow.close()
+
+
+def test_fair_shares_continue_after_a_failover(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    set_tenant(settings, "light", weight=1.0)
+    set_tenant(settings, "heavy", weight=3.0)
+    a = start_engine(engines, settings, "a", tmp_path, extra=("--concurrency", "4"))
+    a.wait_active(3)
+    b = start_engine(engines, settings, "b", tmp_path, extra=("--concurrency", "4"))
+    b.wait_active(1)
+    for tenant in ("light", "heavy"):
+        client.submit_many([{"task_type": "slow", "payload": {"seconds": 0.01}, "tenant": tenant} for _ in range(3000)])
+    follow = Finishes(settings)
+    try:
+        follow.until(lambda: sum(len(v) for v in follow.done.values()) >= 300, 60)
+        killed_at = time.time_ns() // 1000
+        a.signal(signal.SIGKILL)
+        taken = lambda: {follow.partition_of[e.event_id]: e.epoch for e in follow.events  # noqa: E731
+                         if isinstance(e.body, m.OwnershipClaimed) and e.owner == "b" and e.occurred_at > killed_at}
+        follow.until(lambda: len(taken()) >= 2, 60)
+        moved = taken()
+
+        def starts_after_takeover(p: int) -> list[str]:
+            return [e.tenant_id for e in follow.events if isinstance(e.body, m.JobStarted)
+                    and e.epoch == moved[p] and follow.partition_of[e.event_id] == p]
+
+        follow.until(lambda: all(len(starts_after_takeover(p)) >= 200 for p in moved), 90)
+        for p in moved:
+            window = starts_after_takeover(p)[:200]
+            heavy_share = window.count("heavy") / len(window)
+            print(f"partition {p} after takeover by b: heavy {heavy_share:.3f} of 200 starts (weights 3:1 -> 0.750)")
+            assert 0.70 <= heavy_share <= 0.80, heavy_share
     finally:
         follow.close()
