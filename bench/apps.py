@@ -11,3 +11,11 @@ app = App()
 def noop(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     """Does nothing: the benchmark measures the engine, not the handler."""
     return None
+
+
+@app.task("work")
+def work(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """A job with a fixed cost, so the engine's capacity is known."""
+    import time
+
+    time.sleep(float(payload.get("seconds", 0.002)))

@@ -10,6 +10,7 @@ import sys
 from engine.app import App
 from engine.cli.common import add_connection_flags, settings_from
 from engine.domain.lanes import Lane
+from engine.domain.timerouter import Windows
 from engine.errors import ConfigError
 from engine.runtime.logs import configure_logging
 
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
     run.add_argument("--session-timeout-ms", type=int, default=6000,
                      help="consumer group session timeout: how soon a dead instance's partitions move")
+    run.add_argument("--fifo", action="store_true",
+                     help="serve tenants first come first served instead of by weight (benchmarks only)")
     run.add_argument("--log-level", default="INFO")
     run.add_argument("--log-format", choices=["text", "json"], default="text",
                      help="key=value text or one JSON object per line")
@@ -36,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--metrics-addr", default="127.0.0.1", help="address the metrics endpoint binds (0.0.0.0: all)")
     run.add_argument("--dlq-alert-threshold", type=int, default=100,
                      help="dead-letter depth that sets epochq_dead_letter_alert and logs a warning (0: off)")
+    run.add_argument("--horizon", type=float, default=60.0,
+                     help="seconds ahead the time router holds timers in memory (docs/time.md)")
+    run.add_argument("--sweep-interval", type=float, default=1.0,
+                     help="seconds between promotion sweeps that top the in-memory timers up")
+    run.add_argument("--overdue-interval", type=float, default=30.0,
+                     help="seconds between overdue sweeps of the on-disk due index (the safety net)")
     run.set_defaults(func=_run)
 
 
@@ -71,6 +80,18 @@ def lane_slots(concurrency: int | None, pairs: list[str]) -> dict[Lane, int]:
     return slots
 
 
+def windows(horizon_s: float, sweep_s: float, overdue_s: float) -> Windows:
+    """The time router's windows from --horizon, --sweep-interval and --overdue-interval (seconds)."""
+    try:
+        return Windows(horizon_us=round(horizon_s * 1e6), sweep_interval_us=round(sweep_s * 1e6),
+                       overdue_sweep_interval_us=round(overdue_s * 1e6))
+    except ConfigError as e:
+        flag = {"horizon_us": "--horizon", "sweep_interval_us": "--sweep-interval",
+                "overdue_sweep_interval_us": "--overdue-interval"}
+        name = str(e).split(":")[0].removeprefix("windows.")
+        raise ConfigError(f"{flag.get(name, name)}: {str(e).split(': ', 1)[-1]}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from engine.runtime.loop import Engine, EngineOptions
 
@@ -78,7 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace,
                             session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,
-                            metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold)
+                            metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold,
+                            windows=windows(args.horizon, args.sweep_interval, args.overdue_interval))
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

@@ -44,7 +44,8 @@ class LaneDispatch:
         started = 0
         while started < free and self.heads:
             state = self.owner.fair.get(self.lane) or FairState()
-            tenant = pick(state, [head for head, _ in self.heads.values()])
+            heads = [head for head, _ in self.heads.values()]
+            tenant = pick(state, heads) if self.engine.options.fair else oldest(heads)
             if tenant is None:
                 break
             head, job_id = self.heads[tenant]
@@ -92,6 +93,11 @@ class LaneDispatch:
             body = m.BreakerHalfOpened(job.task_type, job_id, decision.transition.reason)
             self.owner.stage(Emit(None, None, body), self.ctx.now)
         return True
+
+
+def oldest(heads: list[TenantHead]) -> str | None:
+    """FIFO across tenants (for comparison): the head that has been due longest."""
+    return min(heads, key=lambda h: (h.due_at, h.arrival, h.tenant)).tenant if heads else None
 
 
 def rotate(items: list[PartitionOwner], turn: int) -> list[PartitionOwner]:

@@ -25,6 +25,8 @@ from engine.contract.partitioner import partition_for
 from engine.domain.breaker import BreakerPolicy
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import RUNNABLE_LANES, Lane, lane_for
+from engine.domain.schedules import is_schedule_command
+from engine.domain.timerouter import Windows
 from engine.errors import DecodeError, FencedError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.executor import Executor
@@ -47,12 +49,13 @@ class EngineOptions:
 
     lane_slots: dict[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
     lane_limits: dict[Lane, int] = field(default_factory=dict)  # max queued jobs per lane (absent: none)
+    fair: bool = True  # False: FIFO across tenants within a lane (for comparison only)
     metrics_port: int | None = None
     metrics_addr: str = "127.0.0.1"
     dlq_alert_threshold: int = 100
     grace_s: float = 10.0
     session_timeout_ms: int = 6000
-    timer_interval_s: float = 0.05
+    windows: Windows = field(default_factory=Windows)  # the time router's horizon and sweep intervals
     max_commands: int = 1000
 
 
@@ -174,6 +177,9 @@ class Engine:
             task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
             owner.stage(Emit(command.job_id, command.tenant_id, m.JobRejected(task, "wrong_partition", detail)),
                         ctx.now, command.command_id, command.correlation_id)
+            return
+        if is_schedule_command(command):  # its "job" is the schedule: engine/runtime/schedules.py
+            self.work.timers.on_schedule_command(owner, command, offset, ctx)
             return
         if isinstance(command.body, m.SubmitJob):
             ctx = replace(ctx, limits=self._limits(owner, command), scope_tenants=self._scope(command.body.scope))
