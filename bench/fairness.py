@@ -35,7 +35,7 @@ def shares(bootstrap: str) -> None:
     for tenant, weight in WEIGHTS.items():
         set_tenant(settings, tenant, weight)
     client = Client(settings)
-    jobs = [{"task_type": "work", "payload": {"seconds": 0.001}, "tenant": t} for t in WEIGHTS for _ in range(60)]
+    jobs = [{"task_type": "work", "payload": {"seconds": 0.001}, "tenant": t} for t in WEIGHTS for _ in range(200)]
     client.submit_many(jobs)
     starts: list[str] = []
     with engine_process(settings, "bench.apps:app", "--concurrency", "8"):

@@ -46,19 +46,28 @@ def fresh_settings(bootstrap: str, partitions: int) -> Settings:
 
 
 @contextmanager
-def engine_process(settings: Settings, app: str, *extra: str) -> Iterator[subprocess.Popen]:
-    """An engine in its own process (the benchmark's client runs in this one)."""
-    log = open(Path(settings.state_dir) / "engine.log", "w")
-    cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap", settings.require_bootstrap(),
-           "--namespace", settings.namespace, "--state-dir", str(settings.state_dir), "--owner-id", "bench", *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1) -> Iterator[subprocess.Popen]:
+    """Engine instances in their own processes (the benchmark's client runs in this one); yields the first."""
+    procs, logs = [], []
     try:
-        wait_active(Path(settings.state_dir) / "engine.log", proc)
-        yield proc
+        for n in range(instances):
+            log_path = Path(settings.state_dir) / f"engine-{n}.log"
+            logs.append(open(log_path, "w"))
+            cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap",
+                   settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
+                   str(Path(settings.state_dir) / f"engine-{n}"), "--owner-id", f"bench-{n}", *extra]
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=logs[-1], stderr=subprocess.STDOUT, env={**os.environ}))
+        time.sleep(3.0 if instances > 1 else 0.0)  # let the group settle on its final assignment
+        for n, proc in enumerate(procs):
+            wait_active(Path(settings.state_dir) / f"engine-{n}.log", proc)
+        yield procs[0]
     finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+        for log in logs:
+            log.close()
 
 
 def wait_active(log: Path, proc: subprocess.Popen, timeout: float = 60) -> None:

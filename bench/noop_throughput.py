@@ -1,7 +1,9 @@
 """No-op jobs end to end (submit -> completed) on one engine, transactions on.
 
 Prints jobs/s and submit-to-start latency p50/p99 per run and the medians over runs.
-Usage: python bench/noop_throughput.py [--jobs 20000] [--runs 3] [--partitions 6]
+Usage: python bench/noop_throughput.py [--jobs 20000] [--runs 3] [--partitions 6] [--rate JOBS_PER_S]
+Without --rate every job is submitted at once (throughput; latency then includes the backlog);
+with --rate the latency is that of a steady load below saturation.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from engine.client import Client  # noqa: E402
 from engine.contract import messages as m  # noqa: E402
 
 
-def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int) -> dict[str, float]:
+def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int, rate: int = 0,
+            engines: int = 1) -> dict[str, float]:
     """Submit ``jobs`` no-op jobs while an engine runs them; measure throughput and latency."""
     settings = fresh_settings(bootstrap, partitions)
     issued: dict[str, int] = {}
@@ -33,16 +36,20 @@ def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int) -> dic
             done.append(event.occurred_at)
         return len(done) >= jobs
 
-    with engine_process(settings, "bench.apps:app", "--concurrency", str(concurrency)):
+    with engine_process(settings, "bench.apps:app", "--concurrency", str(concurrency), instances=engines):
         client = Client(settings)
         follower = threading.Thread(target=follow_events, args=(settings, partitions, until, 600))
         follower.start()
         t0 = time.time()
-        for chunk in range(0, jobs, 2000):
+        step = max(1, rate // 10) if rate else 2000
+        for chunk in range(0, jobs, step):
+            tick = time.monotonic()
             at = time.time_ns() // 1000
             handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": f"t{i % 10}"}
-                                          for i in range(chunk, min(jobs, chunk + 2000))])
+                                          for i in range(chunk, min(jobs, chunk + step))])
             issued.update((h.job_id, at) for h in handles)
+            if rate:
+                time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
         submit_s = time.time() - t0
         follower.join()
         client.close()
@@ -59,15 +66,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rate", type=int, default=0, help="submit at this many jobs/s (0: as fast as possible)")
+    parser.add_argument("--engines", type=int, default=1, help="engine processes sharing the partitions")
     args = parser.parse_args()
     results = []
     with local_broker() as bootstrap:
         for n in range(args.runs):
-            r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency)
+            r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency, args.rate, args.engines)
             results.append(r)
             print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, submit {r['submit_per_s']:8.0f}/s, "
                   f"submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  ({r['elapsed_s']:.1f} s)")
-    print(f"median over {args.runs} runs of {args.jobs} no-op jobs, {args.partitions} partitions: "
+    offered = f"offered {args.rate}/s" if args.rate else "submitted at once"
+    print(f"median over {args.runs} runs of {args.jobs} no-op jobs ({offered}), {args.partitions} partitions, "
+          f"{args.engines} engine(s): "
           f"{median([r['jobs_per_s'] for r in results]):.0f} jobs/s, "
           f"p50 {median([r['p50_ms'] for r in results]):.1f} ms, p99 {median([r['p99_ms'] for r in results]):.1f} ms")
 

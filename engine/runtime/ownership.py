@@ -11,7 +11,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import OFFSET_INVALID, Producer, TopicPartition
+from confluent_kafka import OFFSET_INVALID, KafkaException, Producer, TopicPartition
 
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_command, encode_event
@@ -64,6 +64,7 @@ class Ownership:
         """Give partitions back: finish in-flight work within the grace period, commit, close."""
         self.engine.metrics.rebalanced()
         ps = [tp.partition for tp in partitions]
+        self.assigned = [p for p in self.assigned if p not in ps]  # revoked before they were set up
         log.info("revoking partitions %s", ps)
         self.drain(ps, self.engine.options.grace_s)
         for p in ps:
@@ -72,8 +73,10 @@ class Ownership:
     def on_lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         """The group took the partitions away: drop their state at once, write nothing more."""
         self.engine.metrics.rebalanced()
-        for tp in partitions:
-            self.drop(tp.partition, "lost")
+        lost = {tp.partition for tp in partitions}
+        self.assigned = [p for p in self.assigned if p not in lost]
+        for p in lost:
+            self.drop(p, "lost")
 
     # --- taking ----------------------------------------------------------------------------
 
@@ -125,6 +128,7 @@ class Ownership:
         for record in owner.load_policy_state([lane.value for lane in RUNNABLE_LANES]):
             self.engine.work.resume_breaker(record)
         self.engine.work.requeue_orphans(owner)
+        self.engine.work.timers.activate(owner)
         tp = TopicPartition(self.settings.commands_topic, owner.partition)
         self.engine.commands.resume([tp])
         log.info("partition %d: active at epoch %d", owner.partition, owner.epoch)
@@ -205,7 +209,10 @@ class Ownership:
         if owner is None:
             return
         self.engine.reader.incremental_unassign([TopicPartition(self.settings.events_topic, p)])
-        owner.producer.flush(5)
+        try:
+            owner.producer.flush(5)
+        except KafkaException as e:  # fenced meanwhile: nothing of ours is pending anyway
+            log.warning("partition %d: producer flush at hand-back failed: %s", p, e)
         owner.store.close()
         log.info("partition %d: handed back at epoch %d", p, owner.epoch)
 

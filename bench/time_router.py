@@ -1,0 +1,267 @@
+"""The time router under load: N future jobs held by one engine, then 1,000 jobs/s coming due for a minute.
+
+Prints: submit rate; engine RSS at 0, 25 %, 50 %, 100 % of the jobs accepted (and after the
+due phase); RocksDB bytes on disk per job (after a flush and a full compaction); Kafka bytes
+per job (the broker's log segments of the namespace); lateness p50/p99/p99.9 while holding
+the N jobs, split into the router's part (due -> JobQueued) and the whole (due -> JobStarted);
+restore time of one partition's projection from the log, in events/s. No assertions.
+
+Usage: python bench/time_router.py [--jobs 1000000] [--partitions 6] [--due-rate 1000] [--due-seconds 60]
+(--jobs 10000000 is the issue's size: plan on the engine accepting about the rate printed for
+1 million, so roughly ten times as long; see docs/time.md for measured figures.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka import TopicPartition  # noqa: E402
+from rocksdict import Options, Rdict  # noqa: E402
+
+from bench.harness import engine_process, fresh_settings, local_broker, percentile  # noqa: E402
+from engine.broker.state import load_state  # noqa: E402
+from engine.client import Client  # noqa: E402
+from engine.config import Settings  # noqa: E402
+from engine.contract import messages as m  # noqa: E402
+from engine.contract.codec import decode_event_at  # noqa: E402
+from engine.runtime import kafka  # noqa: E402
+from projections.rebuild import rebuild_into  # noqa: E402
+
+SECOND = 1_000_000
+DAY = 86_400 * SECOND
+CHUNK = 20_000
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process, from /proc/<pid>/status."""
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Metric name (with labels) -> value from the engine's endpoint."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("epochq_"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def metric_sum(values: dict[str, float], prefix: str) -> float:
+    return sum(v for name, v in values.items() if name.startswith(prefix))
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- phase 1: hold N future jobs -------------------------------------------------------------
+
+
+def submit_future(client: Client, jobs: int, start_us: int, span_us: int, done: list[float]) -> None:
+    """Submit ``jobs`` no-op jobs spread evenly over ``span_us`` from ``start_us``, in chunks."""
+    t0 = time.monotonic()
+    step = span_us / max(1, jobs)
+    for first in range(0, jobs, CHUNK):
+        batch = [{"task_type": "noop", "payload": {}, "tenant": f"t{i % 10}", "run_at": (start_us + i * step) / SECOND}
+                 for i in range(first, min(jobs, first + CHUNK))]
+        client.submit_many(batch)
+    done.append(time.monotonic() - t0)
+
+
+def hold(client: Client, pid: int, port: int, jobs: int) -> dict[str, float]:
+    """Submit the future jobs; sample engine RSS as the engine accepts 0, 25, 50 and 100 % of them."""
+    figures = {"rss_0": rss_mb(pid)}
+    done: list[float] = []
+    start = now_us() + 600 * SECOND  # none comes due during the benchmark's own phases
+    submitter = threading.Thread(target=submit_future, args=(client, jobs, start, 30 * DAY, done))
+    t0 = time.monotonic()
+    submitter.start()
+    marks = [25, 50, 100]
+    while marks:
+        accepted = metric_sum(scrape(port), "epochq_jobs_submitted_total")
+        while marks and accepted >= jobs * marks[0] / 100:
+            figures[f"rss_{marks[0]}"] = rss_mb(pid)
+            print(f"  {marks[0]:3d} % accepted after {time.monotonic() - t0:7.1f} s: engine RSS "
+                  f"{figures[f'rss_{marks[0]}']:.0f} MB", flush=True)
+            marks.pop(0)
+        time.sleep(0.5)
+    submitter.join()
+    figures["submit_s"], figures["accept_s"] = done[0], time.monotonic() - t0
+    hot = scrape(port)
+    figures["hot"] = metric_sum(hot, 'epochq_timers_hot{kind="job"')
+    return figures
+
+
+# --- phase 2: 1,000 jobs/s coming due ------------------------------------------------------
+
+
+def end_offsets(settings: Settings, partitions: int) -> dict[int, int]:
+    consumer = kafka.events_reader(settings, "bench-ends")
+    try:
+        return kafka.end_offsets(consumer, settings.events_topic, range(partitions))
+    finally:
+        consumer.close()
+
+
+def come_due(client: Client, settings: Settings, partitions: int, rate: int, seconds: int) -> dict[str, list[int]]:
+    """Submit ``rate * seconds`` jobs due 1/rate apart from 10 s ahead; lateness of each (µs)."""
+    starts = end_offsets(settings, partitions)
+    first = now_us() + 10 * SECOND
+    count = rate * seconds
+    ids: set[str] = set()
+    for chunk in range(0, count, CHUNK):
+        batch = [{"task_type": "noop", "payload": {}, "tenant": f"d{i % 10}", "run_at": (first + i * SECOND // rate) / SECOND}
+                 for i in range(chunk, min(count, chunk + CHUNK))]
+        ids.update(h.job_id for h in client.submit_many(batch))
+    print(f"  {count} due jobs submitted, the first due in {(first - now_us()) / SECOND:.1f} s", flush=True)
+    return follow_starts(settings, starts, ids, timeout=seconds + 120)
+
+
+def follow_starts(settings: Settings, starts: dict[int, int], ids: set[str], timeout: float) -> dict[str, list[int]]:
+    """Read the events from ``starts`` on until every job in ``ids`` has started."""
+    consumer = kafka.events_reader(settings, "bench-due")
+    topic = settings.events_topic
+    consumer.assign([TopicPartition(topic, p, o) for p, o in starts.items()])
+    router, started, seen = [], [], set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < len(ids) and time.monotonic() < deadline:
+            for msg in consumer.consume(5000, 0.2):
+                if msg.error() or msg.key() is None or msg.key().decode() not in ids:
+                    continue
+                event = decode_event_at(msg.value(), topic, msg.partition(), msg.offset())
+                body = event.body
+                if isinstance(body, m.JobScheduled):
+                    due_at[event.job_id] = body.due_at  # type: ignore[index]
+                elif isinstance(body, m.JobQueued) and body.cause == "due" and event.job_id in due_at:
+                    router.append(max(0, event.occurred_at - due_at[event.job_id]))
+                elif isinstance(body, m.JobStarted) and event.job_id not in seen:
+                    seen.add(event.job_id)  # type: ignore[arg-type]
+                    started.append(event.occurred_at - body.due_at)
+    finally:
+        consumer.close()
+    return {"router": router, "started": started, "missing": [len(ids) - len(seen)]}
+
+
+due_at: dict[str, int] = {}
+
+
+# --- phase 3: disk, log, restore ------------------------------------------------------------
+
+
+def compacted_bytes(state_dir: Path, namespace: str) -> int:
+    """Bytes of the stores after flushing memtables and compacting everything (engine stopped)."""
+    root = Path(state_dir) / namespace
+    for store in sorted(root.iterdir()):
+        db = Rdict(str(store), Options(raw_mode=True))
+        db.flush()
+        db.compact_range(None, None)
+        db.close()
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def kafka_bytes(namespace: str) -> dict[str, int] | None:
+    """Bytes of the namespace's log segments on the local broker, per topic (None: not a local broker)."""
+    info = load_state()
+    if info is None:
+        return None
+    sizes: dict[str, int] = {}
+    for node in info.nodes:
+        for d in node.data_dir.glob(f"{namespace}.*-*"):
+            topic = d.name.rsplit("-", 1)[0].split(".", 1)[1]
+            sizes[topic] = sizes.get(topic, 0) + sum(f.stat().st_size for f in d.glob("*.log"))
+    return sizes
+
+
+def restore_rate(settings: Settings, partition: int) -> tuple[int, float]:
+    """(events, seconds) to rebuild one partition's projection from the log into a fresh store."""
+    path = Path(tempfile.mkdtemp(prefix="epochq-restore-")) / "store"
+    t0 = time.monotonic()
+    store = rebuild_into(settings, partition, path)
+    elapsed = time.monotonic() - t0
+    events = store.applied_offset() + 1
+    store.close()
+    shutil.rmtree(path.parent, ignore_errors=True)
+    return events, elapsed
+
+
+# --- the run -----------------------------------------------------------------------------
+
+
+def ms(values: list[int], q: float) -> str:
+    return f"{percentile(values, q) / 1000:8.1f}" if values else "     n/a"
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1_000_000, help="future jobs to hold (spread over 30 days)")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--due-rate", type=int, default=1000, help="jobs per second coming due in phase 2")
+    parser.add_argument("--due-seconds", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    with local_broker() as bootstrap:
+        settings = fresh_settings(bootstrap, args.partitions)
+        port = free_port()
+        print(f"namespace {settings.namespace}, {args.partitions} partitions, state in {settings.state_dir}")
+        with engine_process(settings, "bench.apps:app", "--concurrency", str(args.concurrency),
+                            "--metrics-port", str(port)) as proc:
+            client = Client(settings)
+            print(f"phase 1: {args.jobs} jobs due over the next 30 days", flush=True)
+            held = hold(client, proc.pid, port, args.jobs)
+            print(f"phase 2: {args.due_rate} jobs/s coming due for {args.due_seconds} s", flush=True)
+            late = come_due(client, settings, args.partitions, args.due_rate, args.due_seconds)
+            rss_after = rss_mb(proc.pid)
+            client.close()
+        total_jobs = args.jobs + args.due_rate * args.due_seconds
+        disk = compacted_bytes(Path(settings.state_dir), settings.namespace)
+        logs = kafka_bytes(settings.namespace)
+        events, restore_s = restore_rate(settings, 0)
+    print()
+    print(f"submit rate (one process, submit_many):  {args.jobs / held['submit_s']:10.0f} jobs/s")
+    print(f"engine acceptance (decided and folded):  {args.jobs / held['accept_s']:10.0f} jobs/s "
+          f"({held['accept_s']:.0f} s for {args.jobs})")
+    print(f"engine RSS at 0/25/50/100 % held:        " + "  ".join(f"{held[f'rss_{p}']:.0f}" for p in (0, 25, 50, 100))
+          + f" MB; after the due phase {rss_after:.0f} MB")
+    print(f"job timers in memory while holding:      {held['hot']:10.0f}")
+    print(f"RocksDB on disk (flushed, compacted):    {disk / total_jobs:10.0f} B/job ({disk / 1e6:.0f} MB, "
+          f"{total_jobs} jobs)")
+    if logs is not None:
+        print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
+              f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
+    print(f"lateness while holding {args.jobs} (ms):     p50 {ms(late['started'], 50)}  p99 {ms(late['started'], 99)}"
+          f"  p99.9 {ms(late['started'], 99.9)}   (due -> JobStarted, {len(late['started'])} jobs, "
+          f"{late['missing'][0]} not started)")
+    print(f"  of which the time router (ms):         p50 {ms(late['router'], 50)}  p99 {ms(late['router'], 99)}"
+          f"  p99.9 {ms(late['router'], 99.9)}   (due -> JobQueued)")
+    print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
+          f"{restore_s:.1f} s)")
+    shutil.rmtree(settings.state_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
