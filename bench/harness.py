@@ -57,9 +57,8 @@ def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1
                    settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
                    str(Path(settings.state_dir) / f"engine-{n}"), "--owner-id", f"bench-{n}", *extra]
             procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=logs[-1], stderr=subprocess.STDOUT, env={**os.environ}))
-        time.sleep(3.0 if instances > 1 else 0.0)  # let the group settle on its final assignment
-        for n, proc in enumerate(procs):
-            wait_active(Path(settings.state_dir) / f"engine-{n}.log", proc)
+        logs_paths = [Path(settings.state_dir) / f"engine-{n}.log" for n in range(instances)]
+        wait_active(logs_paths, procs, partitions_of(settings))
         yield procs[0]
     finally:
         for proc in procs:
@@ -70,18 +69,33 @@ def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1
             log.close()
 
 
-def wait_active(log: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
-    """Until every partition the engine took is active."""
+def wait_active(logs: list[Path], procs: list[subprocess.Popen], partitions: int, timeout: float = 90) -> None:
+    """Until the engines' logs say every partition is active somewhere (and stays so for a moment)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = log.read_text()
-        if "active at epoch" in text and text.count("active at epoch") >= text.count("restoring from"):
+        if active_partitions(logs) >= partitions:
             time.sleep(0.5)
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(text[-2000:])
-        time.sleep(0.1)
-    raise TimeoutError("engine did not become active")
+            if active_partitions(logs) >= partitions:
+                return
+        for proc, log in zip(procs, logs):
+            if proc.poll() is not None:
+                raise RuntimeError(log.read_text()[-2000:])
+        time.sleep(0.2)
+    raise TimeoutError("engines did not become active")
+
+
+def active_partitions(logs: list[Path]) -> int:
+    """Partitions whose newest ownership line, in any engine's log, says active."""
+    active = 0
+    for log in logs:
+        state: dict[str, bool] = {}
+        for line in log.read_text().splitlines():
+            words = line.split()
+            if "partition" in words and ("active" in words or "handed" in words or "dropped" in words):
+                p = words[words.index("partition") + 1].rstrip(":")
+                state[p] = "active" in words
+        active += sum(state.values())
+    return active
 
 
 def follow_events(settings: Settings, partitions: int, until, timeout: float) -> None:  # type: ignore[no-untyped-def]
@@ -98,6 +112,13 @@ def follow_events(settings: Settings, partitions: int, until, timeout: float) ->
         raise TimeoutError("benchmark did not finish in time")
     finally:
         consumer.close()
+
+
+def partitions_of(settings: Settings) -> int:
+    """The partition count of the namespace's events topic."""
+    from engine.runtime.topics import partition_count
+
+    return partition_count(settings)
 
 
 def percentile(values: list[float], q: float) -> float:
