@@ -182,10 +182,13 @@ def compacted_bytes(state_dir: Path, namespace: str) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
-def kafka_bytes(namespace: str) -> dict[str, int] | None:
-    """Bytes of the namespace's log segments on the local broker, per topic (None: not a local broker)."""
+def kafka_bytes(namespace: str, bootstrap: str) -> dict[str, int] | None:
+    """Bytes of the namespace's log segments on the local broker, per topic (None: not a local broker).
+
+    The broker is found through its state file (``EPOCHQ_BROKER_HOME``, else the default home).
+    """
     info = load_state()
-    if info is None:
+    if info is None or info.bootstrap != bootstrap:
         return None
     sizes: dict[str, int] = {}
     for node in info.nodes:
@@ -237,8 +240,8 @@ def main() -> None:
             rss_after = rss_mb(proc.pid)
             client.close()
         total_jobs = args.jobs + args.due_rate * args.due_seconds
-        disk = compacted_bytes(Path(settings.state_dir), settings.namespace)
-        logs = kafka_bytes(settings.namespace)
+        disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
+        logs = kafka_bytes(settings.namespace, bootstrap)
         events, restore_s = restore_rate(settings, 0)
     print()
     print(f"submit rate (one process, submit_many):  {args.jobs / held['submit_s']:10.0f} jobs/s")
@@ -249,7 +252,9 @@ def main() -> None:
     print(f"job timers in memory while holding:      {held['hot']:10.0f}")
     print(f"RocksDB on disk (flushed, compacted):    {disk / total_jobs:10.0f} B/job ({disk / 1e6:.0f} MB, "
           f"{total_jobs} jobs)")
-    if logs is not None:
+    if logs is None:
+        print("Kafka log bytes per job:                 n/a (set EPOCHQ_BROKER_HOME to the broker's home)")
+    else:
         print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
     print(f"lateness while holding {args.jobs} (ms):     p50 {ms(late['started'], 50)}  p99 {ms(late['started'], 99)}"

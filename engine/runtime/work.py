@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
 from engine.domain.breaker import CLOSED, BreakerClosed, BreakerOpened, BreakerState, on_failure, on_success
-from engine.domain.decide import AttemptFinished, Emit, RequeueOrphan, TimerFired
+from engine.domain.decide import AttemptFinished, Emit, RequeueOrphan
 from engine.domain.jobs import JobView
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.runtime.dispatch import LaneDispatch, rotate
 from engine.runtime.executor import RunRequest, RunResult
 from engine.runtime.owner import PartitionOwner, Phase
+from engine.runtime.timers import Timers
 from projections.evolve import Folded
 from projections.views.breakers import BreakerRecord
 from projections.views import keys as k
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from engine.runtime.loop import Engine
 
 log = logging.getLogger("epochq.work")
-TIMER_BATCH = 2000
 
 
 class Work:
@@ -30,10 +30,10 @@ class Work:
 
     def __init__(self, engine: Engine):
         self.engine = engine
-        self._next_timer = 0.0
         self._turn = 0
         self.breakers: dict[str, BreakerState] = {}  # per task type, shared by every owned partition
         self._breaker_since: dict[str, int] = {}
+        self.timers = Timers(engine)  # the time router of every owned partition
 
     def active(self) -> list[PartitionOwner]:
         """Owners allowed to decide right now."""
@@ -82,17 +82,8 @@ class Work:
     # --- timers --------------------------------------------------------------------------
 
     def fire_timers(self) -> None:
-        """Queue every job whose due time has passed (scheduled or waiting for a retry)."""
-        if time.monotonic() < self._next_timer:
-            return
-        self._next_timer = time.monotonic() + self.engine.options.timer_interval_s
-        for owner in self.active():
-            ctx = owner.context(self.engine.base_ctx)
-            bound = k.due_key(ctx.now, "\xff")
-            for n, (key, job_id) in enumerate(owner.store.scan(k.DUE)):
-                if key > bound or n >= TIMER_BATCH:
-                    break
-                owner.decide(job_id.decode(), TimerFired(job_id.decode()), ctx)
+        """Fire due job and schedule timers through the time router (engine/runtime/timers.py)."""
+        self.timers.fire()
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -104,10 +95,19 @@ class Work:
         self._turn += 1
         for lane in RUNNABLE_LANES:
             free = self.engine.executor.free_slots(lane) - self._staged_starts(lane)
-            for owner in rotate(owners, self._turn):
-                if free <= 0:
-                    break
-                free -= LaneDispatch(self.engine, owner, lane.value).start(free)
+            if free > 0:
+                self._deal(lane, free, rotate(owners, self._turn))
+
+    def _deal(self, lane: Lane, free: int, owners: list[PartitionOwner]) -> None:
+        """Hand free slots to the partitions one at a time, in turn, so none waits behind another's backlog."""
+        rounds = [LaneDispatch(self.engine, owner, lane.value) for owner in owners]
+        while free > 0 and rounds:
+            still = []
+            for dispatch in rounds:
+                if free > 0 and dispatch.start(1):
+                    free -= 1
+                    still.append(dispatch)
+            rounds = still
 
     def _staged_starts(self, lane: Lane) -> int:
         return sum(1 for o in self.engine.owners.values() for _, job in o.outbox.starts if job.lane == lane.value)
@@ -155,3 +155,4 @@ class Work:
                         folded.status, event.epoch, owner.epoch,
                         extra={"job_id": event.job_id, "tenant": event.tenant_id,
                                "epoch": event.epoch, "partition": owner.partition})
+        self.timers.observe(owner, event, folded)
