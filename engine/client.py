@@ -21,6 +21,7 @@ from engine.domain.lanes import parse_priority
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.joblog import LoggedEvent, job_events, with_fencing
+from engine.schedule_client import ScheduleMethods
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
 STATUS_OF = {
@@ -131,7 +132,7 @@ class JobHandle:
         return outcome
 
 
-class Client:
+class Client(ScheduleMethods):
     """Submits commands to ``<ns>.commands`` (acks=all) and reads outcomes from ``<ns>.events``."""
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):

@@ -18,6 +18,7 @@ from projections.views.breakers import fold_breaker
 from projections.views.counters import charge_start, track_depths
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
+from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
 
@@ -48,6 +49,8 @@ def fold(batch: Batch, event: m.Event, offset: int) -> Folded:
         batch.put(k.QUARANTINE + k.num(offset), event.body.error.encode())
         result = Folded(APPLIED)
     elif fold_breaker(batch, event):
+        result = Folded(APPLIED)
+    elif fold_schedule(batch, event):
         result = Folded(APPLIED)
     else:
         result = _job_event(batch, event)

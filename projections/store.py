@@ -6,11 +6,18 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager
 
 from engine.errors import ProjectionCorruptedError
 
 OFFSET_KEY = b"m:offset"
+CACHE_BYTES = 96 << 20
+WRITE_BUFFER_BYTES = 48 << 20
+_CACHE = Cache(CACHE_BYTES)
+_WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BUFFER_BYTES, False, _CACHE)
+"""Every store of a process shares one block cache and one memtable budget (charged to the cache),
+so RocksDB's memory is bounded by these two figures whatever the number of partitions or jobs
+(RocksDB's default, 2 x 64 MB of memtables per store, grows with the jobs written up to that)."""
 
 
 def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
@@ -21,6 +28,11 @@ def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
 def _options() -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
+    opts.set_write_buffer_manager(_WRITE_BUFFERS)
+    opts.set_write_buffer_size(16 << 20)
+    table = BlockBasedOptions()
+    table.set_block_cache(_CACHE)
+    opts.set_block_based_table_factory(table)
     return opts
 
 

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from engine.errors import EpochqError
 
-SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit")
+SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
+                      "schedules", "lateness")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -105,6 +105,11 @@ class EngineMetrics:
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
+        self.timers_hot = Gauge("epochq_timers_hot", "Timers held in memory (the time router's hot set), per "
+                                "owned partition and kind (job, schedule)", ("partition", "kind"), registry=r)
+        self.timers_overdue = Counter("epochq_timers_overdue_fired_total",
+                                      "Jobs fired by the overdue sweep rather than from memory (after a "
+                                      "takeover, a clock jump or a lost timer)", registry=r)
 
     # --- events folded from the log --------------------------------------------------------
 
@@ -206,6 +211,17 @@ class EngineMetrics:
             self.partition_epoch.labels(str(partition)).set(epoch)
         self._owned = set(epochs)
         self.partitions_owned.set(len(epochs))
+
+    def set_timers(self, partition: int, held: tuple[int, int] | None) -> None:
+        """Record the (job, schedule) timers a partition holds in memory; None: the partition is gone."""
+        for kind, n in zip(("job", "schedule"), held or (None, None)):
+            if n is not None:
+                self.timers_hot.labels(str(partition), kind).set(n)
+            else:
+                try:
+                    self.timers_hot.remove(str(partition), kind)
+                except KeyError:
+                    pass
 
     def rebalanced(self) -> None:
         """Count one rebalance callback (partitions assigned, revoked or lost)."""

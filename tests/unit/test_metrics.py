@@ -204,6 +204,7 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     metrics.observe(event(m.JobRejected(TASK, "invalid_priority"), "job-r"), "applied", None, None)
     metrics.set_depths({"NORMAL": 0}, 2)
     metrics.set_ownership({0: 1})
+    metrics.set_timers(0, (3, 1))
     metrics.serve(0)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=5) as response:

@@ -1,0 +1,37 @@
+"""``epochq lateness [--task-type X] [--since ISO] [--json]``: how late jobs started, per task type, from the log."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.cli.audit import _instant
+from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.runtime.lateness import QUANTILES, report
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``lateness`` subcommand."""
+    parser = sub.add_parser("lateness", help="start lateness per task type: p50/p95/p99/p99.9, from the log",
+                            description="For every JobStarted in the events topic: started at minus due at. "
+                                        "Exact percentiles (nearest rank) per task type.")
+    parser.add_argument("--task-type", help="only this task type")
+    parser.add_argument("--since", type=_instant, help="attempts started at or after this ISO-8601 time (UTC if no zone)")
+    parser.add_argument("--json", action="store_true")
+    add_connection_flags(parser)
+    parser.set_defaults(func=_lateness)
+
+
+def _lateness(args: argparse.Namespace) -> int:
+    rows = report(settings_from(args), args.task_type, args.since)
+    if args.json:
+        print_json([row.as_json() for row in rows])
+        return 0
+    if not rows:
+        print("no started attempts")
+        return 1
+    heads = "".join(f"{'p' + format(q, 'g'):>10}" for q in QUANTILES)
+    print(f"{'task type':24} {'attempts':>9}{heads}{'max':>10}   (ms)")
+    for row in rows:
+        cells = "".join(f"{row.quantiles[q] / 1000:10.1f}" for q in QUANTILES)
+        print(f"{row.task_type[:24]:24} {row.count:9d}{cells}{row.max_us / 1000:10.1f}")
+    return 0

@@ -1,0 +1,121 @@
+"""Lateness from the log: how long after its due time each attempt started, per task type, exact percentiles.
+
+Every ``JobStarted`` carries the attempt's ``due_at`` (the job's due time, or its submission
+time if it had none); its envelope's ``occurred_at`` is when the owner decided the start.
+Their difference is the lateness the issue calls a first-class figure. The task type is
+in the job's ``JobSubmitted`` (same partition, earlier offset), or in the job's record
+when the state directory holds the partition's projection (then nothing is kept in memory
+per job).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.errors import DecodeError
+from engine.runtime import kafka
+from engine.runtime.joblog import scan_partition
+from projections.query import partition_dirs, read_store
+from projections.store import ProjectionStore
+from projections.views.jobs import read_job
+
+QUANTILES = (50.0, 95.0, 99.0, 99.9)
+
+
+def percentile(ordered: list[int] | array, q: float) -> int:
+    """The q-th percentile (0..100) of sorted values, by nearest rank (an observed value, never interpolated)."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    rank = -(-q * len(ordered) // 100)  # ceil(q/100 * n)
+    return ordered[min(len(ordered), max(1, int(rank))) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Lateness:
+    """One task type's lateness figures, in microseconds."""
+
+    task_type: str
+    count: int
+    quantiles: dict[float, int]
+    max_us: int
+    mean_us: float
+
+    def as_json(self) -> dict[str, object]:
+        """The stable JSON form (milliseconds), documented in docs/cli.md."""
+        out: dict[str, object] = {"task_type": self.task_type, "count": self.count,
+                                  "max_ms": self.max_us / 1000, "mean_ms": round(self.mean_us / 1000, 3)}
+        out.update({f"p{q:g}_ms": v / 1000 for q, v in self.quantiles.items()})
+        return out
+
+
+def summarize(task_type: str, values: array) -> Lateness:
+    """Exact percentiles of a task type's lateness values (µs)."""
+    ordered = sorted(values)
+    return Lateness(task_type, len(ordered), {q: percentile(ordered, q) for q in QUANTILES}, ordered[-1],
+                    sum(ordered) / len(ordered))
+
+
+def collect(settings: Settings, task_type: str | None = None, since_us: int | None = None,
+            partitions: list[int] | None = None) -> dict[str, array]:
+    """Lateness values (µs, attempts started at or after ``since_us``) per task type, from every partition."""
+    consumer = kafka.events_reader(settings, "lateness")
+    topic = settings.events_topic
+    stores = dict(partition_dirs(settings))
+    values: dict[str, array] = {}
+    try:
+        count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        for p in partitions if partitions is not None else range(count):
+            for kind, late in _started(consumer, topic, p, stores.get(p), since_us):
+                if task_type is None or kind == task_type:
+                    values.setdefault(kind, array("q")).append(late)
+    finally:
+        consumer.close()
+    return values
+
+
+def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: ignore[no-untyped-def]
+             since_us: int | None) -> Iterator[tuple[str, int]]:
+    store = _open(store_dir)
+    kinds: dict[str, str] = {}  # job id -> task type, only when no projection is at hand
+    try:
+        for offset, _, value in scan_partition(consumer, topic, p):
+            try:
+                event = decode_event_at(value, topic, p, offset)
+            except DecodeError:
+                continue
+            body = event.body
+            if isinstance(body, m.JobSubmitted) and store is None and event.job_id:
+                kinds[event.job_id] = body.task_type
+            elif isinstance(body, m.JobStarted) and (since_us is None or event.occurred_at >= since_us):
+                yield _kind(event.job_id or "", kinds, store), max(0, event.occurred_at - body.due_at)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _open(path: Path | None) -> ProjectionStore | None:
+    if path is None:
+        return None
+    try:
+        return ProjectionStore(path, read_only=True)
+    except Exception:  # noqa: BLE001 - no usable projection: fall back to the log alone
+        return None
+
+
+def _kind(job_id: str, kinds: dict[str, str], store: ProjectionStore | None) -> str:
+    if store is not None:
+        job = read_job(store, job_id)
+        if job is not None:
+            return job.task_type
+    return kinds.get(job_id, "unknown")
+
+
+def report(settings: Settings, task_type: str | None = None, since_us: int | None = None) -> list[Lateness]:
+    """Lateness figures per task type, by task type."""
+    return [summarize(kind, vals) for kind, vals in sorted(collect(settings, task_type, since_us).items())]

@@ -1,0 +1,178 @@
+"""The client's schedule and reschedule methods (mixed into ``engine.client.Client``).
+
+A schedule command goes to ``<ns>.commands`` with ``job_id = "schedule:<schedule_id>"``, so
+it lands in the schedule's partition; the methods wait (by default) until the owner's
+decision is in the log and return it as a :class:`Receipt`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import TopicPartition
+
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.domain.cron import Schedule
+from engine.domain.lanes import parse_priority
+from engine.domain.schedules import ScheduleView, envelope_id
+from engine.errors import ValidationError
+from engine.runtime import kafka
+
+if TYPE_CHECKING:
+    from engine.client import JobHandle
+    from engine.config import Settings
+
+
+@dataclass
+class Receipt:
+    """What the owner decided about one command (schedule or reschedule): accepted, refused, or not seen in time."""
+
+    subject: str  # the schedule id, or the job id of a reschedule
+    command_id: str
+    status: str = "sent"  # sent (not waited for / not decided in time) | accepted | refused
+    reason: str = ""
+    armed: int | None = None  # the occurrence a schedule decision armed, or a reschedule's new due time (µs, UTC)
+    events: list[m.Event] = field(default_factory=list)
+
+    @property
+    def schedule_id(self) -> str:
+        """The subject of a schedule command."""
+        return self.subject
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the owner applied the command."""
+        return self.status == "accepted"
+
+
+class ScheduleMethods:
+    """Schedules (add, pause, resume, remove, list, show) and reschedule, for ``Client``."""
+
+    settings: Settings
+
+    def _send(self, commands: list[m.Command]) -> list[JobHandle]:  # provided by Client
+        raise NotImplementedError
+
+    def add_schedule(self, schedule_id: str, task_type: str, cron: str, *, tenant: str, payload: Any = None,
+                     timezone: str = "UTC", priority: int | str = 5, enabled: bool = True,
+                     misfire_policy: str = "skip", max_catch_up: int = 10, dst_policy: str = "first",
+                     wait: float | None = 10.0) -> Receipt:
+        """Create or replace a recurring schedule: cron expression in an IANA time zone (docs/time.md).
+
+        Validated here first (``ValidationError`` naming the field); the engine also refuses
+        a task type it has no handler for.
+        """
+        from engine.client import encode_payload
+
+        data = encode_payload(payload)
+        schedule = Schedule(schedule_id=schedule_id, tenant_id=tenant, task_type=task_type, cron=cron,
+                            timezone=timezone, payload=data.data, content_type=data.content_type,
+                            priority=parse_priority(priority), enabled=enabled,
+                            misfire_policy=misfire_policy, max_catch_up=max_catch_up,  # type: ignore[arg-type]
+                            dst_policy=dst_policy)  # type: ignore[arg-type]
+        body = m.UpsertSchedule(schedule_id, tenant, task_type, cron, data, timezone, schedule.priority, enabled,
+                                schedule.misfire_policy.value, max_catch_up, schedule.dst_policy.value)
+        return self._schedule_command(schedule_id, tenant, body, wait)
+
+    def pause_schedule(self, schedule_id: str, *, tenant: str = "", reason: str = "",
+                       wait: float | None = 10.0) -> Receipt:
+        """Stop a schedule from firing (a run in flight finishes)."""
+        return self._schedule_command(schedule_id, tenant, m.PauseSchedule(schedule_id, reason), wait)
+
+    def resume_schedule(self, schedule_id: str, *, tenant: str = "", reason: str = "",
+                        wait: float | None = 10.0) -> Receipt:
+        """Let a paused schedule fire again, from its next occurrence after now (the paused time is not owed)."""
+        return self._schedule_command(schedule_id, tenant, m.ResumeSchedule(schedule_id, reason), wait)
+
+    def remove_schedule(self, schedule_id: str, *, tenant: str = "", reason: str = "",
+                        wait: float | None = 10.0) -> Receipt:
+        """Delete a schedule (its history stays in the log; a run in flight finishes)."""
+        return self._schedule_command(schedule_id, tenant, m.RemoveSchedule(schedule_id, reason), wait)
+
+    def schedules(self, tenant: str | None = None) -> list[ScheduleView]:
+        """Every schedule in the projections of ``settings.state_dir`` (of one tenant if given)."""
+        from projections.schedule_query import schedules
+
+        return schedules(self.settings, tenant)
+
+    def schedule(self, schedule_id: str) -> ScheduleView | None:
+        """One schedule as the projections of ``settings.state_dir`` know it."""
+        from projections.schedule_query import find_schedule
+
+        found = find_schedule(self.settings, schedule_id)
+        return found[1] if found else None
+
+    def reschedule(self, job_id: str, run_at: datetime | float | None = None, delay: float | None = None, *,
+                   tenant: str = "", reason: str = "", wait: float | None = 10.0) -> Receipt:
+        """Move a scheduled (or retry-waiting) job to another due time; in the past means now.
+
+        ``receipt.armed`` is the new due time once accepted; a job that is no longer waiting
+        (running, finished, cancelled) is refused.
+        """
+        return self._decided(job_id, _command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason)), wait)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _schedule_command(self, schedule_id: str, tenant: str, body: m.CommandBody,
+                          wait: float | None) -> Receipt:
+        return self._decided(schedule_id, _command(envelope_id(schedule_id), tenant, body), wait)
+
+    def _decided(self, subject: str, command: m.Command, wait: float | None) -> Receipt:
+        handle = self._send([command])[0]
+        receipt = Receipt(subject, command.command_id)
+        if wait:
+            _await_decision(self.settings, handle.partition, handle.start_offset, receipt, wait)
+        return receipt
+
+
+def _command(job_id: str, tenant: str, body: m.CommandBody) -> m.Command:
+    return m.Command(str(uuid.uuid4()), job_id, tenant, time.time_ns() // 1000, body)
+
+
+def _when_us(run_at: datetime | float | None, delay: float | None) -> int:
+    if (run_at is None) == (delay is None):
+        raise ValidationError("run_at/delay: give exactly one of them")
+    if delay is not None:
+        return time.time_ns() // 1000 + int(delay * 1_000_000)
+    if isinstance(run_at, datetime):
+        if run_at.tzinfo is None:
+            raise ValidationError("run_at: datetime must be timezone-aware")
+        return int(run_at.timestamp() * 1_000_000)
+    return int(run_at * 1_000_000)  # type: ignore[operator]
+
+
+def _await_decision(settings: Settings, partition: int, start: int, receipt: Receipt, timeout: float) -> None:
+    """Follow the subject's events partition until the events caused by the command are read."""
+    consumer = kafka.events_reader(settings, "schedule")
+    topic = settings.events_topic
+    consumer.assign([TopicPartition(topic, partition, start)])
+    deadline, settle = time.monotonic() + timeout, None
+    try:
+        while time.monotonic() < (settle or deadline):
+            for msg in consumer.consume(500, 0.1):
+                if msg.error():
+                    continue
+                event = decode_event_at(msg.value(), topic, partition, msg.offset())
+                if event.causation_id == receipt.command_id:
+                    _take(receipt, event)
+                    settle = settle or time.monotonic() + 0.3  # the rest of the decision's transaction
+    finally:
+        consumer.close()
+
+
+def _take(receipt: Receipt, event: m.Event) -> None:
+    receipt.events.append(event)
+    body = event.body
+    if isinstance(body, m.CommandRefused):
+        receipt.status, receipt.reason = "refused", body.reason
+        return
+    receipt.status = "accepted"
+    if isinstance(body, m.ScheduleArmed):
+        receipt.armed = body.occurrence_at
+    elif isinstance(body, m.JobRescheduled):
+        receipt.armed = body.due_at
