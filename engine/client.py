@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
+from engine.commands import due_us, new_command
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_command
@@ -163,11 +163,11 @@ class Client(ScheduleMethods):
 
     def cancel(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
         """Ask the owner to cancel a job that has not started."""
-        return self._send([_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
+        return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
 
     def replay(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
         """Put a dead-lettered job back with a fresh attempt count."""
-        return self._send([_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
+        return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
 
     def status(self, job_id: str) -> Outcome:
         """The job's current outcome, folded from its whole history in the log."""
@@ -198,8 +198,8 @@ class Client(ScheduleMethods):
             raise ValidationError("tenant: must not be empty")
         job_id = job_id_for_key(tenant, idempotency_key) if idempotency_key else new_job_id()
         body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority),
-                           _due_us(run_at, delay), idempotency_key, lane, max_attempts, scope=scope)
-        return _command(job_id, tenant, body, correlation_id)
+                           due_us(run_at, delay), idempotency_key, lane, max_attempts, scope=scope)
+        return new_command(job_id, tenant, body, correlation_id)
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         count = self._partition_count()
@@ -227,10 +227,6 @@ class Client(ScheduleMethods):
         return self._partitions
 
 
-def _command(job_id: str, tenant: str, body: m.CommandBody, correlation_id: str | None = None) -> m.Command:
-    return m.Command(str(uuid.uuid4()), job_id, tenant, time.time_ns() // 1000, body, correlation_id)
-
-
 def encode_payload(value: Any) -> m.Payload:
     """A job payload from a Python value: JSON for data, raw for bytes, a model's JSON for pydantic."""
     if isinstance(value, m.Payload):
@@ -243,15 +239,3 @@ def encode_payload(value: Any) -> m.Payload:
         return m.Payload(json.dumps(value, separators=(",", ":")).encode())
     except (TypeError, ValueError) as e:
         raise ValidationError(f"payload: cannot be encoded as JSON: {e}") from e
-
-
-def _due_us(run_at: datetime | float | None, delay: float | None) -> int | None:
-    if run_at is not None and delay is not None:
-        raise ValidationError("run_at/delay: give one of them, not both")
-    if delay is not None:
-        return time.time_ns() // 1000 + int(delay * 1_000_000)
-    if isinstance(run_at, datetime):
-        if run_at.tzinfo is None:
-            raise ValidationError("run_at: datetime must be timezone-aware")
-        return int(run_at.timestamp() * 1_000_000)
-    return int(run_at * 1_000_000) if run_at is not None else None

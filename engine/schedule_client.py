@@ -8,13 +8,13 @@ decision is in the log and return it as a :class:`Receipt`.
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import TopicPartition
 
+from engine.commands import due_us, new_command
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain.cron import Schedule
@@ -114,13 +114,13 @@ class ScheduleMethods:
         ``receipt.armed`` is the new due time once accepted; a job that is no longer waiting
         (running, finished, cancelled) is refused.
         """
-        return self._decided(job_id, _command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason)), wait)
+        return self._decided(job_id, new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason)), wait)
 
     # --- internals -----------------------------------------------------------------------
 
     def _schedule_command(self, schedule_id: str, tenant: str, body: m.CommandBody,
                           wait: float | None) -> Receipt:
-        return self._decided(schedule_id, _command(envelope_id(schedule_id), tenant, body), wait)
+        return self._decided(schedule_id, new_command(envelope_id(schedule_id), tenant, body), wait)
 
     def _decided(self, subject: str, command: m.Command, wait: float | None) -> Receipt:
         handle = self._send([command])[0]
@@ -130,20 +130,11 @@ class ScheduleMethods:
         return receipt
 
 
-def _command(job_id: str, tenant: str, body: m.CommandBody) -> m.Command:
-    return m.Command(str(uuid.uuid4()), job_id, tenant, time.time_ns() // 1000, body)
-
-
 def _when_us(run_at: datetime | float | None, delay: float | None) -> int:
-    if (run_at is None) == (delay is None):
-        raise ValidationError("run_at/delay: give exactly one of them")
-    if delay is not None:
-        return time.time_ns() // 1000 + int(delay * 1_000_000)
-    if isinstance(run_at, datetime):
-        if run_at.tzinfo is None:
-            raise ValidationError("run_at: datetime must be timezone-aware")
-        return int(run_at.timestamp() * 1_000_000)
-    return int(run_at * 1_000_000)  # type: ignore[operator]
+    when = due_us(run_at, delay)
+    if when is None:
+        raise ValidationError("run_at/delay: give one of them")
+    return when
 
 
 def _await_decision(settings: Settings, partition: int, start: int, receipt: Receipt, timeout: float) -> None:

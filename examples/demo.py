@@ -28,7 +28,6 @@ from engine.runtime.joblog import LoggedEvent, with_fencing
 from engine.runtime.loop import Engine
 from engine.runtime.topics import ensure_topics
 from examples.handlers import app
-from projections.query import dead_letters
 from projections.rebuild import verify
 
 PARTITIONS = 3

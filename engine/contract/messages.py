@@ -7,8 +7,8 @@ Avro's ``timestamp-micros`` carries on the wire.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Union
+from dataclasses import dataclass, field
+from typing import Union
 
 
 @dataclass(frozen=True, slots=True)

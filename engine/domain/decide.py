@@ -8,7 +8,7 @@ what it has written.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import singledispatch
 
 from engine.contract import messages as m
