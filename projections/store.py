@@ -11,8 +11,8 @@ from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, Read
 from engine.errors import ProjectionCorruptedError
 
 OFFSET_KEY = b"m:offset"
-CACHE_BYTES = 96 << 20
-WRITE_BUFFER_BYTES = 48 << 20
+CACHE_BYTES = 64 << 20
+WRITE_BUFFER_BYTES = 32 << 20
 _CACHE = Cache(CACHE_BYTES)
 _WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BUFFER_BYTES, False, _CACHE)
 """Every store of a process shares one block cache and one memtable budget (charged to the cache),
@@ -29,7 +29,7 @@ def _options() -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.set_write_buffer_manager(_WRITE_BUFFERS)
-    opts.set_write_buffer_size(16 << 20)
+    opts.set_write_buffer_size(8 << 20)
     table = BlockBasedOptions()
     table.set_block_cache(_CACHE)
     opts.set_block_based_table_factory(table)

@@ -191,9 +191,8 @@ def decide_schedule(view: ScheduleView | None, given: ScheduleInput, ctx: Schedu
     return _command(body, cmd, view, ctx)
 
 
-def _emit(view_or_cmd: ScheduleView | m.Command, schedule_id: str, body: m.EventBody) -> Emit:
-    tenant = view_or_cmd.tenant_id
-    return Emit(envelope_id(schedule_id), tenant, body)
+def _emit(view: ScheduleView, body: m.EventBody) -> Emit:
+    return Emit(envelope_id(view.schedule_id), view.tenant_id, body)
 
 
 def _refuse(cmd: m.Command, name: str, view: ScheduleView | None, reason: str) -> list[Emit | Send]:
@@ -245,14 +244,14 @@ def _arm_after(schedule: Schedule, tenant: str, now: int) -> list[Emit | Send]:
 def _(body: m.PauseSchedule, cmd: m.Command, view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | Send]:
     if view is None or not view.enabled:
         return _refuse(cmd, "PauseSchedule", view, "no such schedule" if view is None else "already paused")
-    return [_emit(view, view.schedule_id, m.SchedulePaused(view.schedule_id, body.reason))]
+    return [_emit(view, m.SchedulePaused(view.schedule_id, body.reason))]
 
 
 @_command.register
 def _(body: m.ResumeSchedule, cmd: m.Command, view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | Send]:
     if view is None or view.enabled:
         return _refuse(cmd, "ResumeSchedule", view, "no such schedule" if view is None else "not paused")
-    out: list[Emit | Send] = [_emit(view, view.schedule_id, m.ScheduleResumed(view.schedule_id, body.reason))]
+    out: list[Emit | Send] = [_emit(view, m.ScheduleResumed(view.schedule_id, body.reason))]
     if view.fired is None:  # with a run in flight, its end arms the next occurrence
         try:
             out += _arm_after(view.definition(enabled=True), view.tenant_id, ctx.now)
@@ -265,7 +264,7 @@ def _(body: m.ResumeSchedule, cmd: m.Command, view: ScheduleView | None, ctx: Sc
 def _(body: m.RemoveSchedule, cmd: m.Command, view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | Send]:
     if view is None:
         return _refuse(cmd, "RemoveSchedule", view, "no such schedule")
-    return [_emit(view, view.schedule_id, m.ScheduleRemoved(view.schedule_id, body.reason))]
+    return [_emit(view, m.ScheduleRemoved(view.schedule_id, body.reason))]
 
 
 @_command.register
@@ -277,12 +276,12 @@ def _(body: m.ReportOccurrence, cmd: m.Command, view: ScheduleView | None, ctx: 
     try:
         schedule = view.definition(enabled=True)
     except ValidationError as e:
-        return [_emit(view, view.schedule_id, m.ScheduleRemoved(view.schedule_id, f"invalid definition: {e}"))]
+        return [_emit(view, m.ScheduleRemoved(view.schedule_id, f"invalid definition: {e}"))]
     upcoming = next_after_run(schedule, max(body.occurrence_at, view.owed_from), ctx.now)
     if upcoming is None:
         reason = f"the calendar has no occurrence after {iso(ctx.now)}"
-        return [_emit(view, view.schedule_id, m.ScheduleRemoved(view.schedule_id, reason))]
-    return [_emit(view, view.schedule_id, m.ScheduleArmed(view.schedule_id, upcoming))]
+        return [_emit(view, m.ScheduleRemoved(view.schedule_id, reason))]
+    return [_emit(view, m.ScheduleArmed(view.schedule_id, upcoming))]
 
 
 def decide_due(view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | Send]:
@@ -293,16 +292,16 @@ def decide_due(view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | S
     try:
         schedule = view.definition()
     except ValidationError as e:
-        return [_emit(view, sid, m.OccurrenceSkipped(sid, armed, f"invalid definition: {e}"))]
+        return [_emit(view, m.OccurrenceSkipped(sid, armed, f"invalid definition: {e}"))]
     owed = due_occurrences(schedule, max(armed - 1, view.owed_from), ctx.now)
     fire = owed[0] if owed else None
     out: list[Emit | Send] = []
     if fire != armed:
-        out.append(_emit(view, sid, m.OccurrenceSkipped(sid, armed, _misfire_reason(schedule, armed, fire, ctx.now))))
+        out.append(_emit(view, m.OccurrenceSkipped(sid, armed, _misfire_reason(schedule, armed, fire, ctx.now))))
     if fire is None:
         return out + _arm_after(schedule, view.tenant_id, ctx.now)
     job_id = occurrence_job_id(sid, fire)
-    out.append(_emit(view, sid, m.ScheduleFired(sid, fire, job_id)))
+    out.append(_emit(view, m.ScheduleFired(sid, fire, job_id)))
     out.append(Send(occurrence_submit(view, fire, ctx.now)))
     return out
 
