@@ -96,7 +96,7 @@ def test_transactions_commit_and_abort(bootstrap: str, kafka_admin: AdminClient,
 def three_nodes(tmp_path: Path) -> Iterator[BrokerInfo]:
     """A 3-node cluster in its own broker home, stopped afterwards even on failure."""
     try:
-        yield broker.start(nodes=3, home=tmp_path, timeout=60)
+        yield broker.start(nodes=3, home=tmp_path, timeout=150)  # 3 JVMs on 2 cores: slow when the box is busy
     finally:
         broker.stop(home=tmp_path)
 
