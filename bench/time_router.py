@@ -3,10 +3,11 @@
 Prints: submit rate; engine RSS at 0, 25 %, 50 %, 100 % of the jobs accepted (and after the
 due phase); RocksDB bytes on disk per job (after a flush and a full compaction); Kafka bytes
 per job (the broker's log segments of the namespace); lateness p50/p99/p99.9 while holding
-the N jobs, split into the router's part (due -> JobQueued) and the whole (due -> JobStarted);
+the N jobs (each submitted 10 s ahead, paced), split into the router's part (due -> JobQueued)
+and the whole (due -> JobStarted);
 restore time of one partition's projection from the log, in events/s. No assertions.
 
-Usage: python bench/time_router.py [--jobs 1000000] [--partitions 6] [--due-rate 1000] [--due-seconds 60]
+Usage: python bench/time_router.py [--jobs 1000000] [--partitions 6] [--due-rate 1000[,300...]] [--due-seconds 60]
 (--jobs 10000000 is the issue's size: plan on the engine accepting about the rate printed for
 1 million, so roughly ten times as long; see docs/time.md for measured figures.)
 """
@@ -125,18 +126,26 @@ def end_offsets(settings: Settings, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-def come_due(client: Client, settings: Settings, partitions: int, rate: int, seconds: int) -> dict[str, list[int]]:
-    """Submit ``rate * seconds`` jobs due 1/rate apart from 10 s ahead; lateness of each (µs)."""
+def come_due(client: Client, settings: Settings, partitions: int, rate: int, seconds: int,
+             lead_s: float) -> dict[str, list[int]]:
+    """``rate`` jobs per second coming due for ``seconds``, each submitted ``lead_s`` ahead; lateness (µs).
+
+    Submissions are paced, one batch per second, so the engine accepts 1/``rate`` s apart what
+    comes due 1/``rate`` s apart: the steady state of a busy system, not a burst to absorb.
+    """
     starts = end_offsets(settings, partitions)
-    first = now_us() + 10 * SECOND
-    count = rate * seconds
+    first = now_us() + int(lead_s * SECOND)
     ids: set[str] = set()
-    for chunk in range(0, count, CHUNK):
-        batch = [{"task_type": "noop", "payload": {}, "tenant": f"d{i % 10}", "run_at": (first + i * SECOND // rate) / SECOND}
-                 for i in range(chunk, min(count, chunk + CHUNK))]
+    for second in range(seconds):
+        due0 = first + second * SECOND
+        pause = (due0 - int(lead_s * SECOND) - now_us()) / SECOND
+        if pause > 0:
+            time.sleep(pause)
+        batch = [{"task_type": "noop", "payload": {}, "tenant": f"d{i % 10}",
+                  "run_at": (due0 + i * SECOND // rate) / SECOND} for i in range(rate)]
         ids.update(h.job_id for h in client.submit_many(batch))
-    print(f"  {count} due jobs submitted, the first due in {(first - now_us()) / SECOND:.1f} s", flush=True)
-    return follow_starts(settings, starts, ids, timeout=seconds + 120)
+    print(f"  {len(ids)} due jobs submitted, {lead_s:.0f} s ahead of their due times", flush=True)
+    return follow_starts(settings, starts, ids, timeout=lead_s + 180)
 
 
 def follow_starts(settings: Settings, starts: dict[int, int], ids: set[str], timeout: float) -> dict[str, list[int]]:
@@ -222,10 +231,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1_000_000, help="future jobs to hold (spread over 30 days)")
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--due-rate", type=int, default=1000, help="jobs per second coming due in phase 2")
+    parser.add_argument("--due-rate", default="1000",
+                        help="jobs per second coming due in phase 2; several (e.g. 300,1000) run one after another")
     parser.add_argument("--due-seconds", type=int, default=60)
+    parser.add_argument("--lead", type=float, default=10.0, help="seconds ahead of its due time each is submitted")
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
+    rates = [int(r) for r in str(args.due_rate).split(",")]
     with local_broker() as bootstrap:
         settings = fresh_settings(bootstrap, args.partitions)
         port = free_port()
@@ -235,11 +247,13 @@ def main() -> None:
             client = Client(settings)
             print(f"phase 1: {args.jobs} jobs due over the next 30 days", flush=True)
             held = hold(client, proc.pid, port, args.jobs)
-            print(f"phase 2: {args.due_rate} jobs/s coming due for {args.due_seconds} s", flush=True)
-            late = come_due(client, settings, args.partitions, args.due_rate, args.due_seconds)
+            lates = {}
+            for rate in rates:
+                print(f"phase 2: {rate} jobs/s coming due for {args.due_seconds} s", flush=True)
+                lates[rate] = come_due(client, settings, args.partitions, rate, args.due_seconds, args.lead)
             rss_after = rss_mb(proc.pid)
             client.close()
-        total_jobs = args.jobs + args.due_rate * args.due_seconds
+        total_jobs = args.jobs + sum(rates) * args.due_seconds
         disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
         logs = kafka_bytes(settings.namespace, bootstrap)
         events, restore_s = restore_rate(settings, 0)
@@ -257,11 +271,12 @@ def main() -> None:
     else:
         print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
-    print(f"lateness while holding {args.jobs} (ms):     p50 {ms(late['started'], 50)}  p99 {ms(late['started'], 99)}"
-          f"  p99.9 {ms(late['started'], 99.9)}   (due -> JobStarted, {len(late['started'])} jobs, "
-          f"{late['missing'][0]} not started)")
-    print(f"  of which the time router (ms):         p50 {ms(late['router'], 50)}  p99 {ms(late['router'], 99)}"
-          f"  p99.9 {ms(late['router'], 99.9)}   (due -> JobQueued)")
+    for rate, late in lates.items():
+        print(f"lateness at {rate:5d}/s, holding {args.jobs} (ms): p50 {ms(late['started'], 50)}  "
+              f"p99 {ms(late['started'], 99)}  p99.9 {ms(late['started'], 99.9)}   (due -> JobStarted, "
+              f"{len(late['started'])} jobs, {late['missing'][0]} not started)")
+        print(f"  of which the time router (ms):         p50 {ms(late['router'], 50)}  p99 {ms(late['router'], 99)}"
+              f"  p99.9 {ms(late['router'], 99.9)}   (due -> JobQueued)")
     print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
           f"{restore_s:.1f} s)")
     shutil.rmtree(settings.state_dir, ignore_errors=True)
