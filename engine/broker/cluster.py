@@ -15,7 +15,7 @@ from pathlib import Path
 
 from engine.broker import process
 from engine.broker.config import HOST, NodeSpec
-from engine.broker.errors import BrokerAlreadyRunningError, BrokerNotRunningError
+from engine.broker.errors import BrokerAlreadyRunningError, BrokerExitedError, BrokerNotRunningError
 from engine.broker.fetch import ensure_jars, require_java
 from engine.broker.ready import wait_ready
 from engine.broker.state import (
@@ -82,7 +82,23 @@ def start(
         existing = _live_state(root)
         if existing is not None:
             return _reuse(existing, nodes)
-        return _start_fresh(nodes, port, timeout, root)
+        return _start_with_retries(nodes, port, timeout, root)
+
+
+def _start_with_retries(nodes: int, port: int | None, timeout: float, root: Path, attempts: int = 3) -> BrokerInfo:
+    """Start; if a node exits during start and the ports were ours to pick, try again with new ones.
+
+    Free ports are found by binding port 0 and closing it, so on a busy machine another
+    process (a client's outgoing connection) can take one before the JVM binds it.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_fresh(nodes, port, timeout, root)
+        except BrokerExitedError:
+            if port is not None or attempt == attempts:
+                raise
+            _forget(root, keep_data=False)
+    raise AssertionError("unreachable")
 
 
 def stop(*, home: Path | str | None = None, keep_data: bool = False, timeout: float = 30.0) -> bool:
