@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager, WriteOptions
 
 from engine.errors import ProjectionCorruptedError
 
@@ -18,6 +18,18 @@ _WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BU
 """Every store of a process shares one block cache and one memtable budget (charged to the cache),
 so RocksDB's memory is bounded by these two figures whatever the number of partitions or jobs
 (RocksDB's default, 2 x 64 MB of memtables per store, grows with the jobs written up to that)."""
+
+
+def _unlogged() -> WriteOptions:
+    opts = WriteOptions()
+    opts.disable_wal = True
+    return opts
+
+
+_NO_WAL = _unlogged()
+"""Commits skip RocksDB's write-ahead log: the Kafka log is this store's log. After a crash the
+store reopens at the last flushed write batch, whose applied offset came with it, and the owner
+folds the events after that offset again (a clean close flushes, so a restart reads nothing again)."""
 
 
 def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
@@ -32,6 +44,8 @@ def _options() -> Options:
     opts.set_write_buffer_size(8 << 20)
     table = BlockBasedOptions()
     table.set_block_cache(_CACHE)
+    table.set_cache_index_and_filter_blocks(True)  # charged to the cache, not growing with the table files
+    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     return opts
 
@@ -48,6 +62,7 @@ class ProjectionStore:
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict = {}  # job id -> decoded JobView; the fold is the only writer
+        self.watchers: list[Callable[[dict[bytes, bytes | None]], None]] = []  # told of every commit
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
@@ -78,14 +93,18 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
-        self._db.write(batch)
+        self._db.write(batch, _NO_WAL)
+        for watcher in self.watchers:
+            watcher(changes)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key-value pair, in key order (for verify)."""
         yield from self._db.items()
 
     def close(self) -> None:
-        """Release the RocksDB handle."""
+        """Flush the memtables (commits skip the WAL) and release the RocksDB handle."""
+        if not self.read_only:
+            self._db.flush()
         self._db.close()
 
     def wipe(self) -> None:

@@ -7,8 +7,6 @@ smallest virtual start tag. Only the heads are read, never a whole backlog.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
@@ -18,7 +16,6 @@ from engine.domain.fairness import FairState, TenantHead, advance, pick, service
 from engine.domain.lifecycle import JobState
 from engine.runtime.owner import PartitionOwner
 from projections.views import keys as k
-from projections.views.counters import backlogged
 
 if TYPE_CHECKING:
     from engine.runtime.loop import Engine
@@ -33,10 +30,10 @@ class LaneDispatch:
         self.engine, self.owner, self.lane = engine, owner, lane
         self.breakers = engine.work.breakers
         self.ctx = owner.context(engine.base_ctx)
-        self.queues: dict[str, Iterator[tuple[bytes, bytes]]] = {}
+        self.positions: dict[str, int] = {}  # tenant -> index of its next entry in the ready view
         self.heads: dict[str, tuple[TenantHead, str]] = {}
-        for tenant in backlogged(owner.store, lane):
-            self.queues[tenant] = iter(owner.store.scan(k.ready_tenant_prefix(lane, tenant)))
+        for tenant in list(owner.ready.backlogged(lane)):
+            self.positions[tenant] = 0
             self._advance(tenant)
 
     def start(self, free: int) -> int:
@@ -60,12 +57,18 @@ class LaneDispatch:
     def _advance(self, tenant: str) -> None:
         """Move the tenant's head to its next startable job (or drop the tenant)."""
         self.heads.pop(tenant, None)
-        prefix = k.ready_tenant_prefix(self.lane, tenant)
-        for key, job_id in itertools.islice(self.queues[tenant], MAX_SKIPPED):
-            jid = job_id.decode()
-            if self._startable(jid):
-                self.heads[tenant] = (self._head(tenant, key[len(prefix):]), jid)
-                return
+        prefix_len = len(k.ready_tenant_prefix(self.lane, tenant))
+        ready, position = self.owner.ready, self.positions[tenant]
+        for _ in range(MAX_SKIPPED):
+            entry = ready.entry(self.lane, tenant, position)
+            position += 1
+            if entry is None:
+                break
+            key, job_id = entry
+            if self._startable(job_id):
+                self.heads[tenant] = (self._head(tenant, key[prefix_len:]), job_id)
+                break
+        self.positions[tenant] = position
 
     def _head(self, tenant: str, order: bytes) -> TenantHead:
         inverse, due, arrival, _ = order.split(b":", 3)

@@ -18,6 +18,9 @@ from engine.errors import FencedError, KafkaUnavailableError
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TXN_TIMEOUT_S = 30.0
+PREFETCH_KB = 16 * 1024
+"""Records a consumer fetches ahead of the loop (librdkafka's default, 64 MB per consumer, is what
+a backlog of millions of commands would otherwise hold in the engine's memory)."""
 
 
 class TransactionAborted(Exception):
@@ -63,6 +66,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "max.poll.interval.ms": 120000,
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": 20,
+        "queued.max.messages.kbytes": PREFETCH_KB,
     })
 
 
@@ -77,6 +81,7 @@ def events_reader(settings: Settings, name: str) -> Consumer:
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": 20,
         "fetch.min.bytes": 1,
+        "queued.max.messages.kbytes": PREFETCH_KB,
     })
 
 

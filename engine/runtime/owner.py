@@ -27,6 +27,7 @@ from projections.views import keys as k
 from projections.views.breakers import BreakerRecord, all_breakers
 from projections.views.counters import fair_state, read_int
 from projections.views.jobs import read_job
+from projections.views.ready import ReadyView
 
 
 class Phase(StrEnum):
@@ -75,6 +76,8 @@ class PartitionOwner:
         self.resumed = False
         self.fair: dict[str, FairState] = {}
         self.unread_queued: dict[tuple[str, str], int] = {}
+        self.ready = ReadyView(store)  # the ready queues' heads, read ahead (projections/views/ready.py)
+        store.watchers.append(self.ready.on_commit)
 
     # --- reading state -------------------------------------------------------------------
 

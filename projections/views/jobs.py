@@ -19,7 +19,7 @@ from projections.views.keys import job_key
 FORMAT = 2
 _FIELDS = JobView.__slots__
 _STATE, _PAYLOAD, _ERRORS = (_FIELDS.index(f) for f in ("state", "payload", "errors"))
-CACHE_LIMIT = 20_000
+CACHE_LIMIT = 4_000  # decoded records kept per partition: the jobs in flight, not the ones held for later
 
 
 def encode_job(job: JobView) -> bytes:

@@ -1,0 +1,117 @@
+"""The ready queues' heads and the backlogs, read ahead into memory and kept in step with commits.
+
+Dispatch asks, every tick, for the first few ready entries of each backlogged tenant. Opening
+a RocksDB iterator per tenant per tick, and stepping over the tombstones that started jobs
+leave behind, cost more CPU than anything else in the loop, so an owner reads them through
+this view instead.
+
+The store stays the truth. A window holds exactly the store's entries of one (lane, tenant)
+queue up to its ``end`` key (all of them once ``complete``): every commit updates it (the
+store calls :meth:`ReadyView.on_commit` after writing), and a window that runs dry reads its
+next entries from the store, starting after ``end``. Backlog counts are loaded once per lane
+and then follow the commits the same way.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+
+from projections.views import keys as k
+from projections.views.counters import backlogged
+
+WINDOW = 128  # entries read from the store at a time, per (lane, tenant)
+
+
+class ReadyWindow:
+    """The first entries of one tenant's ready queue in one lane: (key, job id), in key order."""
+
+    __slots__ = ("prefix", "entries", "end", "complete")
+
+    def __init__(self, prefix: bytes):
+        self.prefix = prefix
+        self.entries: list[tuple[bytes, str]] = []
+        self.end = b""  # entries with keys up to here are all in ``entries``
+        self.complete = False  # True: every entry of the queue is in ``entries``
+
+    def covers(self, key: bytes) -> bool:
+        """Whether ``key`` falls inside what this window mirrors."""
+        return self.complete or key <= self.end
+
+    def put(self, key: bytes, job_id: str) -> None:
+        i = bisect.bisect_left(self.entries, (key,))
+        if i == len(self.entries) or self.entries[i][0] != key:
+            self.entries.insert(i, (key, job_id))
+
+    def delete(self, key: bytes) -> None:
+        i = bisect.bisect_left(self.entries, (key,))
+        if i < len(self.entries) and self.entries[i][0] == key:
+            del self.entries[i]
+
+
+class ReadyView:
+    """One store's ready windows and backlog counts, in memory."""
+
+    def __init__(self, store):  # type: ignore[no-untyped-def]
+        self.store = store
+        self.windows: dict[bytes, ReadyWindow] = {}
+        self.backlogs: dict[str, dict[str, int]] = {}
+
+    def backlogged(self, lane: str) -> dict[str, int]:
+        """Tenants with queued jobs in ``lane`` and how many each has (as committed)."""
+        counts = self.backlogs.get(lane)
+        if counts is None:
+            counts = self.backlogs[lane] = backlogged(self.store, lane)
+        return counts
+
+    def entry(self, lane: str, tenant: str, index: int) -> tuple[bytes, str] | None:
+        """The ``index``-th entry of the tenant's ready queue in ``lane`` (None past its end)."""
+        prefix = k.ready_tenant_prefix(lane, tenant)
+        window = self.windows.get(prefix)
+        if window is None:
+            window = self.windows[prefix] = ReadyWindow(prefix)
+        while index >= len(window.entries) and not window.complete:
+            self._read_more(window)
+        return window.entries[index] if index < len(window.entries) else None
+
+    def _read_more(self, window: ReadyWindow) -> None:
+        start = window.end + b"\x00" if window.end else None
+        read = 0
+        for key, job_id in self.store.scan(window.prefix, start):
+            window.entries.append((key, job_id.decode()))
+            window.end = key
+            read += 1
+            if read == WINDOW:
+                return
+        window.complete = True
+
+    def on_commit(self, changes: Mapping[bytes, bytes | None]) -> None:
+        """Follow a commit of the store: ready entries put or deleted, backlogs changed."""
+        for key, value in changes.items():
+            head = key[:2]
+            if head == k.READY:
+                window = self.windows.get(key[:key.index(b"\x1f") + 1])
+                if window is None or not window.covers(key):
+                    continue
+                if value is None:
+                    window.delete(key)
+                else:
+                    window.put(key, value.decode())
+            elif head == k.BACKLOG:
+                self._backlog(key, value)
+
+    def _backlog(self, key: bytes, value: bytes | None) -> None:
+        lane, tenant = key[len(k.BACKLOG):].decode().split(":", 1)
+        counts = self.backlogs.get(lane)
+        if value is not None:
+            if counts is not None:
+                counts[tenant] = int(value)
+            return
+        if counts is not None:
+            counts.pop(tenant, None)
+        self.windows.pop(k.ready_tenant_prefix(lane, tenant), None)  # an emptied queue: forget its window
+
+    def clear(self) -> None:
+        """Forget everything read ahead (it is read again from the store when next asked)."""
+        self.windows.clear()
+        self.backlogs.clear()
