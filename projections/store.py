@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager, WriteOptions
+from rocksdict import AccessType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager
 
 from engine.errors import ProjectionCorruptedError
 
@@ -18,18 +18,6 @@ _WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BU
 """Every store of a process shares one block cache and one memtable budget (charged to the cache),
 so RocksDB's memory is bounded by these two figures whatever the number of partitions or jobs
 (RocksDB's default, 2 x 64 MB of memtables per store, grows with the jobs written up to that)."""
-
-
-def _unlogged() -> WriteOptions:
-    opts = WriteOptions()
-    opts.disable_wal = True
-    return opts
-
-
-_NO_WAL = _unlogged()
-"""Commits skip RocksDB's write-ahead log: the Kafka log is this store's log. After a crash the
-store reopens at the last flushed write batch, whose applied offset came with it, and the owner
-folds the events after that offset again (a clean close flushes, so a restart reads nothing again)."""
 
 
 def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
@@ -93,7 +81,7 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
-        self._db.write(batch, _NO_WAL)
+        self._db.write(batch)
         for watcher in self.watchers:
             watcher(changes)
 
@@ -102,9 +90,7 @@ class ProjectionStore:
         yield from self._db.items()
 
     def close(self) -> None:
-        """Flush the memtables (commits skip the WAL) and release the RocksDB handle."""
-        if not self.read_only:
-            self._db.flush()
+        """Release the RocksDB handle."""
         self._db.close()
 
     def wipe(self) -> None:
