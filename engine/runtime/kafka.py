@@ -18,9 +18,11 @@ from engine.errors import FencedError, KafkaUnavailableError
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TXN_TIMEOUT_S = 30.0
-PREFETCH_KB = 16 * 1024
-"""Records a consumer fetches ahead of the loop (librdkafka's default, 64 MB per consumer, is what
-a backlog of millions of commands would otherwise hold in the engine's memory)."""
+PREFETCH_KB = 8 * 1024
+PREFETCH_MESSAGES = 5000
+"""What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
+librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
+commands would otherwise hold in the engine's memory; a tick takes at most 1,000 commands."""
 
 
 class TransactionAborted(Exception):
@@ -67,6 +69,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": 20,
         "queued.max.messages.kbytes": PREFETCH_KB,
+        "queued.min.messages": PREFETCH_MESSAGES,
     })
 
 
@@ -82,6 +85,7 @@ def events_reader(settings: Settings, name: str) -> Consumer:
         "fetch.wait.max.ms": 20,
         "fetch.min.bytes": 1,
         "queued.max.messages.kbytes": PREFETCH_KB,
+        "queued.min.messages": PREFETCH_MESSAGES,
     })
 
 
