@@ -1,8 +1,9 @@
 """Whether jobs of a task type may start: a circuit breaker (closed / open / half-open). Pure.
 
 - closed: jobs start. ``failure_threshold`` failures within ``window_s`` open it.
-- open: jobs stay queued (not failed, not retried) until ``cooldown_s`` has passed;
-  then the next start turns it half-open and is the probe.
+- open: jobs stay queued (not failed, not retried) until ``cooldown_s`` has passed. The
+  cool-down's end is a timer in the due-time index (:func:`on_cooled_down` turns the
+  breaker half-open); should a start come first, it turns it half-open and is the probe.
 - half_open: exactly one probe runs; its success closes the breaker, its failure
   re-opens it with a new cool-down.
 
@@ -146,6 +147,17 @@ def may_start(state: BreakerState, policy: BreakerPolicy, now_us: int) -> Decisi
         return Decision(False, state, reason="open: cooling down", retry_at=reopen_at)
     half = BreakerHalfOpened(now_us, f"cool-down of {policy.cooldown_s:g}s passed")
     return Decision(True, on_started(apply(state, half)), half, "half-open: this job is the probe")
+
+
+def on_cooled_down(state: BreakerState, policy: BreakerPolicy, now_us: int) -> tuple[BreakerState, BreakerHalfOpened | None]:
+    """The breaker when its cool-down timer fires at ``now_us``: half-open, waiting for its probe.
+
+    A stale timer (the breaker already half-open or closed, or re-opened later) changes nothing.
+    """
+    if state.status is not BreakerStatus.OPEN or now_us < _reopen_at(state, policy):
+        return state, None
+    half = BreakerHalfOpened(now_us, f"cool-down of {policy.cooldown_s:g}s ended")
+    return apply(state, half), half
 
 
 def on_failure(state: BreakerState, policy: BreakerPolicy, now_us: int) -> tuple[BreakerState, Transition | None]:

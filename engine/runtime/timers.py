@@ -1,8 +1,8 @@
 """The time router in the engine: per owned partition, timers for the near horizon in memory, the rest on disk.
 
-Each owned partition has two due-time indexes in its store — ``d:<due>:<job>`` (delayed
-jobs, retry backoffs, reschedules) and ``D:<due>:<schedule>`` (armed schedule
-occurrences) — and, for each, a :class:`Timeline`: the pure ``HotSet`` of
+Each owned partition has three due-time indexes in its store — ``d:<due>:<job>`` (delayed
+jobs, retry backoffs, reschedules), ``D:<due>:<schedule>`` (armed schedule occurrences) and
+``w:<reopen_at>:<task type>`` (open circuit breakers' cool-downs) — and, for each, a :class:`Timeline`: the pure ``HotSet`` of
 ``engine.domain.timerouter`` holding the entries due within the horizon, plus the
 bookkeeping of its two sweeps. Every tick, per partition:
 
@@ -13,7 +13,8 @@ bookkeeping of its two sweeps. Every tick, per partition:
    and fire what it finds, a batch per tick — the safety net after a failover, a clock jump
    or a lost pop;
 3. **pop** what is due from the hot set and decide ``TimerFired`` (jobs) or ``ScheduleDue``
-   (schedules) against the projection plus overlay: a stale pop yields no event.
+   (schedules) against the projection plus overlay, or end a breaker's cool-down
+   (``BreakerHalfOpened``): a stale pop yields no event.
 
 The hot set follows the fold (:meth:`PartitionTimers.observe`): an event that puts a job
 into the due index within the horizon adds its timer, one that takes it out removes it.
@@ -25,6 +26,7 @@ with the entries due inside the horizon, never with all future jobs.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
@@ -49,6 +51,7 @@ log = logging.getLogger("epochq.timers")
 FIRE_BATCH = 2000
 """Timers fired per partition per tick, from the hot set and from the overdue sweep each."""
 WAITING = frozenset({JobState.SCHEDULED, JobState.RETRYING})
+BREAKER_EVENTS = (m.BreakerOpened, m.BreakerHalfOpened, m.BreakerClosed)
 
 
 def scan_due(store: ProjectionStore, prefix: bytes, slice_: DueRange) -> list[tuple[int, str]]:
@@ -115,21 +118,27 @@ class Timeline:
 class PartitionTimers:
     """The timers of one owned partition under one activation: jobs, schedules, and schedule pings."""
 
-    def __init__(self, owner: PartitionOwner, windows: Windows):
+    def __init__(self, owner: PartitionOwner, windows: Windows,
+                 cooled: Callable[[PartitionOwner, str, DecideContext], None] | None = None):
         self.owner = owner
         self.jobs = Timeline(k.DUE, windows)
         self.schedules = Timeline(SCHEDULE_DUE, windows)
+        self.breakers = Timeline(k.BREAKER_DUE, windows)
         self.desk = ScheduleDesk(owner, self.schedules.hot)
+        self.cooled = cooled or (lambda owner, task_type, ctx: None)  # a breaker's cool-down ended
         self.overdue_fired = 0
 
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
         store, now = self.owner.store, ctx.now
-        promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now)
+        promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
+            self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)
         self._fire_jobs(self.jobs.hot.pop_due(now, FIRE_BATCH), ctx)
         for sid in self.schedules.overdue(store, now) + self.schedules.hot.pop_due(now, FIRE_BATCH):
             self.desk.decide(sid, ScheduleDue(sid), ctx)
+        for task_type in self.breakers.overdue(store, now) + self.breakers.hot.pop_due(now, FIRE_BATCH):
+            self.cooled(self.owner, task_type, ctx)
         self.desk.ping(now)
         self.overdue_fired += overdue
         return promoted, overdue
@@ -145,6 +154,12 @@ class PartitionTimers:
                 self.jobs.hot.add(job.due_at, job.job_id)
             elif folded.before is not None and folded.before.state in WAITING:
                 self.jobs.hot.remove(job.job_id)
+        body = event.body
+        if folded.status == APPLIED and isinstance(body, BREAKER_EVENTS):
+            if isinstance(body, m.BreakerOpened):
+                self.breakers.hot.add(body.reopen_at, body.task_type)
+            else:
+                self.breakers.hot.remove(body.task_type)
         self.desk.observe(event, folded)
 
     def held(self) -> tuple[int, int]:
@@ -161,7 +176,7 @@ class Timers:
 
     def activate(self, owner: PartitionOwner) -> PartitionTimers:
         """Fresh timers for an owner that just became active (claimed, or resynced): they sweep at once."""
-        timers = PartitionTimers(owner, self.engine.options.windows)
+        timers = PartitionTimers(owner, self.engine.options.windows, self.engine.work.cool_down_ended)
         timers.desk.load(now_us())
         self.partitions[owner.partition] = timers
         w = self.engine.options.windows

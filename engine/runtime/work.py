@@ -7,8 +7,10 @@ import time
 from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
-from engine.domain.breaker import CLOSED, BreakerClosed, BreakerOpened, BreakerState, on_failure, on_success
-from engine.domain.decide import AttemptFinished, Emit, RequeueOrphan
+from engine.domain.breaker import (
+    CLOSED, BreakerClosed, BreakerOpened, BreakerState, on_cooled_down, on_failure, on_success,
+)
+from engine.domain.decide import AttemptFinished, DecideContext, Emit, RequeueOrphan
 from engine.domain.jobs import JobView
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.runtime.dispatch import LaneDispatch, rotate
@@ -72,6 +74,16 @@ class Work:
             return
         owner.stage(Emit(None, None, body), now)
         log.warning("breaker of %s: %s (%s)", task_type, type(body).__name__, change.reason)
+
+    def cool_down_ended(self, owner: PartitionOwner, task_type: str, ctx: DecideContext) -> None:
+        """A breaker's cool-down timer fired (the time router): half-open it, recorded as an event."""
+        policy = self.engine.breaker_policy(task_type)
+        if policy is None:
+            return
+        self.breakers[task_type], half = on_cooled_down(self.breakers.get(task_type, CLOSED), policy, ctx.now)
+        if half is not None:
+            owner.stage(Emit(None, None, m.BreakerHalfOpened(task_type, "", half.reason)), ctx.now)
+            log.warning("breaker of %s: BreakerHalfOpened (%s)", task_type, half.reason)
 
     def resume_breaker(self, record: BreakerRecord) -> None:
         """Take a breaker status found in a newly owned partition if it is newer than ours."""

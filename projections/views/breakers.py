@@ -43,7 +43,16 @@ def fold_breaker(batch: Any, event: m.Event) -> bool:
     if status is BreakerStatus.CLOSED:
         opened = None
     batch.put(key, marshal.dumps((status.value, event.occurred_at, opened, reopen, body.reason), 2))
+    _index_cool_down(batch, body.task_type, old, body.reopen_at if status is BreakerStatus.OPEN else None)
     return True
+
+
+def _index_cool_down(batch: Any, task_type: str, old: BreakerRecord | None, reopen_at: int | None) -> None:
+    """Keep the breaker's cool-down in the due-time index: the time router fires its end."""
+    if old is not None and old.status is BreakerStatus.OPEN and old.reopen_at is not None:
+        batch.delete(k.breaker_due_key(old.reopen_at, task_type))
+    if reopen_at is not None:
+        batch.put(k.breaker_due_key(reopen_at, task_type), task_type.encode())
 
 
 def read_breaker(reader: Any, task_type: str) -> BreakerRecord | None:

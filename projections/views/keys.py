@@ -11,6 +11,7 @@ FINISH = b"f:"       # f:<lane>:<tenant> -> the tenant's virtual finish tag in t
 SERVED = b"s:"       # s:<lane>:<tenant> -> jobs of the tenant started in the lane
 BREAKER = b"k:"      # k:<task_type> -> the task type's circuit breaker
 DUE = b"d:"          # d:<due_at>:<job_id> -> job_id
+BREAKER_DUE = b"w:"  # w:<reopen_at>:<task_type> -> task_type (an open breaker's cool-down ends)
 RUNNING = b"u:"      # u:<job_id> -> epoch
 DEAD = b"x:"         # x:<dead_at>:<job_id> -> job_id
 IDEMPOTENCY = b"i:"  # i:<tenant>\x1f<key> -> job_id
@@ -65,6 +66,11 @@ def suffix_after(prefix: bytes, key: bytes) -> str:
 def due_key(due_at: int, job_id: str) -> bytes:
     """A due-time index entry."""
     return DUE + num(due_at) + b":" + job_id.encode()
+
+
+def breaker_due_key(reopen_at: int, task_type: str) -> bytes:
+    """A breaker cool-down's entry in the due-time index of breakers."""
+    return BREAKER_DUE + num(reopen_at) + b":" + task_type.encode()
 
 
 def running_key(job_id: str) -> bytes:

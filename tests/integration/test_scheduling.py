@@ -18,6 +18,8 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
 from engine.runtime.tenants import set_tenant
+from projections.query import partition_dirs, read_store
+from projections.views import keys as k
 from tests.integration.conftest import start_engine
 
 
@@ -122,10 +124,15 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, clie
         dead = [e for e in follow.events if isinstance(e.body, m.JobDeadLettered)]
         started = [e for e in follow.events if isinstance(e.body, m.JobStarted)]
         assert len(dead) == 3 and len(started) == 3, "after 3 failures the rest of the type waits, queued"
+        opened = next(e for e in follow.events if isinstance(e.body, m.BreakerOpened))
+        assert cool_downs(settings, engine.state_dir) == [k.breaker_due_key(opened.body.reopen_at, "fragile")]
         fix.touch()
         follow.until(lambda: any(isinstance(e.body, m.BreakerClosed) for e in follow.events), 60)
         kinds = [type(e.body).__name__ for e in follow.events if type(e.body).__name__.startswith("Breaker")]
         assert kinds == ["BreakerOpened", "BreakerHalfOpened", "BreakerClosed"], kinds
+        half = next(e for e in follow.events if isinstance(e.body, m.BreakerHalfOpened))
+        assert half.occurred_at >= opened.body.reopen_at, "the cool-down ended no earlier than it said"
+        assert cool_downs(settings, engine.state_dir) == [], "the fired cool-down left the due index"
         final = [h.wait(30).status for h in handles]
         assert final.count("completed") == 9 and final.count("dead") == 3, final
         shown = subprocess.run([sys.executable, "-m", "engine.cli.main", "breakers", "--json", "--bootstrap",
@@ -134,6 +141,15 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, clie
         assert json.loads(shown.stdout)[0]["status"] == "closed"
     finally:
         follow.close()
+
+
+def cool_downs(settings: Settings, state_dir: Path) -> list[bytes]:
+    """The breaker cool-down entries in the due-time indexes of the engine's stores (read-only)."""
+    found = []
+    for _, path in partition_dirs(settings.model_copy(update={"state_dir": Path(state_dir)})):
+        with read_store(path) as store:
+            found += [key for key, _ in store.scan(k.BREAKER_DUE)]
+    return found
 
 
 def test_fair_shares_continue_after_a_failover(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,7 @@ import pytest
 
 from engine.domain.breaker import (
     CLOSED, BreakerClosed, BreakerHalfOpened, BreakerOpened, BreakerPolicy, BreakerState, BreakerStatus,
-    Transition, apply, may_start, on_failure, on_requeued, on_started, on_success,
+    Transition, apply, may_start, on_cooled_down, on_failure, on_requeued, on_started, on_success,
 )
 
 S = 1_000_000
@@ -68,6 +68,23 @@ def test_after_the_cooldown_exactly_one_probe_starts() -> None:
     assert decision.state.status is BreakerStatus.HALF_OPEN and decision.state.probe_in_flight
     second = may_start(decision.state, POLICY, 131 * S)
     assert not second.allowed and second.transition is None and second.retry_at is None
+
+
+def test_the_cool_down_timer_half_opens_and_the_next_start_is_the_probe() -> None:
+    state, half = on_cooled_down(opened_at(100), POLICY, 130 * S)
+    assert half == BreakerHalfOpened(130 * S, "cool-down of 30s ended")
+    assert state.status is BreakerStatus.HALF_OPEN and not state.probe_in_flight
+    probe = may_start(state, POLICY, 131 * S)
+    assert probe.allowed and probe.transition is None and probe.state.probe_in_flight
+    assert not may_start(probe.state, POLICY, 132 * S).allowed
+
+
+def test_an_early_or_stale_cool_down_timer_changes_nothing() -> None:
+    early = opened_at(100)
+    assert on_cooled_down(early, POLICY, 129 * S) == (early, None)
+    half = apply(early, BreakerHalfOpened(130 * S, "x"))
+    assert on_cooled_down(half, POLICY, 140 * S) == (half, None)
+    assert on_cooled_down(CLOSED, POLICY, 140 * S) == (CLOSED, None)
 
 
 def test_probe_success_closes() -> None:

@@ -122,3 +122,19 @@ def test_indexes_follow_the_job(tmp_path: Path) -> None:
     assert job is not None and job.state.value == "running"
     assert list(store.scan(k.RUNNING)) == [(k.running_key("job-1"), b"1")]
     assert list(store.scan(k.READY)) == [] and list(store.scan(k.DUE)) == []
+
+
+def test_a_breaker_cool_down_sits_in_the_due_index_while_open(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "p")
+    batch = Batch(store)
+    fold(batch, claim(1), 0)
+    fold(batch, event(m.BreakerOpened("pay", 3, 5_000_000, "3 failures"), None, tenant=None), 1)
+    assert dict(batch.scan(k.BREAKER_DUE)) == {k.breaker_due_key(5_000_000, "pay"): b"pay"}
+    fold(batch, event(m.BreakerHalfOpened("pay", "", "cool-down ended"), None, tenant=None), 2)
+    assert dict(batch.scan(k.BREAKER_DUE)) == {}
+    fold(batch, event(m.BreakerOpened("pay", 1, 9_000_000, "probe failed"), None, tenant=None), 3)
+    fold(batch, event(m.BreakerOpened("pay", 1, 12_000_000, "probe failed"), None, tenant=None), 4)
+    assert dict(batch.scan(k.BREAKER_DUE)) == {k.breaker_due_key(12_000_000, "pay"): b"pay"}
+    fold(batch, event(m.BreakerClosed("pay", "probe succeeded"), None, tenant=None), 5)
+    assert dict(batch.scan(k.BREAKER_DUE)) == {}
+    store.close()
