@@ -32,7 +32,7 @@ class LaneDispatch:
         self.ctx = owner.context(engine.base_ctx)
         self.positions: dict[str, int] = {}  # tenant -> index of its next entry in the ready view
         self.heads: dict[str, tuple[TenantHead, str]] = {}
-        for tenant in list(owner.ready.backlogged(lane)):
+        for tenant in owner.queued_tenants(lane):
             self.positions[tenant] = 0
             self._advance(tenant)
 

@@ -26,6 +26,7 @@ from engine.domain.lanes import RUNNABLE_LANES
 from projections.views import keys as k
 from projections.views.breakers import BreakerRecord, all_breakers
 from projections.views.counters import fair_state, read_int
+from projections.views.indexes import ready_entry
 from projections.views.jobs import read_job
 from projections.views.ready import ReadyView
 
@@ -114,6 +115,7 @@ class PartitionOwner:
             elif isinstance(event.body, m.JobQueued) and after is not None:
                 key = (after.lane, after.tenant_id)
                 self.unread_queued[key] = self.unread_queued.get(key, 0) + 1
+                self.ready.add_pending(after.lane, after.tenant_id, ready_entry(after), after.job_id)
         self.outbox.events.append(event)
         return event
 
@@ -146,6 +148,18 @@ class PartitionOwner:
         self.fair = {lane: fair_state(self.store, lane) for lane in lanes}
         self.unread_queued.clear()
         return all_breakers(self.store)
+
+    def queued_tenants(self, lane: str) -> list[str]:
+        """Tenants with jobs queued in ``lane``, committed or decided but not yet read back."""
+        tenants = dict.fromkeys(self.ready.backlogged(lane))
+        tenants.update(dict.fromkeys(t for (ln, t), n in self.unread_queued.items() if ln == lane and n > 0))
+        return list(tenants)
+
+    def forget_pending(self) -> None:
+        """Drop what this owner decided but did not write (an aborted transaction, a lost partition)."""
+        self.overlay.clear()
+        self.ready.clear()
+        self.unread_queued.clear()
 
     def depth(self, lane: str, tenant: str) -> tuple[int, int]:
         """Queued jobs of (the tenant in all lanes, the lane), counting decisions not yet read back."""

@@ -177,7 +177,7 @@ class Ownership:
 
     def resync(self, owner: PartitionOwner, box: Outbox) -> None:
         """After an aborted transaction: forget the overlay, rewind commands, catch up again."""
-        owner.overlay.clear()
+        owner.forget_pending()
         owner.phase = Phase.RESYNC
         owner.restore_target = kafka.end_offsets(self.engine.reader, self.settings.events_topic, [owner.partition])[owner.partition]
         if box.first_command_offset is not None:
@@ -221,7 +221,7 @@ class Ownership:
         owner = self.owners.pop(p, None)
         if owner is None:
             return
-        owner.overlay.clear()
+        owner.forget_pending()
         try:
             self.engine.reader.incremental_unassign([TopicPartition(self.settings.events_topic, p)])
         except Exception:  # noqa: BLE001 - the reader may already have lost it

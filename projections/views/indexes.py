@@ -20,8 +20,7 @@ def index_entries(job: JobView | None) -> dict[bytes, bytes]:
     if job.idempotency_key is not None:
         out[k.idempotency_key(job.tenant_id, job.idempotency_key)] = jid
     if job.state is JobState.QUEUED:
-        due = job.due_at if job.due_at is not None else (job.queued_at or 0)
-        out[k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)] = jid
+        out[ready_entry(job)] = jid
     elif job.state in (JobState.SCHEDULED, JobState.RETRYING) and job.due_at is not None:
         out[k.due_key(job.due_at, job.job_id)] = jid
     elif job.state is JobState.RUNNING and job.scope is None:
@@ -29,6 +28,12 @@ def index_entries(job: JobView | None) -> dict[bytes, bytes]:
     elif job.state is JobState.DEAD:
         out[k.dead_key(job.finished_at or 0, job.job_id)] = jid
     return out
+
+
+def ready_entry(job: JobView) -> bytes:
+    """The ready-queue key of a queued job."""
+    due = job.due_at if job.due_at is not None else (job.queued_at or 0)
+    return k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)
 
 
 def index_changes(before: JobView | None, after: JobView | None) -> dict[bytes, bytes | None]:

@@ -66,13 +66,28 @@ class ReadyView:
 
     def entry(self, lane: str, tenant: str, index: int) -> tuple[bytes, str] | None:
         """The ``index``-th entry of the tenant's ready queue in ``lane`` (None past its end)."""
-        prefix = k.ready_tenant_prefix(lane, tenant)
-        window = self.windows.get(prefix)
-        if window is None:
-            window = self.windows[prefix] = ReadyWindow(prefix)
+        window = self._window(k.ready_tenant_prefix(lane, tenant))
         while index >= len(window.entries) and not window.complete:
             self._read_more(window)
         return window.entries[index] if index < len(window.entries) else None
+
+    def add_pending(self, lane: str, tenant: str, key: bytes, job_id: str) -> None:
+        """A job queued by a decision not yet committed: dispatch may start it in the same transaction.
+
+        Its commit puts the same key (a no-op here); should the transaction abort instead, the
+        owner calls :meth:`clear`. Beyond a window's end it is left to the store, as any entry.
+        """
+        window = self._window(k.ready_tenant_prefix(lane, tenant))
+        if not window.complete and not window.entries:
+            self._read_more(window)
+        if window.covers(key):
+            window.put(key, job_id)
+
+    def _window(self, prefix: bytes) -> ReadyWindow:
+        window = self.windows.get(prefix)
+        if window is None:
+            window = self.windows[prefix] = ReadyWindow(prefix)
+        return window
 
     def _read_more(self, window: ReadyWindow) -> None:
         start = window.end + b"\x00" if window.end else None
@@ -108,10 +123,9 @@ class ReadyView:
                 counts[tenant] = int(value)
             return
         if counts is not None:
-            counts.pop(tenant, None)
-        self.windows.pop(k.ready_tenant_prefix(lane, tenant), None)  # an emptied queue: forget its window
+            counts.pop(tenant, None)  # an emptied queue keeps its (complete, empty) window: no store scan
 
     def clear(self) -> None:
-        """Forget everything read ahead (it is read again from the store when next asked)."""
+        """Forget everything read ahead and pending (read again from the store when next asked)."""
         self.windows.clear()
         self.backlogs.clear()

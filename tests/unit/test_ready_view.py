@@ -86,3 +86,21 @@ def test_an_entry_ahead_of_the_window_head_is_seen_at_once(tmp_path: Path) -> No
     assert view.entry(LANE, "t", 1) == (low, "low")
     assert view.entry(LANE, "t", 2) is None
     store.close()
+
+
+def test_a_pending_entry_is_a_head_until_cleared_and_its_commit_changes_nothing(tmp_path: Path) -> None:
+    store = ProjectionStore(tmp_path / "p")
+    view = ReadyView(store)
+    store.watchers.append(view.on_commit)
+    key = k.ready_key(LANE, "t", 5, 10, 1, "j1")
+    view.add_pending(LANE, "t", key, "j1")
+    assert view.entry(LANE, "t", 0) == (key, "j1")
+    view.clear()  # the transaction that queued it aborted
+    assert view.entry(LANE, "t", 0) is None
+    view.add_pending(LANE, "t", key, "j1")
+    batch = Batch(store)
+    batch.put(key, b"j1")
+    batch.last_offset = 0
+    batch.commit()  # it was written and read back
+    assert _queue_in_view(view, "t") == [(key, "j1")] == _queue_in_store(store, "t")
+    store.close()
