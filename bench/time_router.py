@@ -42,7 +42,9 @@ from projections.rebuild import rebuild_into  # noqa: E402
 SECOND = 1_000_000
 DAY = 86_400 * SECOND
 CHUNK = 20_000
-MARKS = (10, 50, 100)  # per cent of the held jobs accepted when RSS is sampled
+MILLION = 1_000_000
+MARKS = (10, 50, 100)  # per cent of the held jobs accepted when RSS is sampled (and every million)
+AHEAD = 200_000  # with a time budget: jobs submitted but not yet accepted, at most
 
 
 def now_us() -> int:
@@ -81,41 +83,66 @@ def free_port() -> int:
 # --- phase 1: hold N future jobs -------------------------------------------------------------
 
 
-def submit_future(client: Client, jobs: int, start_us: int, span_us: int, done: list[float]) -> None:
-    """Submit ``jobs`` no-op jobs spread evenly over ``span_us`` from ``start_us``, in chunks."""
-    t0 = time.monotonic()
+class Progress:
+    """What the submitter has sent and the engine has accepted (shared by the two threads)."""
+
+    def __init__(self) -> None:
+        self.submitted = 0
+        self.accepted = 0
+        self.stop = False
+        self.busy_s = 0.0  # time spent inside submit_many
+
+
+def submit_future(client: Client, jobs: int, start_us: int, span_us: int, progress: Progress,
+                  paced: bool) -> None:
+    """Submit ``jobs`` no-op jobs spread evenly over ``span_us`` from ``start_us``, in chunks.
+
+    ``paced``: stay at most AHEAD jobs ahead of the engine, so that stopping (``progress.stop``)
+    leaves no backlog of commands behind.
+    """
     step = span_us / max(1, jobs)
     for first in range(0, jobs, CHUNK):
+        while paced and not progress.stop and progress.submitted - progress.accepted > AHEAD:
+            time.sleep(0.2)
+        if progress.stop:
+            return
         batch = [{"task_type": "noop", "payload": {}, "tenant": f"t{i % 10}", "run_at": (start_us + i * step) / SECOND}
                  for i in range(first, min(jobs, first + CHUNK))]
+        t0 = time.monotonic()
         client.submit_many(batch)
-    done.append(time.monotonic() - t0)
+        progress.busy_s += time.monotonic() - t0
+        progress.submitted += len(batch)
 
 
-def hold(client: Client, pid: int, port: int, jobs: int) -> dict[str, float]:
-    """Submit the future jobs; sample engine RSS as the engine accepts 0, 10, 50 and 100 % of them.
+def hold(client: Client, pid: int, port: int, jobs: int, budget_s: float) -> dict[str, float]:
+    """Submit the future jobs; sample engine RSS at every million accepted and at 10, 50, 100 %.
 
-    (For 10 million jobs those are the issue's 0, 1, 5 and 10 million.)
+    With a time budget (``budget_s`` > 0) submission stops when it runs out; the engine then
+    accepts what was sent, and the benchmark goes on holding that many.
     """
-    figures = {"rss_0": rss_mb(pid)}
-    done: list[float] = []
-    start = now_us() + 600 * SECOND  # none comes due during the benchmark's own phases
-    submitter = threading.Thread(target=submit_future, args=(client, jobs, start, 30 * DAY, done))
+    figures: dict[str, float] = {"rss_0": rss_mb(pid)}
+    progress = Progress()
+    # none comes due during the benchmark's own phases (acceptance is slower than 1,000 jobs/s)
+    start = now_us() + int(max(budget_s, jobs / 1000) + 900) * SECOND
+    submitter = threading.Thread(target=submit_future, args=(client, jobs, start, 30 * DAY, progress, budget_s > 0))
     t0 = time.monotonic()
     submitter.start()
-    marks = list(MARKS)
-    while marks:
-        accepted = metric_sum(scrape(port), "epochq_jobs_submitted_total")
-        while marks and accepted >= jobs * marks[0] / 100:
-            figures[f"rss_{marks[0]}"] = rss_mb(pid)
-            print(f"  {marks[0]:3d} % accepted after {time.monotonic() - t0:7.1f} s: engine RSS "
-                  f"{figures[f'rss_{marks[0]}']:.0f} MB", flush=True)
+    marks = sorted({jobs * p // 100 for p in MARKS} | set(range(MILLION, jobs + 1, MILLION)))
+    while True:
+        progress.accepted = int(metric_sum(scrape(port), "epochq_jobs_submitted_total"))
+        while marks and progress.accepted >= marks[0]:
+            figures[f"rss_at_{marks[0]}"] = rss = rss_mb(pid)
+            print(f"  {marks[0]:>9,} accepted after {time.monotonic() - t0:7.1f} s: engine RSS {rss:.0f} MB", flush=True)
             marks.pop(0)
+        if budget_s and not progress.stop and time.monotonic() - t0 > budget_s:
+            progress.stop = True
+            print(f"  time budget of {budget_s:.0f} s spent: submission stops at {progress.submitted:,} jobs", flush=True)
+        if not submitter.is_alive() and progress.accepted >= progress.submitted:
+            break
         time.sleep(0.5)
-    submitter.join()
-    figures["submit_s"], figures["accept_s"] = done[0], time.monotonic() - t0
-    hot = scrape(port)
-    figures["hot"] = metric_sum(hot, 'epochq_timers_hot{kind="job"')
+    figures["held"], figures["rss_held"] = progress.accepted, rss_mb(pid)
+    figures["submit_s"], figures["accept_s"] = progress.busy_s, time.monotonic() - t0
+    figures["hot"] = metric_sum(scrape(port), 'epochq_timers_hot{kind="job"')
     return figures
 
 
@@ -241,6 +268,8 @@ def main() -> None:
     parser.add_argument("--lead", type=float, default=10.0, help="seconds ahead of its due time each is submitted")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--skip-restore", action="store_true", help="do not time a partition's restore")
+    parser.add_argument("--hold-minutes", type=float, default=0.0,
+                        help="stop submitting after this long and hold what the engine accepted (0: all --jobs)")
     args = parser.parse_args()
     rates = [int(r) for r in str(args.due_rate).split(",")]
     with local_broker() as bootstrap:
@@ -251,23 +280,26 @@ def main() -> None:
                             "--metrics-port", str(port)) as proc:
             client = Client(settings)
             print(f"phase 1: {args.jobs} jobs due over the next 30 days", flush=True)
-            held = hold(client, proc.pid, port, args.jobs)
+            held = hold(client, proc.pid, port, args.jobs, args.hold_minutes * 60)
             lates = {}
             for rate in rates:
                 print(f"phase 2: {rate} jobs/s coming due for {args.due_seconds} s", flush=True)
                 lates[rate] = come_due(client, settings, args.partitions, rate, args.due_seconds, args.lead)
             rss_after = rss_mb(proc.pid)
             client.close()
-        total_jobs = args.jobs + sum(rates) * args.due_seconds
+        total_jobs = int(held["held"]) + sum(rates) * args.due_seconds
         disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
         logs = kafka_bytes(settings.namespace, bootstrap)
         events, restore_s = (0, 0.0) if args.skip_restore else restore_rate(settings, 0)
     print()
-    print(f"submit rate (one process, submit_many):  {args.jobs / held['submit_s']:10.0f} jobs/s")
-    print(f"engine acceptance (decided and folded):  {args.jobs / held['accept_s']:10.0f} jobs/s "
-          f"({held['accept_s']:.0f} s for {args.jobs})")
-    print(f"engine RSS at 0/10/50/100 % held:        " + "  ".join(f"{held[f'rss_{p}']:.0f}" for p in (0, *MARKS))
-          + f" MB; after the due phase {rss_after:.0f} MB")
+    n = int(held["held"])
+    print(f"future jobs held:                        {n:10d}" + ("" if n == args.jobs else f" (of {args.jobs}: time budget)"))
+    print(f"submit rate (one process, submit_many):  {n / held['submit_s']:10.0f} jobs/s")
+    print(f"engine acceptance (decided and folded):  {n / held['accept_s']:10.0f} jobs/s "
+          f"({held['accept_s']:.0f} s for {n})")
+    rss = "  ".join(f"{key[7:]}: {value:.0f}" for key, value in held.items() if key.startswith("rss_at_"))
+    print(f"engine RSS (MB) at 0 held: {held['rss_0']:.0f}; {rss}; holding all: {held['rss_held']:.0f}; "
+          f"after the due phase {rss_after:.0f}")
     print(f"job timers in memory while holding:      {held['hot']:10.0f}")
     print(f"RocksDB on disk (flushed, compacted):    {disk / total_jobs:10.0f} B/job ({disk / 1e6:.0f} MB, "
           f"{total_jobs} jobs)")
@@ -277,7 +309,7 @@ def main() -> None:
         print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
     for rate, late in lates.items():
-        print(f"lateness at {rate:5d}/s, holding {args.jobs} (ms): p50 {ms(late['started'], 50)}  "
+        print(f"lateness at {rate:5d}/s, holding {n} (ms): p50 {ms(late['started'], 50)}  "
               f"p99 {ms(late['started'], 99)}  p99.9 {ms(late['started'], 99.9)}   (due -> JobStarted, "
               f"{len(late['started'])} jobs, {late['missing'][0]} not started)")
         print(f"  of which the time router (ms):         p50 {ms(late['router'], 50)}  p99 {ms(late['router'], 99)}"

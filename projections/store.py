@@ -32,8 +32,6 @@ def _options() -> Options:
     opts.set_write_buffer_size(8 << 20)
     table = BlockBasedOptions()
     table.set_block_cache(_CACHE)
-    table.set_cache_index_and_filter_blocks(True)  # charged to the cache, not growing with the table files
-    table.set_pin_l0_filter_and_index_blocks_in_cache(True)
     opts.set_block_based_table_factory(table)
     return opts
 
