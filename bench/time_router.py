@@ -1,15 +1,17 @@
 """The time router under load: N future jobs held by one engine, then 1,000 jobs/s coming due for a minute.
 
-Prints: submit rate; engine RSS at 0, 10 %, 50 %, 100 % of the jobs accepted (and after the
-due phase); RocksDB bytes on disk per job (after a flush and a full compaction); Kafka bytes
+Prints: submit rate; engine RSS at every million jobs accepted, at 10/50/100 % of them, and
+after the due phase; RocksDB bytes on disk per job (after a flush and a full compaction); Kafka bytes
 per job (the broker's log segments of the namespace); lateness p50/p99/p99.9 while holding
 the N jobs (each submitted 10 s ahead, paced), split into the router's part (due -> JobQueued)
 and the whole (due -> JobStarted);
 restore time of one partition's projection from the log, in events/s. No assertions.
 
 Usage: python bench/time_router.py [--jobs 1000000] [--partitions 6] [--due-rate 1000[,300...]] [--due-seconds 60]
-(--jobs 10000000 is the issue's size: plan on the engine accepting about the rate printed for
-1 million, so roughly ten times as long; see docs/time.md for measured figures.)
+                                   [--hold-minutes M] [--skip-restore]
+(--jobs 10000000 is the issue's size: one engine accepts about 1,500-1,900 jobs/s here, so that
+takes 1.5-2 hours; --hold-minutes stops submitting after M minutes and goes on with what the
+engine accepted by then. See docs/time.md for measured figures.)
 """
 
 from __future__ import annotations
