@@ -19,6 +19,14 @@ def _queue_in_store(store: ProjectionStore, tenant: str) -> list[tuple[bytes, st
     return [(key, job_id.decode()) for key, job_id in store.scan(k.ready_tenant_prefix(LANE, tenant))]
 
 
+def _commit(store: ProjectionStore, key: bytes, job_id: str, offset: int) -> None:
+    """Commit one ready entry, as the fold does when a job is queued."""
+    batch = Batch(store)
+    batch.put(key, job_id.encode())
+    batch.last_offset = offset
+    batch.commit()
+
+
 def _queue_in_view(view: ReadyView, tenant: str, limit: int = 10**9) -> list[tuple[bytes, str]]:
     out, i = [], 0
     while i < limit and (entry := view.entry(LANE, tenant, i)) is not None:
@@ -71,17 +79,11 @@ def test_an_entry_ahead_of_the_window_head_is_seen_at_once(tmp_path: Path) -> No
     store = ProjectionStore(tmp_path / "p")
     view = ReadyView(store)
     store.watchers.append(view.on_commit)
-    batch = Batch(store)
     low = k.ready_key(LANE, "t", 0, 10, 1, "low")
-    batch.put(low, b"low")
-    batch.last_offset = 0
-    batch.commit()
+    _commit(store, low, "low", 0)
     assert view.entry(LANE, "t", 0) == (low, "low")
-    batch = Batch(store)
     high = k.ready_key(LANE, "t", 9, 20, 2, "high")
-    batch.put(high, b"high")
-    batch.last_offset = 1
-    batch.commit()
+    _commit(store, high, "high", 1)
     assert view.entry(LANE, "t", 0) == (high, "high")
     assert view.entry(LANE, "t", 1) == (low, "low")
     assert view.entry(LANE, "t", 2) is None
@@ -98,9 +100,6 @@ def test_a_pending_entry_is_a_head_until_cleared_and_its_commit_changes_nothing(
     view.clear()  # the transaction that queued it aborted
     assert view.entry(LANE, "t", 0) is None
     view.add_pending(LANE, "t", key, "j1")
-    batch = Batch(store)
-    batch.put(key, b"j1")
-    batch.last_offset = 0
-    batch.commit()  # it was written and read back
+    _commit(store, key, "j1", 0)  # it was written and read back
     assert _queue_in_view(view, "t") == [(key, "j1")] == _queue_in_store(store, "t")
     store.close()
