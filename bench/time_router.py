@@ -8,15 +8,17 @@ and the whole (due -> JobStarted);
 restore time of one partition's projection from the log, in events/s. No assertions.
 
 Usage: python bench/time_router.py [--jobs 1000000] [--partitions 6] [--due-rate 1000[,300...]] [--due-seconds 60]
-                                   [--hold-minutes M] [--skip-restore]
+                                   [--hold-minutes M] [--skip-restore] [--keep | --resume NAMESPACE STATE_DIR]
 (--jobs 10000000 is the issue's size: one engine accepts about 1,500-1,900 jobs/s here, so that
 takes 1.5-2 hours; --hold-minutes stops submitting after M minutes and goes on with what the
-engine accepted by then. See docs/time.md for measured figures.)
+engine accepted by then; --keep keeps them, and --resume restarts an engine on them and runs only the
+due phase. See docs/time.md for measured figures.)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -32,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import TopicPartition  # noqa: E402
 from rocksdict import Options, Rdict  # noqa: E402
 
-from bench.harness import engine_process, fresh_settings, local_broker, percentile  # noqa: E402
+from bench.harness import engine_process, fresh_settings, local_broker, partitions_of, percentile  # noqa: E402
 from engine.broker.state import load_state  # noqa: E402
 from engine.client import Client  # noqa: E402
-from engine.config import Settings  # noqa: E402
+from engine.config import Settings, load_settings  # noqa: E402
 from engine.contract import messages as m  # noqa: E402
 from engine.contract.codec import decode_event_at  # noqa: E402
 from engine.runtime import kafka  # noqa: E402
@@ -47,6 +49,7 @@ CHUNK = 20_000
 MILLION = 1_000_000
 MARKS = (10, 50, 100)  # per cent of the held jobs accepted when RSS is sampled (and every million)
 AHEAD = 200_000  # with a time budget: jobs submitted but not yet accepted, at most
+HELD_FILE = "held.json"  # phase 1's figures, kept beside the engine's state for --resume
 
 
 def now_us() -> int:
@@ -124,8 +127,8 @@ def hold(client: Client, pid: int, port: int, jobs: int, budget_s: float) -> dic
     """
     figures: dict[str, float] = {"rss_0": rss_mb(pid)}
     progress = Progress()
-    # none comes due during the benchmark's own phases (acceptance is slower than 1,000 jobs/s)
-    start = now_us() + int(max(budget_s, jobs / 1000) + 900) * SECOND
+    # none comes due during the benchmark's own phases, nor before a --resume hours later
+    start = now_us() + int(max(budget_s, jobs / 1000) + 4 * 3600) * SECOND
     submitter = threading.Thread(target=submit_future, args=(client, jobs, start, 30 * DAY, progress, budget_s > 0))
     t0 = time.monotonic()
     submitter.start()
@@ -272,23 +275,42 @@ def main() -> None:
     parser.add_argument("--skip-restore", action="store_true", help="do not time a partition's restore")
     parser.add_argument("--hold-minutes", type=float, default=0.0,
                         help="stop submitting after this long and hold what the engine accepted (0: all --jobs)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the namespace and the engine's state for a later --resume")
+    parser.add_argument("--resume", nargs=2, metavar=("NAMESPACE", "STATE_DIR"),
+                        help="skip phase 1: restart the engine on a --keep run's state and measure lateness")
     args = parser.parse_args()
     rates = [int(r) for r in str(args.due_rate).split(",")]
     with local_broker() as bootstrap:
-        settings = fresh_settings(bootstrap, args.partitions)
+        if args.resume:
+            settings = load_settings(bootstrap=bootstrap, namespace=args.resume[0], state_dir=args.resume[1])
+            args.partitions = partitions_of(settings)
+        else:
+            settings = fresh_settings(bootstrap, args.partitions)
         port = free_port()
         print(f"namespace {settings.namespace}, {args.partitions} partitions, state in {settings.state_dir}")
+        t0 = time.monotonic()
         with engine_process(settings, "bench.apps:app", "--concurrency", str(args.concurrency),
                             "--metrics-port", str(port)) as proc:
             client = Client(settings)
-            print(f"phase 1: {args.jobs} jobs due over the next 30 days", flush=True)
-            held = hold(client, proc.pid, port, args.jobs, args.hold_minutes * 60)
+            if args.resume:
+                held = json.loads((Path(settings.state_dir) / HELD_FILE).read_text())
+                print(f"resumed: engine active on the kept state after {time.monotonic() - t0:.1f} s, "
+                      f"holding {int(held['held']):,}: RSS {rss_mb(proc.pid):.0f} MB", flush=True)
+            else:
+                print(f"phase 1: {args.jobs} jobs due over the next 30 days", flush=True)
+                held = hold(client, proc.pid, port, args.jobs, args.hold_minutes * 60)
+                (Path(settings.state_dir) / HELD_FILE).write_text(json.dumps(held))
             lates = {}
             for rate in rates:
                 print(f"phase 2: {rate} jobs/s coming due for {args.due_seconds} s", flush=True)
                 lates[rate] = come_due(client, settings, args.partitions, rate, args.due_seconds, args.lead)
             rss_after = rss_mb(proc.pid)
             client.close()
+        if args.resume:
+            report_lateness(lates, int(held["held"]))
+            print(f"engine RSS after the due phase:          {rss_after:10.0f} MB")
+            return
         total_jobs = int(held["held"]) + sum(rates) * args.due_seconds
         disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
         logs = kafka_bytes(settings.namespace, bootstrap)
@@ -310,16 +332,24 @@ def main() -> None:
     else:
         print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
+    report_lateness(lates, n)
+    if restore_s:
+        print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
+              f"{restore_s:.1f} s)")
+    if args.keep:
+        print(f"kept: resume with --resume {settings.namespace} {settings.state_dir}")
+    else:
+        shutil.rmtree(settings.state_dir, ignore_errors=True)
+
+
+def report_lateness(lates: dict[int, dict[str, list[int]]], held: int) -> None:
+    """Print the lateness figures of each due rate."""
     for rate, late in lates.items():
-        print(f"lateness at {rate:5d}/s, holding {n} (ms): p50 {ms(late['started'], 50)}  "
+        print(f"lateness at {rate:5d}/s, holding {held} (ms): p50 {ms(late['started'], 50)}  "
               f"p99 {ms(late['started'], 99)}  p99.9 {ms(late['started'], 99.9)}   (due -> JobStarted, "
               f"{len(late['started'])} jobs, {late['missing'][0]} not started)")
         print(f"  of which the time router (ms):         p50 {ms(late['router'], 50)}  p99 {ms(late['router'], 99)}"
               f"  p99.9 {ms(late['router'], 99.9)}   (due -> JobQueued)")
-    if restore_s:
-        print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
-              f"{restore_s:.1f} s)")
-    shutil.rmtree(settings.state_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
