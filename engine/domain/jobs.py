@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import singledispatch
 
@@ -58,11 +60,31 @@ class JobView:
 
 
 _SLOTS = JobView.__slots__
+_SETTERS = {f"set_{name}": getattr(JobView, name).__set__ for name in _SLOTS}
 
 
 def replace(job: JobView, **changes: object) -> JobView:
-    """``dataclasses.replace`` for JobView, several times faster (this is the fold's hot path)."""
-    return JobView(*[changes[f] if f in changes else getattr(job, f) for f in _SLOTS])  # type: ignore[arg-type]
+    """``dataclasses.replace`` for JobView, about 2.5 times faster (this is the fold's hot path)."""
+    return _replacer(tuple(changes))(job, changes)
+
+
+@functools.cache
+def _replacer(changed: tuple[str, ...]) -> Callable[[JobView, dict[str, object]], JobView]:
+    """A copy-with-changes compiled for one set of changed fields.
+
+    It fills the new record's slots directly: a frozen dataclass's ``__init__`` sets each
+    field through ``object.__setattr__``, which was most of the cost. JobView has no
+    ``__post_init__``, so nothing is skipped.
+    """
+    unknown = sorted(set(changed) - set(_SLOTS))
+    if unknown:
+        raise TypeError(f"JobView has no field(s) {', '.join(unknown)}")
+    lines = [f"    set_{name}(new, changes[{name!r}])" if name in changed else f"    set_{name}(new, job.{name})"
+             for name in _SLOTS]
+    source = "def replace(job, changes):\n    new = make(JobView)\n" + "\n".join(lines) + "\n    return new\n"
+    namespace: dict[str, object] = {"make": object.__new__, "JobView": JobView, **_SETTERS}
+    exec(compile(source, f"<JobView replace {','.join(changed)}>", "exec"), namespace)  # noqa: S102 - fixed template
+    return namespace["replace"]  # type: ignore[return-value]
 
 
 TRIGGERS: dict[type, Trigger] = {

@@ -13,8 +13,9 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from enum import StrEnum
@@ -28,6 +29,7 @@ from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
 from engine.runtime.context import JobContext
+from engine.runtime.lanethreads import LaneThreads
 from engine.runtime.payloads import encode_result, load_payload
 
 log = logging.getLogger(__name__)
@@ -203,7 +205,7 @@ class Executor:
     def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None) -> None:
         self._app = app
         self._slots = _check_slots(lane_slots)
-        self._pools = {lane: ThreadPoolExecutor(2 * n, thread_name_prefix=f"epochq-{lane.lower()}")
+        self._pools = {lane: LaneThreads(f"epochq-{lane.lower()}", 2 * n)
                        for lane, n in self._slots.items() if n > 0}
         self._process_workers = process_workers
         self._process: ProcessPoolExecutor | None = None
@@ -211,6 +213,8 @@ class Executor:
         self._results: queue.SimpleQueue[tuple[int, Outcome, float]] = queue.SimpleQueue()
         self._running: dict[int, _Running] = {}
         self._stuck: dict[int, Lane] = {}  # timed out, handler still running
+        self._running_in: Counter[Lane] = Counter()  # per lane: len(_running), len(_stuck) kept as counts
+        self._stuck_in: Counter[Lane] = Counter()
         self._ready: list[RunResult] = []  # decided at submit: unknown task types
         self._tokens = itertools.count()
         self._closed = False
@@ -219,8 +223,7 @@ class Executor:
         """How many more attempts ``lane`` can start now."""
         with self._lock:
             slots = self._slots.get(lane, 0)
-            running = sum(1 for r in self._running.values() if r.request.lane is lane)
-            stuck = sum(1 for stuck_lane in self._stuck.values() if stuck_lane is lane)
+            running, stuck = self._running_in[lane], self._stuck_in[lane]
             return max(0, slots - running - max(0, stuck - slots))
 
     def submit(self, request: RunRequest) -> None:
@@ -250,6 +253,7 @@ class Executor:
         deadline = min(request.deadline, now + spec.timeout)
         token = next(self._tokens)
         self._running[token] = _Running(request, deadline, deadline - now, time.perf_counter_ns())
+        self._running_in[request.lane] += 1
         ctx = JobContext.create(job_id=request.job_id, tenant=request.tenant, task_type=request.task_type,
                                 attempt=request.attempt, epoch=request.epoch, partition=request.partition,
                                 idempotency_key=request.idempotency_key, deadline=deadline)
@@ -326,8 +330,12 @@ class Executor:
         with self._lock:
             entry = self._running.pop(token, None)
             if entry is None:
-                log.info("discarded the late result of a timed-out attempt in lane %s", self._stuck.pop(token, None))
+                lane = self._stuck.pop(token, None)
+                if lane is not None:
+                    self._stuck_in[lane] -= 1
+                log.info("discarded the late result of a timed-out attempt in lane %s", lane)
                 return None
+            self._running_in[entry.request.lane] -= 1
         if finished_at > entry.deadline:
             outcome = Outcome.timed_out(entry.allowed_s, outcome.duration_us)
         return RunResult(entry.request, outcome)
@@ -341,6 +349,8 @@ class Executor:
     def _time_out(self, token: int) -> RunResult:
         entry = self._running.pop(token)
         request, self._stuck[token] = entry.request, entry.request.lane
+        self._running_in[request.lane] -= 1
+        self._stuck_in[request.lane] += 1
         log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
                     request.task_type, request.attempt, entry.allowed_s)
         return RunResult(request, Outcome.timed_out(entry.allowed_s, _since(entry.started_ns)))
@@ -348,7 +358,9 @@ class Executor:
     def in_flight(self, partition: int | None = None) -> int:
         """How many attempts are running (of ``partition``, or of all partitions)."""
         with self._lock:
-            return sum(1 for r in self._running.values() if partition is None or r.request.partition == partition)
+            if partition is None:
+                return len(self._running)
+            return sum(1 for r in self._running.values() if r.request.partition == partition)
 
     def in_flight_requests(self, partition: int) -> list[RunRequest]:
         """The attempts of ``partition`` still running: what a new owner must re-queue."""
@@ -374,7 +386,7 @@ class Executor:
 
     def _stop_pools(self) -> None:
         for pool in self._pools.values():
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown()
         with self._lock:
             process, self._process = self._process, None
             busy = bool(self._running or self._stuck)

@@ -239,10 +239,10 @@ class Engine:
         return None
 
     def _produce(self, owner: PartitionOwner, box) -> None:  # type: ignore[no-untyped-def]
-        producer, topic = owner.producer, self.settings.events_topic
+        producer = owner.producer
         kafka.call(producer.begin_transaction)
         for event in box.events:
-            self.ownership.produce(producer, topic, owner.partition, event)
+            self.ownership.produce(owner, event)
         for command in box.commands:
             self.ownership.send(producer, command)
 

@@ -78,6 +78,7 @@ class PartitionOwner:
         self.fair: dict[str, FairState] = {}
         self.unread_queued: dict[tuple[str, str], int] = {}
         self.ready = ReadyView(store)  # the ready queues' heads, read ahead (projections/views/ready.py)
+        self.written: dict[bytes, m.Event] = {}  # our events by their bytes, until read back (no decode then)
         store.watchers.append(self.ready.on_commit)
 
     # --- reading state -------------------------------------------------------------------
@@ -119,6 +120,14 @@ class PartitionOwner:
         self.outbox.events.append(event)
         return event
 
+    def wrote(self, raw: bytes, event: m.Event) -> None:
+        """``event`` was produced as ``raw``: reading those same bytes back needs no decoding."""
+        self.written[raw] = event
+
+    def read_back_event(self, raw: bytes) -> m.Event | None:
+        """The event we produced as exactly ``raw`` (event ids make the bytes unique), if any."""
+        return self.written.pop(raw, None)
+
     def consumed(self, offset: int) -> None:
         """A command at ``offset`` was decided; its offset commits with the next transaction."""
         if self.outbox.first_command_offset is None:
@@ -158,6 +167,7 @@ class PartitionOwner:
     def forget_pending(self) -> None:
         """Drop what this owner decided but did not write (an aborted transaction, a lost partition)."""
         self.overlay.clear()
+        self.written.clear()
         self.ready.clear()
         self.unread_queued.clear()
 

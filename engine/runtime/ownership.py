@@ -152,22 +152,26 @@ class Ownership:
         return len(messages)
 
     def _fold_one(self, owner: PartitionOwner, batch: Batch, msg: Any) -> None:
-        topic, p, offset = msg.topic(), msg.partition(), msg.offset()
-        try:
-            event = decode_event_at(msg.value(), topic, p, offset)
-        except DecodeError as e:
-            log.error("skipping undecodable event: %s", e)
-            batch.last_offset = offset
-            return
+        topic, p, offset, raw = msg.topic(), msg.partition(), msg.offset(), msg.value()
+        event = owner.read_back_event(raw)
+        if event is None:
+            try:
+                event = decode_event_at(raw, topic, p, offset)
+            except DecodeError as e:
+                log.error("skipping undecodable event: %s", e)
+                batch.last_offset = offset
+                return
         folded = owner.fold(batch, event, offset)
         self.engine.work.observe(owner, event, folded)
 
     # --- writing ---------------------------------------------------------------------------
 
-    def produce(self, producer: Producer, topic: str, partition: int, event: m.Event) -> None:
-        """Append one event to its partition, waiting for queue space if needed."""
+    def produce(self, owner: PartitionOwner, event: m.Event) -> None:
+        """Append one event to the owner's partition, waiting for queue space if needed."""
         key = event.job_id.encode() if event.job_id else None
-        kafka.produce(producer, topic, encode_event(event), key, partition)
+        raw = encode_event(event)
+        owner.wrote(raw, event)
+        kafka.produce(owner.producer, self.settings.events_topic, raw, key, owner.partition)
 
     def send(self, producer: Producer, command: m.Command) -> None:
         """Produce a command to its job's partition of ``<ns>.commands``, inside the open transaction."""

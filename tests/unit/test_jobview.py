@@ -1,0 +1,48 @@
+"""JobView's compiled replace gives what dataclasses.replace gives, for any set of fields."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from engine.contract import messages as m
+from engine.domain.jobs import AttemptError, JobView, replace
+from engine.domain.lifecycle import JobState
+
+BASE = JobView("job-1", "acme", "email.send", JobState.QUEUED, 5, "NORMAL", 3,
+               m.Payload(b"{}", "application/json", None, None), 10, 20, 1)
+NEW_VALUES = {
+    "job_id": "job-2", "tenant_id": "beta", "task_type": "x", "state": JobState.RUNNING, "priority": 9,
+    "lane": "HIGH", "max_attempts": 7, "payload": m.Payload(b"[]", "application/json", "s", 2),
+    "submitted_at": 11, "updated_at": 21, "epoch": 4, "idempotency_key": "k", "attempt": 2, "due_at": 99,
+    "queued_at": 30, "started_at": 40, "finished_at": 50, "result": b"ok",
+    "errors": (AttemptError(1, "E", "boom", "tb", 5, 6),), "dead_reason": "r", "replays": 1, "scope": "global",
+    "parent_job_id": "p", "children": (("t", "c", "pending", ""),),
+}
+
+
+def test_every_field_has_a_new_value_here():
+    assert set(NEW_VALUES) == {f.name for f in dataclasses.fields(JobView)}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_replace_matches_dataclasses_replace(seed):
+    rng = random.Random(seed)
+    names = rng.sample(sorted(NEW_VALUES), rng.randint(0, len(NEW_VALUES)))
+    rng.shuffle(names)
+    changes = {name: NEW_VALUES[name] for name in names}
+    got = replace(BASE, **changes)
+    assert got == dataclasses.replace(BASE, **changes)
+    assert got is not BASE and BASE == JobView(*(getattr(BASE, f.name) for f in dataclasses.fields(JobView)))
+
+
+def test_the_copy_stays_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        replace(BASE, attempt=1).attempt = 2  # type: ignore[misc]
+
+
+def test_an_unknown_field_is_named():
+    with pytest.raises(TypeError, match="no field.*colour"):
+        replace(BASE, colour="red")
