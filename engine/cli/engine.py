@@ -93,6 +93,7 @@ def windows(horizon_s: float, sweep_s: float, overdue_s: float) -> Windows:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from engine.runtime.gctuning import tune_for_latency
     from engine.runtime.loop import Engine, EngineOptions
 
     configure_logging(args.log_level, args.log_format)
@@ -104,5 +105,6 @@ def _run(args: argparse.Namespace) -> int:
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
+    tune_for_latency()  # a whole process of its own: engine/runtime/gctuning.py
     engine.run()
     return 0

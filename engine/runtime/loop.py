@@ -100,6 +100,7 @@ class Engine:
                                 on_revoke=self.ownership.on_revoke, on_lost=self.ownership.on_lost)
         if self.options.metrics_port is not None:
             self.metrics.serve(self.options.metrics_port, self.options.metrics_addr)
+        self.metrics.watch_gc()
         log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
         try:
             while not self.stopping.is_set():

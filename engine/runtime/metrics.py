@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from engine.contract import messages as m
 from engine.domain.jobs import JobView
+from engine.runtime.gctuning import PauseWatch
 from projections.evolve import APPLIED, FENCED
 
 __all__ = ["EngineMetrics", "LATENESS_BUCKETS", "PROCESSING_BUCKETS", "NO_LANE"]
@@ -110,6 +111,10 @@ class EngineMetrics:
         self.timers_overdue = Counter("epochq_timers_overdue_fired_total",
                                       "Jobs fired by the overdue sweep rather than from memory (after a "
                                       "takeover, a clock jump or a lost timer)", registry=r)
+        self.gc_pause = Histogram("epochq_gc_pause_seconds", "Pauses of the engine process's garbage collector, "
+                                  "by generation (2: a full collection)", ["generation"], registry=r,
+                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+        self._gc_watch = PauseWatch(lambda generation, seconds: self.gc_pause.labels(str(generation)).observe(seconds))
 
     # --- events folded from the log --------------------------------------------------------
 
@@ -244,8 +249,13 @@ class EngineMetrics:
         """The port ``/metrics`` is served on, or None before :meth:`serve`."""
         return self._server.server_port if self._server is not None else None
 
+    def watch_gc(self) -> None:
+        """Time the process's garbage collections into ``epochq_gc_pause_seconds`` (until :meth:`close`)."""
+        self._gc_watch.install()
+
     def close(self) -> None:
         """Stop serving (if serving) and release the port."""
+        self._gc_watch.remove()
         server, thread, self._server, self._thread = self._server, self._thread, None, None
         if server is not None:
             server.shutdown()

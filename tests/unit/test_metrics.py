@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -205,6 +206,8 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     metrics.set_depths({"NORMAL": 0}, 2)
     metrics.set_ownership({0: 1})
     metrics.set_timers(0, (3, 1))
+    metrics.watch_gc()
+    gc.collect(0)
     metrics.serve(0)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics.port}/metrics", timeout=5) as response:
@@ -307,3 +310,17 @@ def test_configure_logging_installs_one_handler_and_checks_its_arguments() -> No
         for h in [h for h in root.handlers if h not in before]:
             root.removeHandler(h)
         root.setLevel(level)
+
+
+def test_garbage_collections_are_timed_by_generation_until_close():
+    metrics = EngineMetrics()
+    metrics.watch_gc()
+    gc.collect(0)
+    gc.collect(2)
+    count = metrics.registry.get_sample_value
+    assert count("epochq_gc_pause_seconds_count", {"generation": "0"}) >= 1
+    assert count("epochq_gc_pause_seconds_count", {"generation": "2"}) >= 1
+    metrics.close()
+    before = count("epochq_gc_pause_seconds_count", {"generation": "2"})
+    gc.collect(2)
+    assert count("epochq_gc_pause_seconds_count", {"generation": "2"}) == before
