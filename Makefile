@@ -27,8 +27,11 @@ integration: jars
 demo: jars
 	$(BIN)/python -m examples.demo
 
-bench: jars
-	$(BIN)/python bench/run_all.py
+bench: jars  # the quick figures (minutes); docs/benchmarks.md and docs/time.md give the large runs' flags
+	$(BIN)/python bench/codec_bench.py
+	$(BIN)/python bench/noop_throughput.py --jobs 10000 --runs 1
+	$(BIN)/python bench/fairness.py --seconds 10
+	$(BIN)/python bench/time_router.py --jobs 100000 --due-rate 1000 --due-seconds 30 --lead 40
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -65,7 +65,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, default=256,
+                        help="NORMAL slots; a slot is held until the next loop tick records the outcome, so short "
+                             "jobs need many (docs/scheduling.md)")
     parser.add_argument("--rate", type=int, default=0, help="submit at this many jobs/s (0: as fast as possible)")
     parser.add_argument("--engines", type=int, default=1, help="engine processes sharing the partitions")
     args = parser.parse_args()
