@@ -308,10 +308,12 @@ def main() -> None:
                 print(f"phase 2: {rate} jobs/s coming due for {args.due_seconds} s", flush=True)
                 lates[rate] = come_due(client, settings, args.partitions, rate, args.due_seconds, args.lead)
             rss_after = rss_mb(proc.pid)
+            gc_pauses = gc_summary(scrape(port))
             client.close()
         if args.resume:
             report_lateness(lates, int(held["held"]))
             print(f"engine RSS after the due phase:          {rss_after:10.0f} MB")
+            print(f"engine GC pauses over the run:           {gc_pauses}")
             return
         total_jobs = int(held["held"]) + sum(rates) * args.due_seconds
         disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
@@ -335,6 +337,7 @@ def main() -> None:
         print(f"Kafka log bytes per job:                 {logs.get('events', 0) / total_jobs:10.0f} B events + "
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
     report_lateness(lates, n)
+    print(f"engine GC pauses over the run:           {gc_pauses}")
     if restore_s:
         print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
               f"{restore_s:.1f} s)")
@@ -342,6 +345,19 @@ def main() -> None:
         print(f"kept: resume with --resume {settings.namespace} {settings.state_dir}")
     else:
         shutil.rmtree(settings.state_dir, ignore_errors=True)
+
+
+def gc_summary(metrics: dict[str, float]) -> str:
+    """Collections per generation, their total time and the bucket of the longest, from the engine's metrics."""
+    parts = []
+    for gen in ("0", "1", "2"):
+        count = metrics.get(f'epochq_gc_pause_seconds_count{{generation="{gen}"}}', 0.0)
+        total = metrics.get(f'epochq_gc_pause_seconds_sum{{generation="{gen}"}}', 0.0)
+        buckets = sorted((float(name.split('le="')[1].split('"')[0]), value) for name, value in metrics.items()
+                         if name.startswith("epochq_gc_pause_seconds_bucket") and f'generation="{gen}"' in name)
+        longest = next((le for le, value in buckets if value >= count), float("inf")) if count else 0.0
+        parts.append(f"gen {gen}: {count:.0f} ({total * 1000:.0f} ms, longest <= {longest * 1000:g} ms)")
+    return "; ".join(parts)
 
 
 def report_lateness(lates: dict[int, dict[str, list[int]]], held: int) -> None:
