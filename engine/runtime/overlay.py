@@ -14,6 +14,7 @@ class Overlay:
     def __init__(self) -> None:
         self.jobs: dict[str, JobView | None] = {}
         self.pending: dict[str, str] = {}  # event_id -> job_id
+        self.transitions: dict[str, tuple[JobView | None, JobView | None]] = {}  # event_id -> (before, after)
         self.per_job: dict[str, int] = {}
 
     def job(self, job_id: str, from_store: Callable[[str], JobView | None]) -> JobView | None:
@@ -28,6 +29,7 @@ class Overlay:
         if event.job_id:
             self.jobs[event.job_id] = after
             self.pending[event.event_id] = event.job_id
+            self.transitions[event.event_id] = (before, after)
             self.per_job[event.job_id] = self.per_job.get(event.job_id, 0) + 1
         return after
 
@@ -36,6 +38,7 @@ class Overlay:
         job_id = self.pending.pop(event_id, None)
         if job_id is None:
             return
+        self.transitions.pop(event_id, None)
         left = self.per_job[job_id] - 1
         if left:
             self.per_job[job_id] = left
@@ -47,6 +50,7 @@ class Overlay:
         """Forget everything (after an aborted transaction or a lost partition)."""
         self.jobs.clear()
         self.pending.clear()
+        self.transitions.clear()
         self.per_job.clear()
 
     def __len__(self) -> int:

@@ -143,7 +143,7 @@ class PartitionOwner:
 
     def fold(self, batch: Batch, event: m.Event, offset: int) -> Folded:
         """Fold one event read back from the log; notice our claim coming back."""
-        folded = fold(batch, event, offset)
+        folded = fold(batch, event, offset, self.overlay.transitions.get(event.event_id))
         if isinstance(event.body, m.JobQueued) and event.event_id in self.overlay.pending and folded.after:
             key = (folded.after.lane, folded.after.tenant_id)
             self.unread_queued[key] = self.unread_queued.get(key, 1) - 1

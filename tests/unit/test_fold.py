@@ -138,3 +138,21 @@ def test_a_breaker_cool_down_sits_in_the_due_index_while_open(tmp_path: Path) ->
     fold(batch, event(m.BreakerClosed("pay", "probe succeeded"), None, tenant=None), 5)
     assert dict(batch.scan(k.BREAKER_DUE)) == {}
     store.close()
+
+
+def test_a_known_transition_is_used_only_for_the_very_record_it_started_from(tmp_path: Path) -> None:
+    from dataclasses import replace as copy_with
+
+    *head, start, finish = simulate([(1, 0), (1, 1), (1, 2), (1, 3)])
+    store = open_store(tmp_path / "s")
+    batch = Batch(store)
+    for offset, ev in enumerate(head):
+        fold(batch, ev, offset)
+    before = read_job(batch, "job-1")
+    marked = copy_with(evolve(before, start), dead_reason="from the writer")  # tells the two paths apart
+    fold(batch, start, len(head), (before, marked))
+    assert read_job(batch, "job-1") is marked
+
+    equal_not_same = copy_with(marked)
+    fold(batch, finish, len(head) + 1, (equal_not_same, copy_with(marked, dead_reason="stale")))
+    assert read_job(batch, "job-1") == evolve(marked, finish)
