@@ -90,15 +90,15 @@ class TenantHead:
     due_at: int = 0
     arrival: int = 0
     cost: float = 1.0
+    units: int = field(init=False, repr=False, compare=False)  # service_units(weight, cost)
+    key: bytes = field(init=False, repr=False, compare=False)  # the job's order within its tenant
 
     def __post_init__(self) -> None:
+        # Worked out once per head rather than on every pick that compares it.
         check_weight(self.weight)
         check_cost(self.cost)
-
-    @property
-    def key(self) -> bytes:
-        """The head job's order within its tenant (see :func:`within_tenant_key`)."""
-        return within_tenant_key(self.priority, self.due_at, self.arrival)
+        object.__setattr__(self, "units", service_units(self.weight, self.cost))
+        object.__setattr__(self, "key", within_tenant_key(self.priority, self.due_at, self.arrival))
 
 
 def check_weight(weight: float) -> float:
@@ -141,7 +141,7 @@ def pick(state: FairState, heads: Sequence[TenantHead]) -> str | None:
 
 def _order(state: FairState, head: TenantHead) -> tuple[int, int, bytes, str]:
     start = start_tag(state, head.tenant)
-    return start, start + service_units(head.weight, head.cost), head.key, head.tenant
+    return start, start + head.units, head.key, head.tenant
 
 
 def charge(state: FairState, tenant: str, weight: float, cost: float = 1.0) -> FairState:

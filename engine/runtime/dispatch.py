@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from engine.contract import messages as m
 from engine.domain.breaker import CLOSED, may_start
 from engine.domain.decide import Emit, StartAttempt
-from engine.domain.fairness import FairState, TenantHead, advance, pick, service_units
+from engine.domain.fairness import FairState, TenantHead, advance, pick
 from engine.domain.lifecycle import JobState
 from engine.runtime.owner import PartitionOwner
 from projections.views import keys as k
@@ -46,7 +46,7 @@ class LaneDispatch:
             if tenant is None:
                 break
             head, job_id = self.heads[tenant]
-            units = service_units(head.weight)
+            units = head.units
             if self._claim_breaker(job_id) and \
                     self.owner.decide(job_id, StartAttempt(job_id, self.engine.owner_id, units), self.ctx):
                 self.owner.fair[self.lane] = advance(state, tenant, units)
