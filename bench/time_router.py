@@ -62,6 +62,17 @@ def rss_mb(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
 
 
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds a process has used, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_line(seconds: float, jobs: int) -> str:
+    return (f"engine CPU in the due phases:            {seconds:10.1f} s, {seconds / max(1, jobs) * 1e6:.0f} µs "
+            f"per due job (all threads)")
+
+
 def scrape(port: int) -> dict[str, float]:
     """Metric name (with labels) -> value from the engine's endpoint."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
@@ -304,16 +315,19 @@ def main() -> None:
                 held = hold(client, proc.pid, port, args.jobs, args.hold_minutes * 60)
                 (Path(settings.state_dir) / HELD_FILE).write_text(json.dumps(held))
             lates = {}
+            cpu_before = cpu_s(proc.pid)
             for rate in rates:
                 print(f"phase 2: {rate} jobs/s coming due for {args.due_seconds} s", flush=True)
                 lates[rate] = come_due(client, settings, args.partitions, rate, args.due_seconds, args.lead)
             rss_after = rss_mb(proc.pid)
+            cpu_due = cpu_s(proc.pid) - cpu_before
             gc_pauses = gc_summary(scrape(port))
             client.close()
         if args.resume:
             report_lateness(lates, int(held["held"]))
             print(f"engine RSS after the due phase:          {rss_after:10.0f} MB")
             print(f"engine GC pauses over the run:           {gc_pauses}")
+            print(cpu_line(cpu_due, sum(rates) * args.due_seconds))
             return
         total_jobs = int(held["held"]) + sum(rates) * args.due_seconds
         disk = compacted_bytes(Path(settings.state_dir) / "engine-0", settings.namespace)
@@ -338,6 +352,7 @@ def main() -> None:
               f"{logs.get('commands', 0) / total_jobs:.0f} B commands")
     report_lateness(lates, n)
     print(f"engine GC pauses over the run:           {gc_pauses}")
+    print(cpu_line(cpu_due, sum(rates) * args.due_seconds))
     if restore_s:
         print(f"restore of partition 0:                  {events / restore_s:10.0f} events/s ({events} events in "
               f"{restore_s:.1f} s)")
