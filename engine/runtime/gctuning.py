@@ -2,7 +2,7 @@
 
 The engine's objects seldom form reference cycles (reference counting frees them), yet
 with CPython's default thresholds (700, 10, 10) a full collection ran every few seconds at
-1,000 jobs/s, and each one walked every live object, the ~60,000 of the imported modules
+1,000 jobs/s, and each one walked every live object, the 40,000-odd of the imported modules
 included: 60-180 ms pauses that went straight into the lateness tail (docs/time.md).
 ``epochq engine run`` therefore freezes what exists once the engine is set up (those
 objects live as long as the process anyway) and collects the young generation less often.
