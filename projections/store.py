@@ -6,7 +6,8 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from rocksdict import AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions, WriteBatch, WriteBufferManager
+from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions,
+                      WriteBatch, WriteBufferManager)
 
 from engine.errors import ProjectionCorruptedError
 
