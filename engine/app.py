@@ -60,6 +60,11 @@ class TaskSpec:
         """Whether the handler is an object with ``execute`` (and maybe hooks), not a function."""
         return is_class_handler(self.handler)
 
+    @property
+    def is_async(self) -> bool:
+        """Whether the handler is ``async def`` (it runs on the engine's event loop, not in a thread)."""
+        return is_async_handler(self.handler)
+
 
 class App:
     """The task types this process can run, by name; the source of truth for their options."""
@@ -146,6 +151,11 @@ def _check_breaker(name: str, breaker: Any) -> BreakerPolicy | None:
 def is_class_handler(handler: Any) -> bool:
     """Whether ``handler`` is a handler object (has ``execute``) rather than a function."""
     return not isinstance(handler, type) and callable(getattr(handler, "execute", None))
+
+
+def is_async_handler(handler: Any) -> bool:
+    """Whether the handler's function (or ``execute`` method) is ``async def``."""
+    return inspect.iscoroutinefunction(handler.execute if is_class_handler(handler) else handler)
 
 
 # --- checks, one per option -------------------------------------------------------------
@@ -254,6 +264,9 @@ def _check_lane(name: str, lane: Lane | str | None) -> Lane | None:
 def _check_executor(name: str, executor: object, handler: Any) -> ExecutorKind:
     if executor not in EXECUTORS:
         raise ValueError(f"task {name!r}: executor must be 'thread' or 'process', got {executor!r}")
+    if executor == "process" and is_async_handler(handler):
+        raise ValueError(f"task {name!r}: an async handler runs on the engine's event loop; "
+                         "executor='process' is for blocking, CPU-heavy sync handlers")
     if executor == "process":
         _check_picklable(name, handler)
     return typing.cast(ExecutorKind, executor)

@@ -8,7 +8,13 @@
 - ``ProjectionCorruptedError``: a store is unusable; wipe it and rebuild from the log.
 - ``TopicMismatchError``: the topics on the broker contradict the contract; refuse to start.
 - ``BrokerError``: the local broker could not be fetched, started or reached.
-- ``KafkaUnavailableError``: the cluster did not answer in time; retry later.
+- ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
+  cluster did not answer in time), ``TransactionAbortedError`` (abort, catch up, decide again).
+- ``FatalError``: the process cannot go on (a setting, a broken client); stop.
+
+Every librdkafka error is translated into this tree once, where it enters
+(``engine.runtime.kafka``); a record that makes one step raise is *poison*: it is set
+aside as an event and the loop goes on (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -66,5 +72,17 @@ class BrokerError(EpochqError):
     """The local Apache Kafka broker could not be fetched, started, stopped or reached."""
 
 
-class KafkaUnavailableError(EpochqError):
+class RetryableError(EpochqError):
+    """A step failed in a way that trying it again can fix."""
+
+
+class KafkaUnavailableError(RetryableError):
     """The Kafka cluster did not answer within the timeout."""
+
+
+class TransactionAbortedError(RetryableError):
+    """A transaction failed in a way aborting fixes; none of its writes became visible."""
+
+
+class FatalError(EpochqError):
+    """The process cannot go on: stop it and fix the cause."""

@@ -130,7 +130,8 @@ def run_workload(settings: Settings, engine: Engine) -> int:
     engine.stop()
     time.sleep(1.0)
     print("\n   verifying projections against the log (rebuild from offset 0 and compare):")
-    ok = all(report(verify(settings, p)) for p in range(PARTITIONS))
+    with kafka.KafkaLog(settings) as log:
+        ok = all(report(verify(log, settings, p)) for p in range(PARTITIONS))
     return 0 if ok else 1
 
 

@@ -1,20 +1,43 @@
-"""Changes folded from several events, readable before they are committed to the store."""
+"""A partition's pending state: changes folded from events, readable before they are committed.
+
+The owner folds what it decides into its batch at once, so the next decision in the same
+tick sees it; the batch is committed to the store (with the applied offset, in one
+WriteBatch) after the Kafka transaction that carries those events commits, and dropped if
+it aborts. A rebuild folds the log through a batch the same way.
+
+Job records stay decoded (``JobView``) while pending and are encoded once per job at
+commit. A *savepoint* lets the owner undo what one input folded when a step raises, so a
+poison record is set aside without leaving half its changes behind.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from engine.domain.jobs import JobView
 from projections.store import ProjectionStore
+from projections.views.jobs import encode_job, remember
+from projections.views.keys import job_key
+
+Watch = Callable[[bytes, "bytes | None"], None]
+_ABSENT: Any = object()
 
 
 class Batch:
-    """A read-through overlay of pending puts and deletes over a ProjectionStore."""
+    """A read-through overlay of pending puts, deletes and job records over a ProjectionStore."""
 
-    def __init__(self, store: ProjectionStore):
+    __slots__ = ("store", "changes", "jobs", "last_offset", "job_cache", "watch", "watched", "_journal")
+
+    def __init__(self, store: ProjectionStore, watch: Watch | None = None, watched: tuple[bytes, ...] = ()):
         self.store = store
         self.changes: dict[bytes, bytes | None] = {}
+        self.jobs: dict[str, JobView] = {}
         self.last_offset = -1
         self.job_cache = store.job_cache
+        self.watch = watch  # told of every put or delete of a key whose first two bytes are in ``watched``
+        self.watched = frozenset(watched)
+        self._journal: list[tuple[Any, ...]] | None = None
 
     def get(self, key: bytes) -> bytes | None:
         """The value as it will be after commit."""
@@ -24,11 +47,24 @@ class Batch:
 
     def put(self, key: bytes, value: bytes) -> None:
         """Stage a put."""
-        self.changes[key] = value
+        self._set(key, value)
 
     def delete(self, key: bytes) -> None:
         """Stage a delete."""
-        self.changes[key] = None
+        self._set(key, None)
+
+    def _set(self, key: bytes, value: bytes | None) -> None:
+        if self._journal is not None:
+            self._journal.append((key, self.changes.get(key, _ABSENT)))
+        self.changes[key] = value
+        if self.watch is not None and key[:2] in self.watched:
+            self.watch(key, value)
+
+    def put_job(self, job: JobView) -> None:
+        """Stage a job record (encoded at commit)."""
+        if self._journal is not None:
+            self._journal.append((job.job_id, self.jobs.get(job.job_id, _ABSENT), "job"))
+        self.jobs[job.job_id] = job
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed pairs under ``prefix`` merged with the staged ones, in key order."""
@@ -39,8 +75,58 @@ class Batch:
             if merged[key] is not None:
                 yield key, merged[key]  # type: ignore[misc]
 
+    # --- savepoints ------------------------------------------------------------------------
+
+    def savepoint(self) -> None:
+        """Start journaling: :meth:`rollback` undoes every change made from here on."""
+        self._journal = []
+
+    def release(self) -> None:
+        """Keep the changes made since the savepoint."""
+        self._journal = None
+
+    def rollback(self) -> None:
+        """Undo every change made since the savepoint (a step raised while folding one input)."""
+        journal, self._journal = self._journal or [], None
+        for entry in reversed(journal):
+            if len(entry) == 3:
+                self._undo_job(entry[0], entry[1])
+            else:
+                self._undo(entry[0], entry[1])
+
+    def _undo(self, key: bytes, old: Any) -> None:
+        if old is _ABSENT:
+            self.changes.pop(key, None)
+            value = self.store.get(key)
+        else:
+            self.changes[key] = value = old
+        if self.watch is not None and key[:2] in self.watched:
+            self.watch(key, value)
+
+    def _undo_job(self, job_id: str, old: Any) -> None:
+        if old is _ABSENT:
+            self.jobs.pop(job_id, None)
+        else:
+            self.jobs[job_id] = old
+
+    # --- committing ------------------------------------------------------------------------
+
+    def __bool__(self) -> bool:
+        return bool(self.changes) or bool(self.jobs) or self.last_offset >= 0
+
     def commit(self) -> None:
-        """Write the staged changes and the last applied offset in one WriteBatch."""
+        """Write the staged changes and the last applied offset in one WriteBatch; start afresh."""
         if self.last_offset >= 0:
+            for job_id, job in self.jobs.items():
+                self.changes[job_key(job_id)] = encode_job(job)
             self.store.commit(self.changes, self.last_offset)
+            for job_id, job in self.jobs.items():
+                remember(self.job_cache, job_id, job)
+        self.clear()
+
+    def clear(self) -> None:
+        """Drop everything staged (the transaction that carried it aborted)."""
         self.changes = {}
+        self.jobs = {}
+        self.last_offset = -1
+        self._journal = None

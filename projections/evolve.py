@@ -1,8 +1,15 @@
-"""The fold: one event read back from the log becomes changes to the partition's views.
+"""The fold: one event becomes changes to the partition's views.
 
-Fencing rule: an event counts only if its epoch equals the epoch of the newest
-``OwnershipClaimed`` before it in the log. Anything else was written by a zombie (or
-by nobody who owned the partition) and is recorded in history as fenced, changing nothing.
+Two halves. :func:`fold_state` changes the state (jobs, indexes, counters, breakers,
+schedules, the newest claim) and needs no log position, so the owner folds its own events
+when it decides them. :func:`record_position` writes what names the event's offset (its
+history entry, a quarantine entry, a claim's offset, the applied offset) once the offset
+is known. :func:`fold` is both in order: what a restore and a rebuild do with every record.
+
+Fencing (``engine.domain.fence``): an event counts only if its epoch equals the epoch of
+the newest valid ``OwnershipClaimed`` before it in the log. Anything else was written by a
+zombie (or by nobody who owned the partition) and is recorded in history as fenced,
+changing nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.contract import messages as m
+from engine.domain import fence
 from engine.domain.jobs import JobView, evolve
 from engine.errors import InvalidTransitionError
 from projections.batch import Batch
@@ -21,6 +29,8 @@ from projections.views.jobs import read_job, write_job
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
+POISON = "poison"
+"""The verdict on an event whose fold raised: its changes were undone, only its position is recorded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,60 +42,86 @@ class Folded:
     after: JobView | None = None
 
 
+FENCED_FOLD = Folded(FENCED)
+APPLIED_FOLD = Folded(APPLIED)
+
+
 def current_epoch(reader: Batch) -> int:
     """The epoch of the newest ownership claim folded so far (0 before any)."""
     raw = reader.get(k.EPOCH)
     return int(raw) if raw is not None else 0
 
 
-Known = tuple[JobView | None, JobView | None]
-"""A job before and after an event, as its writer computed them when it decided (see _job_event)."""
+def fold(batch: Batch, event: m.Event, offset: int) -> Folded:
+    """Apply ``event`` (at ``offset`` in the events partition) to ``batch``, state and position."""
+    folded = fold_state(batch, event)
+    record_position(batch, event, folded.status, offset)
+    return folded
 
 
-def fold(batch: Batch, event: m.Event, offset: int, known: Known | None = None) -> Folded:
-    """Apply ``event`` (at ``offset`` in the events partition) to ``batch``."""
-    batch.last_offset = offset
-    if isinstance(event.body, m.OwnershipClaimed):
-        return _claim(batch, event, offset)
-    if event.epoch != current_epoch(batch):
-        result = Folded(FENCED)
-    elif isinstance(event.body, m.CommandQuarantined):
-        batch.put(k.QUARANTINE + k.num(offset), event.body.error.encode())
-        result = Folded(APPLIED)
-    elif fold_breaker(batch, event):
-        result = Folded(APPLIED)
-    elif fold_schedule(batch, event):
-        result = Folded(APPLIED)
+def fold_guarded(batch: Batch, event: m.Event, offset: int) -> Folded:
+    """:func:`fold`, but an event whose fold raises is set aside: its changes undone, verdict ``poison``."""
+    batch.savepoint()
+    try:
+        folded = fold_state(batch, event)
+    except Exception:  # noqa: BLE001 - one bad record must not stop a restore; the verdict records it
+        batch.rollback()
+        folded = Folded(POISON)
     else:
-        result = _job_event(batch, event, known)
+        batch.release()
+    record_position(batch, event, folded.status, offset)
+    return folded
+
+
+def fold_state(batch: Batch, event: m.Event) -> Folded:
+    """Apply what ``event`` changes in the views (no log position needed)."""
+    body = event.body
+    if isinstance(body, m.OwnershipClaimed):
+        return _claim(batch, event)
+    if not fence.counts(event.epoch, current_epoch(batch)):
+        return FENCED_FOLD
+    if isinstance(body, m.CommandQuarantined):
+        return APPLIED_FOLD
+    if fold_breaker(batch, event) or fold_schedule(batch, event):
+        return APPLIED_FOLD
+    return _job_event(batch, event)
+
+
+def record_position(batch: Batch, event: m.Event, status: str, offset: int) -> None:
+    """Write what names the event's offset: history, quarantine, claim; and the applied offset."""
+    batch.last_offset = offset
+    body = event.body
+    if status == APPLIED:
+        if isinstance(body, m.OwnershipClaimed):
+            batch.put(k.CLAIMS + k.num(event.epoch), event.owner.encode() + b"\x00%d" % offset)
+        elif isinstance(body, m.CommandQuarantined):
+            batch.put(k.QUARANTINE + k.num(offset), body.error.encode())
     if event.job_id:
-        batch.put(k.history_key(event.job_id, offset), result.status.encode())
-    return result
+        batch.put(k.history_key(event.job_id, offset), status.encode())
 
 
-def _claim(batch: Batch, event: m.Event, offset: int) -> Folded:
-    if event.epoch <= current_epoch(batch):
-        return Folded(FENCED)
+def _claim(batch: Batch, event: m.Event) -> Folded:
+    if not fence.claim_counts(event.epoch, current_epoch(batch)):
+        return FENCED_FOLD
     batch.put(k.EPOCH, b"%d" % event.epoch)
     batch.put(k.OWNER, event.owner.encode())
-    batch.put(k.CLAIMS + k.num(event.epoch), event.owner.encode() + b"\x00%d" % offset)
-    return Folded(APPLIED)
+    return APPLIED_FOLD
 
 
-def _job_event(batch: Batch, event: m.Event, known: Known | None) -> Folded:
+def _job_event(batch: Batch, event: m.Event) -> Folded:
     if not event.job_id:
         return Folded(IGNORED)
     before = read_job(batch, event.job_id)
-    if known is not None and known[0] is before:  # the very record the writer evolved: same result
-        after = known[1]
-    else:
-        try:
-            after = evolve(before, event)
-        except InvalidTransitionError:
-            return Folded(IGNORED, before, before)
+    try:
+        after = evolve(before, event)
+    except InvalidTransitionError:
+        return Folded(IGNORED, before, before)
     if after is not before:
         for key, value in index_changes(before, after).items():
-            batch.changes[key] = value
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
         write_job(batch, after)  # type: ignore[arg-type]
         track_depths(batch, before, after)
         if isinstance(event.body, m.JobStarted):

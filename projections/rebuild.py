@@ -1,4 +1,8 @@
-"""Replay a partition's events from offset 0 into a fresh store, and compare it with the live one."""
+"""Replay a partition's events from offset 0 into a fresh store, and compare it with the live one.
+
+The log is read through a :class:`LogReader` (the runtime's Kafka adapter implements it),
+and folded by the same :class:`~projections.restore.Restorer` a live owner restores with.
+"""
 
 from __future__ import annotations
 
@@ -7,18 +11,24 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from engine.config import Settings
-from engine.contract.codec import decode_event_at
-from engine.errors import DecodeError
-from engine.runtime import kafka
-from engine.runtime.joblog import scan_partition
-from projections.batch import Batch
-from projections.evolve import fold
+from projections.restore import Restorer
 from projections.store import ProjectionStore, open_store, store_path
 
 Progress = Callable[[int, int, int], None]  # (partition, offset reached, end offset)
-COMMIT_EVERY = 5000
+PROGRESS_EVERY = 5000
+
+
+class LogReader(Protocol):
+    """Reads committed records of one topic partition: the role the Kafka adapter plays."""
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The offset after the last record now."""
+
+    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)``, in order."""
 
 
 @dataclass
@@ -38,39 +48,33 @@ class Verification:
         return not (self.only_live or self.only_rebuilt or self.different)
 
 
-def rebuild_into(settings: Settings, partition: int, path: Path, stop: int | None = None,
+def rebuild_into(log: LogReader, topic: str, partition: int, path: Path, stop: int | None = None,
                  progress: Progress | None = None) -> ProjectionStore:
-    """Fold events[partition] from offset 0 (up to ``stop``, exclusive) into a new store at ``path``."""
+    """Fold ``topic[partition]`` from offset 0 (up to ``stop``, exclusive) into a new store at ``path``."""
     shutil.rmtree(path, ignore_errors=True)
     store = open_store(path)
-    consumer = kafka.events_reader(settings, "rebuild")
-    try:
-        end = stop if stop is not None else kafka.end_offsets(consumer, settings.events_topic, [partition])[partition]
-        batch = Batch(store)
-        for n, (offset, _, value) in enumerate(scan_partition(consumer, settings.events_topic, partition, 0, end)):
-            _fold_raw(batch, settings.events_topic, partition, offset, value)
-            if n % COMMIT_EVERY == COMMIT_EVERY - 1:
-                batch.commit()
-                progress and progress(partition, offset + 1, end)
-        batch.commit()
-        progress and progress(partition, end, end)
-    finally:
-        consumer.close()
+    end = stop if stop is not None else log.end_offset(topic, partition)
+    restorer = Restorer(store, topic, partition)
+    restorer.feed(_reporting(log.records(topic, partition, 0, end), partition, end, progress))
+    restorer.finish()
+    if progress:
+        progress(partition, end, end)
     return store
 
 
-def _fold_raw(batch: Batch, topic: str, partition: int, offset: int, value: bytes) -> None:
-    try:
-        fold(batch, decode_event_at(value, topic, partition, offset), offset)
-    except DecodeError:
-        batch.last_offset = offset
+def _reporting(records: Iterator[tuple[int, bytes | None]], partition: int, end: int,
+               progress: Progress | None) -> Iterator[tuple[int, bytes | None]]:
+    for n, (offset, value) in enumerate(records, 1):
+        yield offset, value
+        if progress and n % PROGRESS_EVERY == 0:
+            progress(partition, offset + 1, end)
 
 
-def rebuild_live(settings: Settings, partition: int, progress: Progress | None = None) -> int:
+def rebuild_live(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
     """Replace the live store of ``partition`` by a rebuild; returns its applied offset."""
     live = store_path(settings.state_dir, settings.namespace, partition)
     staging = live.with_name(live.name + ".rebuild")
-    store = rebuild_into(settings, partition, staging, progress=progress)
+    store = rebuild_into(log, settings.events_topic, partition, staging, progress=progress)
     applied = store.applied_offset()
     store.close()
     shutil.rmtree(live, ignore_errors=True)
@@ -78,13 +82,13 @@ def rebuild_live(settings: Settings, partition: int, progress: Progress | None =
     return applied
 
 
-def verify(settings: Settings, partition: int, progress: Progress | None = None) -> Verification:
+def verify(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> Verification:
     """Rebuild ``partition`` up to the live store's applied offset and compare them key by key."""
     live = ProjectionStore(store_path(settings.state_dir, settings.namespace, partition), read_only=True)
     try:
         applied = live.applied_offset()
         with tempfile.TemporaryDirectory(prefix="epochq-verify-") as tmp:
-            rebuilt = rebuild_into(settings, partition, Path(tmp) / "store", applied + 1, progress)
+            rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress)
             try:
                 return compare(partition, applied, live.items(), rebuilt.items())
             finally:

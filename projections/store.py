@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions,
@@ -59,8 +59,7 @@ class ProjectionStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._db = Rdict(str(self.path), _options(), access_type=access)
-        self.job_cache: dict = {}  # job id -> decoded JobView; the fold is the only writer
-        self.watchers: list[Callable[[dict[bytes, bytes | None]], None]] = []  # told of every commit
+        self.job_cache: dict = {}  # job id -> decoded JobView, as committed; the fold is the only writer
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
@@ -92,8 +91,6 @@ class ProjectionStore:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
         self._db.write(batch)
-        for watcher in self.watchers:
-            watcher(changes)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key-value pair, in key order (for verify)."""

@@ -6,6 +6,8 @@ import argparse
 import sys
 
 from engine.cli.common import add_connection_flags, settings_from
+from engine.config import Settings
+from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
 from projections.rebuild import rebuild_live, verify
 
@@ -36,14 +38,21 @@ def _progress(partition: int, reached: int, end: int) -> None:
 def _rebuild(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     partitions = [args.partition] if not args.all else list(range(partition_count(settings)))
-    if not args.verify:
-        for p in partitions:
-            applied = rebuild_live(settings, p, _progress)
-            print(f"partition {p}: rebuilt up to offset {applied}")
-        return 0
+    with KafkaLog(settings) as log:
+        return _verify(log, settings, partitions) if args.verify else _replace(log, settings, partitions)
+
+
+def _replace(log: KafkaLog, settings: Settings, partitions: list[int]) -> int:
+    for p in partitions:
+        applied = rebuild_live(log, settings, p, _progress)
+        print(f"partition {p}: rebuilt up to offset {applied}")
+    return 0
+
+
+def _verify(log: KafkaLog, settings: Settings, partitions: list[int]) -> int:
     failures = 0
     for p in partitions:
-        result = verify(settings, p, _progress)
+        result = verify(log, settings, p, _progress)
         verdict = "match" if result.matches else "DIFFER"
         print(f"partition {p}: {verdict} ({result.keys_compared} keys, applied offset {result.applied_offset})")
         for label, keys in (("only live", result.only_live), ("only rebuilt", result.only_rebuilt),

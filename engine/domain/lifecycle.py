@@ -60,6 +60,9 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.RUNNING, T.REQUEUE): S.QUEUED,
     (S.FAILED, T.RETRY): S.RETRYING,
     (S.FAILED, T.DEAD_LETTER): S.DEAD,
+    (S.SCHEDULED, T.DEAD_LETTER): S.DEAD,  # set aside: the engine could not act on it (a poison record)
+    (S.QUEUED, T.DEAD_LETTER): S.DEAD,
+    (S.RETRYING, T.DEAD_LETTER): S.DEAD,
     (S.PENDING, T.CANCEL): S.CANCELLED,
     (S.SCHEDULED, T.CANCEL): S.CANCELLED,
     (S.QUEUED, T.CANCEL): S.CANCELLED,

@@ -38,7 +38,19 @@ class JobContext:
     partition: int
     idempotency_key: str | None
     deadline: float
-    logger: logging.LoggerAdapter = field(repr=False, compare=False)  # type: ignore[type-arg]
+    _logger: logging.LoggerAdapter | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
+
+    @property
+    def logger(self) -> logging.LoggerAdapter:  # type: ignore[type-arg]
+        """A logger naming this attempt in every line, built on first use (most handlers never log)."""
+        if self._logger is None:
+            extra = {
+                "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
+                "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
+            }
+            object.__setattr__(self, "_logger",
+                               JobLoggerAdapter(logging.getLogger(LOGGER_PREFIX + self.task_type), extra))
+        return self._logger  # type: ignore[return-value]
 
     @classmethod
     def create(
@@ -53,13 +65,8 @@ class JobContext:
         idempotency_key: str | None,
         deadline: float,
     ) -> JobContext:
-        """A context with its job-naming logger, from ``epochq.handler.<task_type>``."""
-        extra = {
-            "job_id": job_id, "tenant": tenant, "task_type": task_type,
-            "attempt": attempt, "epoch": epoch, "partition": partition,
-        }
-        logger = JobLoggerAdapter(logging.getLogger(LOGGER_PREFIX + task_type), extra)
-        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline, logger)
+        """A context whose logger comes from ``epochq.handler.<task_type>``."""
+        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline)
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0.0 once it has passed)."""

@@ -5,6 +5,7 @@ It only runs handlers and reports outcomes; the partition owner turns them into 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import multiprocessing
@@ -28,6 +29,7 @@ from engine.app import App, TaskSpec, is_class_handler
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
+from engine.runtime.aio import AsyncRunner
 from engine.runtime.context import JobContext
 from engine.runtime.lanethreads import LaneThreads
 from engine.runtime.payloads import encode_result, load_payload
@@ -171,6 +173,30 @@ def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) 
         ctx.logger.exception("after_execute raised; the outcome (%s) stands", outcome.kind)
 
 
+async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: JobContext,
+                            payload: Payload) -> Outcome:
+    """:func:`run_attempt` for an ``async def`` handler (or ``execute``), on the engine's event loop."""
+    started = time.perf_counter_ns()
+    try:
+        value = _validated(handler, model, ctx.task_type, payload)
+    except Exception as e:
+        return Outcome.from_exception(e, _since(started))
+    try:
+        if is_class_handler(handler):
+            hook = getattr(handler, "before_execute", None)
+            if hook is not None:
+                hook(ctx, value)
+            returned = await handler.execute(ctx, value)
+        else:
+            returned = await handler(ctx, value)
+        outcome = Outcome.succeeded(encode_result(returned), _since(started))
+    except Exception as e:
+        outcome = Outcome.from_exception(e, _since(started))
+    if is_class_handler(handler):
+        _after_execute(handler, ctx, value, outcome)
+    return outcome
+
+
 def _run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
     """The child's side of a process-pool attempt: the same call order, a picklable outcome.
 
@@ -202,16 +228,20 @@ class Executor:
     the spare half standing in for stuck handlers; beyond that the lane's free slots shrink.
     """
 
-    def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None) -> None:
+    def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None,
+                 report: Callable[[tuple[int, Outcome, float]], None] | None = None) -> None:
         self._app = app
         self._slots = _check_slots(lane_slots)
         self._pools = {lane: LaneThreads(f"epochq-{lane.lower()}", 2 * n)
                        for lane, n in self._slots.items() if n > 0}
         self._process_workers = process_workers
         self._process: ProcessPoolExecutor | None = None
+        self._aio: AsyncRunner | None = None
         self._lock = threading.RLock()
         self._results: queue.SimpleQueue[tuple[int, Outcome, float]] = queue.SimpleQueue()
+        self._report = report or self._results.put  # where finished attempts go: the engine's inbox
         self._running: dict[int, _Running] = {}
+        self._deadlines: list[tuple[float, int]] = []  # (deadline, token), a heap; finished tokens left lazily
         self._stuck: dict[int, Lane] = {}  # timed out, handler still running
         self._running_in: Counter[Lane] = Counter()  # per lane: len(_running), len(_stuck) kept as counts
         self._stuck_in: Counter[Lane] = Counter()
@@ -253,11 +283,20 @@ class Executor:
         deadline = min(request.deadline, now + spec.timeout)
         token = next(self._tokens)
         self._running[token] = _Running(request, deadline, deadline - now, time.perf_counter_ns())
+        heapq.heappush(self._deadlines, (deadline, token))
         self._running_in[request.lane] += 1
-        ctx = JobContext.create(job_id=request.job_id, tenant=request.tenant, task_type=request.task_type,
-                                attempt=request.attempt, epoch=request.epoch, partition=request.partition,
-                                idempotency_key=request.idempotency_key, deadline=deadline)
-        self._pools[request.lane].submit(self._work, token, spec, ctx, request.payload)
+        ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
+                         request.partition, request.idempotency_key, deadline)
+        if spec.is_async:
+            self._event_loop().submit(token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload),
+                                      self._report, lambda e: Outcome.from_exception(e, 0))
+        else:
+            self._pools[request.lane].submit(self._work, token, spec, ctx, request.payload)
+
+    def _event_loop(self) -> AsyncRunner:
+        if self._aio is None:
+            self._aio = AsyncRunner()
+        return self._aio
 
     def _work(self, token: int, spec: TaskSpec, ctx: JobContext, payload: Payload) -> None:
         """A lane thread's job: run the attempt, put its outcome on the results queue."""
@@ -266,7 +305,7 @@ class Executor:
             outcome = self._attempt(spec, ctx, payload)
         except BaseException as e:  # never lose a result: the slot would be held until the deadline
             outcome = Outcome.from_exception(e, _since(started))
-        self._results.put((token, outcome, time.time()))
+        self._report((token, outcome, time.time()))
 
     def _attempt(self, spec: TaskSpec, ctx: JobContext, payload: Payload) -> Outcome:
         if spec.executor == "thread":
@@ -303,9 +342,9 @@ class Executor:
                 item = self._results.get_nowait()
             except queue.Empty:
                 break
-            settled = self._settle(*item)
+            settled = self.settle(item)
             out += [settled] if settled else []
-        return out + self._expire(limit - len(out))
+        return out + self.expire(limit - len(out))
 
     def wait_results(self, timeout: float) -> list[RunResult]:
         """Results, blocking up to ``timeout`` seconds for at least one."""
@@ -316,17 +355,27 @@ class Executor:
                 item = self._results.get(timeout=min(left, self._until_next_deadline(), 60.0))
             except queue.Empty:
                 item = None
-            settled = self._settle(*item) if item else None
+            settled = self.settle(item) if item else None
             out = ([settled] if settled else []) + self.poll_results()
         return out
 
     def _until_next_deadline(self) -> float:
-        with self._lock:
-            soonest = min((r.deadline for r in self._running.values()), default=float("inf"))
-        return max(0.0, soonest - time.time()) + 0.001
+        return max(0.0, self.next_deadline() - time.time()) + 0.001
 
-    def _settle(self, token: int, outcome: Outcome, finished_at: float) -> RunResult | None:
-        """The result for a finished attempt; ``None`` when it had already timed out."""
+    def next_deadline(self) -> float:
+        """The soonest deadline of a running attempt (wall-clock seconds; infinity when none runs)."""
+        with self._lock:
+            heap = self._deadlines
+            while heap and heap[0][1] not in self._running:
+                heapq.heappop(heap)
+            return heap[0][0] if heap else float("inf")
+
+    def settle(self, item: tuple[int, Outcome, float]) -> RunResult | None:
+        """The result for a finished attempt (what went to ``report``); ``None`` when it had already timed out.
+
+        Settling frees the attempt's slot: the engine settles a result as soon as it wakes for it.
+        """
+        token, outcome, finished_at = item
         with self._lock:
             entry = self._running.pop(token, None)
             if entry is None:
@@ -340,10 +389,15 @@ class Executor:
             outcome = Outcome.timed_out(entry.allowed_s, outcome.duration_us)
         return RunResult(entry.request, outcome)
 
-    def _expire(self, room: int) -> list[RunResult]:
+    def expire(self, room: int = sys.maxsize) -> list[RunResult]:
+        """Time out up to ``room`` attempts past their deadline (each reported once)."""
         now = time.time()
         with self._lock:
-            late = [token for token, r in self._running.items() if r.deadline <= now][:room]
+            late, heap = [], self._deadlines
+            while heap and heap[0][0] <= now and len(late) < room:
+                _, token = heapq.heappop(heap)
+                if token in self._running:
+                    late.append(token)
             return [self._time_out(token) for token in late]
 
     def _time_out(self, token: int) -> RunResult:
@@ -353,6 +407,8 @@ class Executor:
         self._stuck_in[request.lane] += 1
         log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
                     request.task_type, request.attempt, entry.allowed_s)
+        if self._aio is not None:
+            self._aio.cancel(token)
         return RunResult(request, Outcome.timed_out(entry.allowed_s, _since(entry.started_ns)))
 
     def in_flight(self, partition: int | None = None) -> int:
@@ -387,6 +443,8 @@ class Executor:
     def _stop_pools(self) -> None:
         for pool in self._pools.values():
             pool.shutdown()
+        if self._aio is not None:
+            self._aio.shutdown()
         with self._lock:
             process, self._process = self._process, None
             busy = bool(self._running or self._stuck)

@@ -13,7 +13,9 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
 from engine.errors import DecodeError
+from engine.domain import fence
 from engine.runtime import kafka
+from engine.runtime.kafka import scan_partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,31 +32,6 @@ def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
     topic = settings.events_topic
     count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
     return partition_for(job_id, count)
-
-
-def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 0,
-                   stop: int | None = None, idle_s: float = 1.0) -> Iterator[tuple[int, bytes | None, bytes]]:
-    """(offset, key, value) of every committed record from ``start`` up to the end as it was."""
-    end = stop if stop is not None else kafka.end_offsets(consumer, topic, [partition])[partition]
-    if start >= end:
-        return
-    consumer.assign([TopicPartition(topic, partition, start)])
-    last_seen = time.monotonic()
-    try:
-        while time.monotonic() - last_seen < idle_s:
-            batch = consumer.consume(2000, 0.2)
-            for msg in batch:
-                if msg.error():
-                    continue
-                last_seen = time.monotonic()
-                yield msg.offset(), msg.key(), msg.value()
-                if msg.offset() + 1 >= end:
-                    return
-            position = consumer.position([TopicPartition(topic, partition)])[0].offset
-            if position >= end:
-                return
-    finally:
-        consumer.unassign()
 
 
 def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEvent]:
@@ -86,12 +63,13 @@ def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
     claim = 0
     for offset, event in events:
         if isinstance(event.body, m.OwnershipClaimed):
-            claim = max(claim, event.epoch)
+            if fence.claim_counts(event.epoch, claim):
+                claim = event.epoch
             continue
         if claim == 0 and mid_log:
             claim = event.epoch
         if job_id is None or event.job_id == job_id:
-            yield LoggedEvent(offset, event, event.epoch != claim)
+            yield LoggedEvent(offset, event, not fence.counts(event.epoch, claim))
 
 
 def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:

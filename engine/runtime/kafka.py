@@ -1,32 +1,35 @@
-"""The Kafka adapter: client configs, and librdkafka errors translated where they enter.
+"""The Kafka adapter: client configs, and every librdkafka error translated where it enters.
 
-Only this module and the engine loop build confluent-kafka clients. A fenced producer
-becomes ``FencedError``; an abortable transaction error becomes ``TransactionAborted``.
+Only this module builds confluent-kafka clients. Every call that can fail goes through
+:func:`call` or :func:`produce`, which turn a ``KafkaException`` into the error tree of
+``engine.errors``: a fenced or fatal producer becomes ``FencedError`` (step down, never
+retry the write), an abortable transaction error ``TransactionAbortedError`` (abort, catch
+up, decide again), anything else ``KafkaUnavailableError`` (retry later).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import FencedError, KafkaUnavailableError
+from engine.errors import FencedError, KafkaUnavailableError, TransactionAbortedError, ValidationError
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TXN_TIMEOUT_S = 30.0
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
 PREFETCH_MESSAGES = 5000
 """What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
 librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
-commands would otherwise hold in the engine's memory; a tick takes at most 1,000 commands."""
+commands would otherwise hold in the engine's memory."""
 
-
-class TransactionAborted(Exception):
-    """A transaction failed in a way that aborting fixes; its writes never became visible."""
+TransactionAborted = TransactionAbortedError  # the name the engine's steps catch
 
 
 def default_owner_id() -> str:
@@ -46,10 +49,10 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
         "transactional.id": transactional_id(settings, partition),
         "enable.idempotence": True,
         "acks": "all",
-        "linger.ms": 2,
+        "linger.ms": 1,
         "compression.type": "lz4",
         "transaction.timeout.ms": 60000,
-        "message.max.bytes": 8 * 1024 * 1024,
+        "message.max.bytes": MAX_MESSAGE_BYTES,
     })
     call(producer.init_transactions, TXN_TIMEOUT_S)
     return producer
@@ -67,14 +70,14 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
         "max.poll.interval.ms": 120000,
         "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 20,
+        "fetch.wait.max.ms": 10,
         "queued.max.messages.kbytes": PREFETCH_KB,
         "queued.min.messages": PREFETCH_MESSAGES,
     })
 
 
 def events_reader(settings: Settings, name: str) -> Consumer:
-    """A consumer that reads events back (read_committed) by explicit assignment, never committing."""
+    """A consumer that reads events (read_committed) by explicit assignment, never committing."""
     return Consumer({
         "bootstrap.servers": settings.require_bootstrap(),
         "group.id": f"{settings.namespace}.reader.{name}",
@@ -98,7 +101,7 @@ def command_producer(settings: Settings) -> Producer:
         "linger.ms": 5,
         "partitioner": "murmur2_random",
         "compression.type": "lz4",
-        "message.max.bytes": 8 * 1024 * 1024,
+        "message.max.bytes": MAX_MESSAGE_BYTES,
     })
 
 
@@ -111,10 +114,12 @@ def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, par
             return
         except BufferError:
             producer.poll(0.05)
+        except KafkaException as e:
+            raise translate(e) from e
 
 
 def call(fn: Any, *args: Any) -> Any:
-    """Run a producer call, translating fencing and abortable errors into typed ones."""
+    """Run a client call, translating its librdkafka error into a typed one."""
     try:
         return fn(*args)
     except KafkaException as e:
@@ -126,10 +131,12 @@ def translate(error: KafkaException) -> Exception:
     err: KafkaError = error.args[0]
     if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
         return FencedError(f"producer fenced: {err.str()}")
-    if err.txn_requires_abort() or err.retriable():
-        return TransactionAborted(err.str())
     if err.fatal():
         return FencedError(f"fatal producer error (treated as fenced): {err.str()}")
+    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return ValidationError(f"record too large for the broker: {err.str()}")
+    if err.txn_requires_abort() or err.retriable():
+        return TransactionAbortedError(err.str())
     return KafkaUnavailableError(err.str())
 
 
@@ -142,3 +149,52 @@ def end_offsets(consumer: Consumer, topic: str, partitions: Iterable[int], timeo
         except KafkaException as e:
             raise KafkaUnavailableError(f"cannot read the end of {topic}[{p}]: {e}") from e
     return out
+
+
+def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 0,
+                   stop: int | None = None, idle_s: float = 1.0) -> Iterator[tuple[int, bytes | None, bytes]]:
+    """(offset, key, value) of every committed record from ``start`` up to the end as it was."""
+    end = stop if stop is not None else end_offsets(consumer, topic, [partition])[partition]
+    if start >= end:
+        return
+    consumer.assign([TopicPartition(topic, partition, start)])
+    last_seen = time.monotonic()
+    try:
+        while time.monotonic() - last_seen < idle_s:
+            for msg in call(consumer.consume, 5000, 0.2):
+                if msg.error():
+                    continue
+                last_seen = time.monotonic()
+                yield msg.offset(), msg.key(), msg.value()
+                if msg.offset() + 1 >= end:
+                    return
+            if call(consumer.position, [TopicPartition(topic, partition)])[0].offset >= end:
+                return
+    finally:
+        consumer.unassign()
+
+
+class KafkaLog:
+    """The log as ``projections.rebuild.LogReader`` sees it: committed records of one partition at a time."""
+
+    def __init__(self, settings: Settings, name: str = "rebuild"):
+        self._consumer = events_reader(settings, name)
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        """The offset after the last record now."""
+        return end_offsets(self._consumer, topic, [partition])[partition]
+
+    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)``."""
+        for offset, _, value in scan_partition(self._consumer, topic, partition, start, stop):
+            yield offset, value
+
+    def close(self) -> None:
+        """Release the consumer."""
+        self._consumer.close()
+
+    def __enter__(self) -> KafkaLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

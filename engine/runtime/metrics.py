@@ -32,6 +32,7 @@ PROCESSING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 NO_LANE = "none"
 UNKNOWN = "unknown"
 JOB_LABELS = ("task_type", "lane")
+POISON_STEPS = ("decide", "result", "timer", "dispatch", "schedule", "requeue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,11 @@ class EngineMetrics:
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
+        self.poison = Counter("epochq_poison_total", "Inputs set aside because a step raised on them (each also "
+                              "recorded as an event: JobRejected, JobDeadLettered or CommandQuarantined)",
+                              ("step",), registry=r)
+        for step in POISON_STEPS:
+            self.poison.labels(step)
         self.timers_hot = Gauge("epochq_timers_hot", "Timers held in memory (the time router's hot set), per "
                                 "owned partition and kind (job, schedule)", ("partition", "kind"), registry=r)
         self.timers_overdue = Counter("epochq_timers_overdue_fired_total",
@@ -227,6 +233,10 @@ class EngineMetrics:
                     self.timers_hot.remove(str(partition), kind)
                 except KeyError:
                     pass
+
+    def poisoned(self, step: str) -> None:
+        """Count one input set aside at ``step`` (decide, result, timer, dispatch, schedule, requeue)."""
+        self.poison.labels(step).inc()
 
     def rebalanced(self) -> None:
         """Count one rebalance callback (partitions assigned, revoked or lost)."""

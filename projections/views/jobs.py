@@ -45,7 +45,10 @@ def decode_job(raw: bytes) -> JobView:
 
 
 def read_job(reader: Any, job_id: str) -> JobView | None:
-    """The job's record through a store or a batch, via the store's cache of decoded records."""
+    """The job's record through a batch (its pending record first) or a store, via the decoded cache."""
+    pending = getattr(reader, "jobs", None)
+    if pending is not None and job_id in pending:
+        return pending[job_id]  # type: ignore[no-any-return]
     cache: dict[str, JobView] = reader.job_cache
     job = cache.get(job_id)
     if job is None:
@@ -57,9 +60,8 @@ def read_job(reader: Any, job_id: str) -> JobView | None:
 
 
 def write_job(batch: Any, job: JobView) -> None:
-    """Stage a job record and keep its decoded form in the cache."""
-    batch.put(job_key(job.job_id), encode_job(job))
-    remember(batch.job_cache, job.job_id, job)
+    """Stage a job record in a batch; it is encoded once, when the batch commits."""
+    batch.put_job(job)
 
 
 def remember(cache: dict[str, JobView], job_id: str, job: JobView) -> JobView:

@@ -5,11 +5,12 @@ a RocksDB iterator per tenant per tick, and stepping over the tombstones that st
 leave behind, cost more CPU than anything else in the loop, so an owner reads them through
 this view instead.
 
-The store stays the truth. A window holds exactly the store's entries of one (lane, tenant)
-queue up to its ``end`` key (all of them once ``complete``): every commit updates it (the
-store calls :meth:`ReadyView.on_commit` after writing), and a window that runs dry reads its
-next entries from the store, starting after ``end``. Backlog counts are loaded once per lane
-and then follow the commits the same way.
+The store plus the owner's pending batch stay the truth. A window holds exactly their entries
+of one (lane, tenant) queue up to its ``end`` key (all of them once ``complete``): the batch
+tells the view of every ready or backlog key it folds (:meth:`ReadyView.follow`), so a job
+queued in this tick can start in this tick; a window that runs dry reads its next entries
+from the store, starting after ``end``. Backlog counts are loaded once per lane and then
+follow the fold the same way. When pending changes are dropped, the owner clears the view.
 """
 
 from __future__ import annotations
@@ -71,18 +72,6 @@ class ReadyView:
             self._read_more(window)
         return window.entries[index] if index < len(window.entries) else None
 
-    def add_pending(self, lane: str, tenant: str, key: bytes, job_id: str) -> None:
-        """A job queued by a decision not yet committed: dispatch may start it in the same transaction.
-
-        Its commit puts the same key (a no-op here); should the transaction abort instead, the
-        owner calls :meth:`clear`. Beyond a window's end it is left to the store, as any entry.
-        """
-        window = self._window(k.ready_tenant_prefix(lane, tenant))
-        if not window.complete and not window.entries:
-            self._read_more(window)
-        if window.covers(key):
-            window.put(key, job_id)
-
     def _window(self, prefix: bytes) -> ReadyWindow:
         window = self.windows.get(prefix)
         if window is None:
@@ -100,30 +89,25 @@ class ReadyView:
                 return
         window.complete = True
 
-    def on_commit(self, changes: Mapping[bytes, bytes | None]) -> None:
-        """Follow a commit of the store: ready entries put or deleted, backlogs changed."""
-        for key, value in changes.items():
-            head = key[:2]
-            if head == k.READY:
-                window = self.windows.get(key[:key.index(b"\x1f") + 1])
-                if window is None or not window.covers(key):
-                    continue
-                if value is None:
-                    window.delete(key)
-                else:
-                    window.put(key, value.decode())
-            elif head == k.BACKLOG:
-                self._backlog(key, value)
-
-    def _backlog(self, key: bytes, value: bytes | None) -> None:
-        lane, tenant = key[len(k.BACKLOG):].decode().split(":", 1)
-        counts = self.backlogs.get(lane)
-        if value is not None:
-            if counts is not None:
+    def follow(self, key: bytes, value: bytes | None) -> None:
+        """Follow one put (``value``) or delete (None) of a ready or backlog key, as it is folded."""
+        if key[:2] == k.READY:
+            window = self._window(key[:key.index(b"\x1f") + 1])
+            if not window.complete and not window.entries:
+                self._read_more(window)  # read what the store has before the pending change lands on it
+            if not window.covers(key):
+                return
+            if value is None:
+                window.delete(key)
+            else:
+                window.put(key, value.decode())
+        elif key[:2] == k.BACKLOG:
+            lane, tenant = key[len(k.BACKLOG):].decode().split(":", 1)
+            counts = self.backlogged(lane)
+            if value is None:
+                counts.pop(tenant, None)  # an emptied queue keeps its (complete, empty) window: no store scan
+            else:
                 counts[tenant] = int(value)
-            return
-        if counts is not None:
-            counts.pop(tenant, None)  # an emptied queue keeps its (complete, empty) window: no store scan
 
     def clear(self) -> None:
         """Forget everything read ahead and pending (read again from the store when next asked)."""

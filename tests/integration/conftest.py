@@ -121,3 +121,12 @@ def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:
     finally:
         consumer.close()
     return out
+
+
+def verify_partition(settings: Settings, partition: int):  # type: ignore[no-untyped-def]
+    """Rebuild ``partition`` from the log and compare it with the live store of ``settings``."""
+    from engine.runtime.kafka import KafkaLog
+    from projections.rebuild import verify
+
+    with KafkaLog(settings) as log:
+        return verify(log, settings, partition)

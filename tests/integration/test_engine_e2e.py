@@ -8,8 +8,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from projections.rebuild import verify
-from tests.integration.conftest import start_engine
+from tests.integration.conftest import start_engine, verify_partition
 
 
 def test_jobs_complete_fail_retry_dead_letter_and_replay(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -42,7 +41,7 @@ def test_jobs_complete_fail_retry_dead_letter_and_replay(settings: Settings, cli
 
     assert engine.stop() == 0
     for p in range(3):
-        result = verify(engine.settings(settings), p)
+        result = verify_partition(engine.settings(settings), p)
         assert result.matches, result
 
 

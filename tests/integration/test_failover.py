@@ -14,8 +14,7 @@ from engine.contract import messages as m
 from engine.contract.codec import encode_event
 from engine.runtime.joblog import job_events
 from projections.query import find_job
-from projections.rebuild import verify
-from tests.integration.conftest import events_by_job, start_engine
+from tests.integration.conftest import events_by_job, start_engine, verify_partition
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -62,7 +61,7 @@ def test_kill_minus_nine_loses_no_job(settings: Settings, client: Client, engine
         assert found is not None and found[1].state.value == "completed"
     assert b.stop() == 0
     for p in range(3):
-        assert verify(survivor, p).matches
+        assert verify_partition(survivor, p).matches
 
 
 def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -99,4 +98,4 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
     found = find_job(b.settings(settings), handle.job_id)
     assert found is not None and found[1].state.value == "completed"
     assert b.stop() == 0
-    assert verify(b.settings(settings), handle.partition).matches
+    assert verify_partition(b.settings(settings), handle.partition).matches

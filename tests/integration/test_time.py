@@ -16,9 +16,8 @@ from engine.config import Settings
 from engine.contract.ids import occurrence_job_id
 from engine.runtime.lateness import percentile
 from projections.query import find_job
-from projections.rebuild import verify
 from projections.schedule_query import due_entry, find_schedule
-from tests.integration.conftest import events_by_job, start_engine
+from tests.integration.conftest import events_by_job, start_engine, verify_partition
 from tests.integration.test_failover import wait_for
 from tests.integration.test_metrics_endpoint import free_port
 
@@ -256,5 +255,5 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     client.close()
     assert engine.stop() == 0
     for p in range(3):  # schedule records, timers and occurrence notes rebuild byte for byte
-        result = verify(state, p)
+        result = verify_partition(state, p)
         assert result.matches, result

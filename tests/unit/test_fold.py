@@ -13,7 +13,7 @@ from engine.domain.decide import (
 )
 from engine.domain.jobs import evolve
 from projections.batch import Batch
-from projections.evolve import FENCED, fold
+from projections.evolve import FENCED, POISON, fold, fold_guarded, fold_state, record_position
 from projections.store import ProjectionStore, open_store
 from projections.views import keys as k
 from projections.views.jobs import read_job
@@ -140,19 +140,50 @@ def test_a_breaker_cool_down_sits_in_the_due_index_while_open(tmp_path: Path) ->
     store.close()
 
 
-def test_a_known_transition_is_used_only_for_the_very_record_it_started_from(tmp_path: Path) -> None:
-    from dataclasses import replace as copy_with
+@settings(max_examples=30, deadline=None)
+@given(STEPS)
+def test_folding_state_when_deciding_then_positions_at_commit_equals_folding_the_log(steps) -> None:  # type: ignore[no-untyped-def]
+    """The owner folds its events' state as it decides and their positions once committed: same bytes."""
+    events = simulate(steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(Path(tmp) / "owner")
+        batch = Batch(store)
+        verdicts = [fold_state(batch, ev).status for ev in events]
+        for offset, (ev, verdict) in enumerate(zip(events, verdicts)):
+            record_position(batch, ev, verdict, offset)
+        batch.commit()
+        owner = dict(store.items())
+        store.close()
+        assert owner == folded(events, Path(tmp) / "log")
 
-    *head, start, finish = simulate([(1, 0), (1, 1), (1, 2), (1, 3)])
+
+def test_a_rollback_undoes_every_change_since_the_savepoint(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    seen: list[tuple[bytes, bytes | None]] = []
+    batch = Batch(store, lambda key, value: seen.append((key, value)), (k.READY,))
+    for offset, ev in enumerate(simulate([(1, 0)])):
+        fold(batch, ev, offset)
+    before_changes, before_jobs = dict(batch.changes), dict(batch.jobs)
+    batch.savepoint()
+    fold_state(batch, event(m.JobStarted(1, 1_000), "job-1"))
+    fold_state(batch, event(m.JobSubmitted("t", m.Payload(b"{}"), 5, "NORMAL", 3), "job-2"))
+    batch.rollback()
+    assert batch.changes == before_changes and batch.jobs == before_jobs
+    ready = [key for key, _ in seen if key.startswith(k.READY)]
+    assert seen[-1] == (ready[0], b"job-1")  # the ready view was told the entry is back
+    store.close()
+
+
+def test_an_event_whose_fold_raises_is_set_aside_with_its_position(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import projections.evolve as fold_module
+
     store = open_store(tmp_path / "s")
     batch = Batch(store)
-    for offset, ev in enumerate(head):
-        fold(batch, ev, offset)
-    before = read_job(batch, "job-1")
-    marked = copy_with(evolve(before, start), dead_reason="from the writer")  # tells the two paths apart
-    fold(batch, start, len(head), (before, marked))
-    assert read_job(batch, "job-1") is marked
-
-    equal_not_same = copy_with(marked)
-    fold(batch, finish, len(head) + 1, (equal_not_same, copy_with(marked, dead_reason="stale")))
-    assert read_job(batch, "job-1") == evolve(marked, finish)
+    fold(batch, claim(1), 0)
+    real = fold_module.track_depths
+    monkeypatch.setattr(fold_module, "track_depths", lambda *a: (_ for _ in ()).throw(ValueError("poison")))
+    bad = fold_guarded(batch, event(m.JobSubmitted("t", m.Payload(b"{}"), 5, "NORMAL", 3), "job-1"), 1)
+    monkeypatch.setattr(fold_module, "track_depths", real)
+    assert bad.status == POISON and read_job(batch, "job-1") is None
+    assert batch.get(k.history_key("job-1", 1)) == POISON.encode() and batch.last_offset == 1
+    store.close()

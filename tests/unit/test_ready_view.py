@@ -19,9 +19,14 @@ def _queue_in_store(store: ProjectionStore, tenant: str) -> list[tuple[bytes, st
     return [(key, job_id.decode()) for key, job_id in store.scan(k.ready_tenant_prefix(LANE, tenant))]
 
 
-def _commit(store: ProjectionStore, key: bytes, job_id: str, offset: int) -> None:
+def _following(store: ProjectionStore, view: ReadyView) -> Batch:
+    """A batch that tells the view of every ready or backlog key it stages, as an owner's does."""
+    return Batch(store, view.follow, (k.READY, k.BACKLOG))
+
+
+def _commit(store: ProjectionStore, view: ReadyView, key: bytes, job_id: str, offset: int) -> None:
     """Commit one ready entry, as the fold does when a job is queued."""
-    batch = Batch(store)
+    batch = _following(store, view)
     batch.put(key, job_id.encode())
     batch.last_offset = offset
     batch.commit()
@@ -39,12 +44,11 @@ def test_view_follows_random_puts_and_deletes_across_window_refills(tmp_path: Pa
     monkeypatch.setattr(ready, "WINDOW", 4)  # small windows, so refills and window ends are exercised
     store = ProjectionStore(tmp_path / "p")
     view = ReadyView(store)
-    store.watchers.append(view.on_commit)
     rng = random.Random(7)
     live: dict[str, dict[bytes, str]] = {"a": {}, "b": {}}
     offset = 0
     for step in range(400):
-        batch = Batch(store)
+        batch = _following(store, view)
         for _ in range(rng.randint(1, 5)):
             tenant = rng.choice(["a", "b"])
             queue = live[tenant]
@@ -78,12 +82,11 @@ def test_an_entry_ahead_of_the_window_head_is_seen_at_once(tmp_path: Path) -> No
     """A higher-priority job queued after the window was read goes to its front."""
     store = ProjectionStore(tmp_path / "p")
     view = ReadyView(store)
-    store.watchers.append(view.on_commit)
     low = k.ready_key(LANE, "t", 0, 10, 1, "low")
-    _commit(store, low, "low", 0)
+    _commit(store, view, low, "low", 0)
     assert view.entry(LANE, "t", 0) == (low, "low")
     high = k.ready_key(LANE, "t", 9, 20, 2, "high")
-    _commit(store, high, "high", 1)
+    _commit(store, view, high, "high", 1)
     assert view.entry(LANE, "t", 0) == (high, "high")
     assert view.entry(LANE, "t", 1) == (low, "low")
     assert view.entry(LANE, "t", 2) is None
@@ -93,13 +96,13 @@ def test_an_entry_ahead_of_the_window_head_is_seen_at_once(tmp_path: Path) -> No
 def test_a_pending_entry_is_a_head_until_cleared_and_its_commit_changes_nothing(tmp_path: Path) -> None:
     store = ProjectionStore(tmp_path / "p")
     view = ReadyView(store)
-    store.watchers.append(view.on_commit)
     key = k.ready_key(LANE, "t", 5, 10, 1, "j1")
-    view.add_pending(LANE, "t", key, "j1")
+    batch = _following(store, view)
+    batch.put(key, b"j1")  # queued by a decision of this tick: dispatch may start it in the same tick
     assert view.entry(LANE, "t", 0) == (key, "j1")
+    batch.clear()
     view.clear()  # the transaction that queued it aborted
     assert view.entry(LANE, "t", 0) is None
-    view.add_pending(LANE, "t", key, "j1")
-    _commit(store, key, "j1", 0)  # it was written and read back
+    _commit(store, view, key, "j1", 0)
     assert _queue_in_view(view, "t") == [(key, "j1")] == _queue_in_store(store, "t")
     store.close()

@@ -22,9 +22,10 @@ from engine.domain.schedules import (
 )
 from engine.domain.timerouter import SECOND, Windows
 from engine.runtime.lateness import percentile, summarize
-from engine.runtime.owner import Outbox
-from engine.runtime.schedules import FIRST_PING_US, ScheduleDesk
-from engine.runtime.timers import PartitionTimers, Timeline, scan_due
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.partition import Staged
+from engine.runtime.loop.schedules import FIRST_PING_US, ScheduleDesk
+from engine.runtime.loop.timers import PartitionTimers, Timeline, scan_due
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, fold
 from projections.store import ProjectionStore, open_store
@@ -381,7 +382,7 @@ def test_the_overdue_sweep_streams_in_batches_and_resumes_where_it_stopped(store
 
 
 def fake_owner(store: ProjectionStore, epoch: int = 1) -> Any:
-    return SimpleNamespace(store=store, epoch=epoch, outbox=Outbox(), partition=0)
+    return SimpleNamespace(store=store, batch=Batch(store), epoch=epoch, staged=Staged(), number=0)
 
 
 def job(state: JobState, due: int | None = None, job_id: str = "job-1") -> JobView:
@@ -390,7 +391,7 @@ def job(state: JobState, due: int | None = None, job_id: str = "job-1") -> JobVi
 
 def test_the_hot_set_follows_the_fold(store: ProjectionStore) -> None:
     now = 1_000 * SECOND
-    timers = PartitionTimers(fake_owner(store), Windows())
+    timers = PartitionTimers(fake_owner(store), Windows(), BreakerBoard({}))
     timers.jobs.promote(store, now)
     ev = event(m.JobScheduled(now + 5 * SECOND))
     timers.observe(ev, Folded(APPLIED, job(JobState.PENDING), job(JobState.SCHEDULED, now + 5 * SECOND)))
@@ -411,19 +412,19 @@ def test_an_ended_occurrence_job_reports_to_its_schedule(store: ProjectionStore)
     job_id = occurrence_job_id(SID, NOON_01)
     store.commit({b"o:" + job_id.encode(): __import__("marshal").dumps((SID, NOON_01), 2)}, 0)
     owner = fake_owner(store)
-    desk = ScheduleDesk(owner, PartitionTimers(owner, Windows()).schedules.hot)
+    desk = ScheduleDesk(owner, PartitionTimers(owner, Windows(), BreakerBoard({})).schedules.hot)
     running, done = job(JobState.RUNNING, job_id=job_id), job(JobState.COMPLETED, job_id=job_id)
     desk.observe(event(m.JobStarted(1, NOON_01), job_id), Folded(APPLIED, job(JobState.QUEUED, job_id=job_id), running))
-    assert owner.outbox.commands == []
+    assert owner.staged.commands == []
     desk.observe(event(m.JobSucceeded(1, 10), job_id), Folded(APPLIED, running, done))
-    report = owner.outbox.commands[-1]
+    report = owner.staged.commands[-1]
     assert report.job_id == ENV and report.body == m.ReportOccurrence(SID, NOON_01, job_id, "completed")
     refused = event(m.CommandRefused("SubmitJob", "completed", "a job with this id already exists"), job_id)
     desk.observe(refused, Folded(APPLIED, done, done))  # a ping after the end: report again
-    assert len(owner.outbox.commands) == 2
+    assert len(owner.staged.commands) == 2
     stale = event(m.JobSucceeded(1, 10), job_id, epoch=0)  # an older epoch's write: its owner reported
     desk.observe(stale, Folded(APPLIED, running, done))
-    assert len(owner.outbox.commands) == 2
+    assert len(owner.staged.commands) == 2
 
 
 def test_an_unreported_occurrence_is_pinged_with_backoff(store: ProjectionStore) -> None:
@@ -432,11 +433,11 @@ def test_an_unreported_occurrence_is_pinged_with_backoff(store: ProjectionStore)
     run(ScheduleDue(SID), NOON_01)
     fold_all(store, history(run))
     owner = fake_owner(store)
-    desk = ScheduleDesk(owner, PartitionTimers(owner, Windows()).schedules.hot)
+    desk = ScheduleDesk(owner, PartitionTimers(owner, Windows(), BreakerBoard({})).schedules.hot)
     desk.load(NOON_01)
     assert desk.ping(NOON_01 + FIRST_PING_US - 1) == 0
     assert desk.ping(NOON_01 + FIRST_PING_US) == 1
-    ping = owner.outbox.commands[0]
+    ping = owner.staged.commands[0]
     assert ping.job_id == occurrence_job_id(SID, NOON_01) and ping.command_id.endswith(":ping1")
     assert desk.ping(NOON_01 + FIRST_PING_US + 2 * FIRST_PING_US - 1) == 0  # the delay doubled
     assert desk.ping(NOON_01 + 3 * FIRST_PING_US) == 1

@@ -27,24 +27,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
-from engine.domain.decide import CommandInput, DecideContext, TimerFired
+from engine.domain.decide import DecideContext, Emit, TimerFired
 from engine.domain.lifecycle import JobState
 from engine.domain.schedules import ScheduleDue
 from engine.domain.timerouter import (
-    SECOND, DueRange, HotSet, Windows, overdue_range, overdue_sweep_due, promotion_range, promotion_sweep_due,
+    DueRange, HotSet, Windows, overdue_range, overdue_sweep_due, promotion_range, promotion_sweep_due,
 )
-from engine.runtime.owner import PartitionOwner, now_us
-from engine.runtime.schedules import ScheduleDesk
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.schedules import ScheduleDesk
 from projections.evolve import APPLIED, Folded
 from projections.store import ProjectionStore
 from projections.views import keys as k
 from projections.views.schedules import SCHEDULE_DUE
-
-if TYPE_CHECKING:
-    from engine.runtime.loop import Engine
 
 log = logging.getLogger("epochq.timers")
 
@@ -116,35 +113,47 @@ class Timeline:
 
 
 class PartitionTimers:
-    """The timers of one owned partition under one activation: jobs, schedules, and schedule pings."""
+    """The timers of one partition under one activation: jobs, schedules, breaker cool-downs, pings."""
 
-    def __init__(self, owner: PartitionOwner, windows: Windows,
-                 cooled: Callable[[PartitionOwner, str, DecideContext], None] | None = None):
-        self.owner = owner
+    def __init__(self, partition: Partition, windows: Windows, board: BreakerBoard,
+                 set_aside: SetAside | None = None):
+        self.partition = partition
         self.jobs = Timeline(k.DUE, windows)
         self.schedules = Timeline(SCHEDULE_DUE, windows)
         self.breakers = Timeline(k.BREAKER_DUE, windows)
-        self.desk = ScheduleDesk(owner, self.schedules.hot)
-        self.cooled = cooled or (lambda owner, task_type, ctx: None)  # a breaker's cool-down ended
+        self.desk = ScheduleDesk(partition, self.schedules.hot)
+        self.board = board
+        self.set_aside = set_aside or _log_only
         self.overdue_fired = 0
 
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
-        store, now = self.owner.store, ctx.now
+        store, now = self.partition.store, ctx.now
         promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
             self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)
         self._fire_jobs(self.jobs.hot.pop_due(now, FIRE_BATCH), ctx)
         for sid in self.schedules.overdue(store, now) + self.schedules.hot.pop_due(now, FIRE_BATCH):
-            self.desk.decide(sid, ScheduleDue(sid), ctx)
+            error = self.partition.attempt(self.desk.decide, sid, ScheduleDue(sid), ctx)
+            if error is not None:
+                self.set_aside(self.partition, None, error, ctx, "schedule")
         for task_type in self.breakers.overdue(store, now) + self.breakers.hot.pop_due(now, FIRE_BATCH):
-            self.cooled(self.owner, task_type, ctx)
+            body = self.board.cooled(task_type, now)
+            if body is not None:
+                self.partition.stage(Emit(None, None, body), now)
         self.desk.ping(now)
         self.overdue_fired += overdue
         return promoted, overdue
 
     def _fire_jobs(self, job_ids: list[str], ctx: DecideContext) -> int:
-        return sum(1 for job_id in job_ids if self.owner.decide(job_id, TimerFired(job_id), ctx))
+        fired = 0
+        for job_id in job_ids:
+            before = len(self.partition.staged.events)
+            error = self.partition.attempt(self.partition.decide, job_id, TimerFired(job_id), ctx)
+            if error is not None:
+                self.set_aside(self.partition, job_id, error, ctx, "timer")
+            fired += len(self.partition.staged.events) > before
+        return fired
 
     def observe(self, event: m.Event, folded: Folded) -> None:
         """Keep the hot sets in step with one folded event."""
@@ -162,63 +171,19 @@ class PartitionTimers:
                 self.breakers.hot.remove(body.task_type)
         self.desk.observe(event, folded)
 
+    def next_due(self) -> int | None:
+        """The earliest due time held in memory (µs), or None."""
+        dues = [t for t in (self.jobs.hot.next_due_us(), self.schedules.hot.next_due_us(),
+                            self.breakers.hot.next_due_us(), self.desk.next_ping()) if t is not None]
+        return min(dues) if dues else None
+
     def held(self) -> tuple[int, int]:
         """(job timers, schedule timers) held in memory."""
         return len(self.jobs.hot), len(self.schedules.hot)
 
 
-class Timers:
-    """The time router of one engine instance: a ``PartitionTimers`` per active owner."""
+SetAside = Callable[[Partition, "str | None", BaseException, DecideContext, str], None]
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.partitions: dict[int, PartitionTimers] = {}
 
-    def activate(self, owner: PartitionOwner) -> PartitionTimers:
-        """Fresh timers for an owner that just became active (claimed, or resynced): they sweep at once."""
-        timers = PartitionTimers(owner, self.engine.options.windows, self.engine.work.cool_down_ended)
-        timers.desk.load(now_us())
-        self.partitions[owner.partition] = timers
-        w = self.engine.options.windows
-        log.info("partition %d: time router active (horizon %.0f s, sweep every %.1f s, overdue sweep every %.0f s)",
-                 owner.partition, w.horizon_us / SECOND, w.sweep_interval_us / SECOND,
-                 w.overdue_sweep_interval_us / SECOND)
-        return timers
-
-    def of(self, owner: PartitionOwner) -> PartitionTimers | None:
-        """The timers of this owner's current activation, if it has been activated."""
-        timers = self.partitions.get(owner.partition)
-        return timers if timers is not None and timers.owner is owner else None
-
-    def fire(self) -> None:
-        """One round for every active partition: sweeps when due, then every due timer."""
-        for p in [p for p, t in self.partitions.items() if self.engine.owners.get(p) is not t.owner]:
-            del self.partitions[p]
-            self.engine.metrics.set_timers(p, None)
-        for owner in self.engine.work.active():
-            timers = self.of(owner) or self.activate(owner)
-            promoted, overdue = timers.tick(owner.context(self.engine.base_ctx))
-            if overdue:
-                self.engine.metrics.timers_overdue.inc(overdue)
-                log.info("partition %d: overdue sweep fired %d job(s) the hot set did not hold",
-                         owner.partition, overdue, extra={"partition": owner.partition})
-            if promoted:
-                self._report(owner.partition, timers)
-
-    def _report(self, partition: int, timers: PartitionTimers) -> None:
-        jobs, schedules = timers.held()
-        self.engine.metrics.set_timers(partition, (jobs, schedules))
-        log.debug("partition %d: %d job timer(s) and %d schedule timer(s) in memory, horizon until %s",
-                  partition, jobs, schedules, timers.jobs.promoted_until)
-
-    def observe(self, owner: PartitionOwner, event: m.Event, folded: Folded) -> None:
-        """Feed one folded event to the partition's timers (nothing before the owner is active)."""
-        timers = self.of(owner)
-        if timers is not None:
-            timers.observe(event, folded)
-
-    def on_schedule_command(self, owner: PartitionOwner, command: m.Command, offset: int, ctx: DecideContext) -> None:
-        """Decide a schedule command (its "job" is the schedule) against the partition's schedules."""
-        timers = self.of(owner) or self.activate(owner)
-        sid = getattr(command.body, "schedule_id", "")
-        timers.desk.decide(sid, CommandInput(command, offset), ctx, command.command_id, command.correlation_id)
+def _log_only(partition: Partition, job_id: str | None, error: BaseException, ctx: DecideContext, step: str) -> None:
+    log.error("partition %d: %s step raised for %s: %s", partition.number, step, job_id, error)

@@ -8,8 +8,8 @@ Two partitions take part in every occurrence:
   module's :meth:`ScheduleDesk.report`) sends ``ReportOccurrence`` to the schedule's
   partition, knowing from the ``o:<job_id>`` view that the job is an occurrence.
 
-A report is sent after the final event is read back, so a crash between the two loses it.
-The schedule's owner therefore *pings*: while a fired occurrence has not reported, it
+A report is sent in the same transaction as the final event, and a schedule's owner also
+*pings*: while a fired occurrence has not reported, it
 submits the occurrence's job again after 5 s, 10 s, 20 s … (at most every 10 min). The job
 id is derived, so the copy never runs: the job's owner answers with a ``CommandRefused``
 and, if the job has already ended, repeats its report. The same ping resubmits an
@@ -23,14 +23,14 @@ from __future__ import annotations
 import logging
 
 from engine.contract import messages as m
-from engine.domain.decide import DecideContext, Input, Send
+from engine.domain import fence
+from engine.domain.decide import DecideContext, Input
 from engine.domain.lifecycle import FINAL_STATES
 from engine.domain.schedules import (
-    SCHEDULE_EVENTS, ScheduleContext, ScheduleDue, ScheduleView, decide_schedule, evolve_schedule,
-    occurrence_submit, report_command,
+    SCHEDULE_EVENTS, ScheduleContext, ScheduleDue, ScheduleView, decide_schedule, occurrence_submit, report_command,
 )
 from engine.domain.timerouter import HotSet
-from engine.runtime.owner import PartitionOwner
+from engine.runtime.loop.partition import Partition
 from projections.evolve import APPLIED, Folded
 from projections.views.schedules import all_schedules, read_occurrence, read_schedule
 
@@ -42,27 +42,22 @@ MAX_PING_US = 600 * SECOND
 
 
 class ScheduleDesk:
-    """One partition's schedules as this owner's decisions leave them (overlay over the store), and its pings."""
+    """One partition's schedule timers, reports and pings; the schedules themselves live in its batch and store."""
 
-    def __init__(self, owner: PartitionOwner, hot: HotSet):
-        self.owner = owner
+    def __init__(self, partition: Partition, hot: HotSet):
+        self.partition = partition
         self.hot = hot  # the schedule timers held in memory (``D:`` entries within the horizon)
-        self.views: dict[str, ScheduleView | None] = {}
-        self.pending: dict[str, str] = {}  # event id -> schedule id
-        self.per_schedule: dict[str, int] = {}
         self.pings: dict[str, tuple[int, int, int]] = {}  # schedule id -> (next ping at, delay, pings sent)
 
     def load(self, now: int) -> None:
         """Owe a ping to every schedule the store shows with a run in flight (a new owner knows no more)."""
-        for view in all_schedules(self.owner.store):
+        for view in all_schedules(self.partition.store):
             if view.fired is not None:
                 self.pings[view.schedule_id] = (now + FIRST_PING_US, FIRST_PING_US, 0)
 
     def view(self, schedule_id: str) -> ScheduleView | None:
-        """The schedule with this owner's pending events applied over the store's record."""
-        if schedule_id in self.views:
-            return self.views[schedule_id]
-        return read_schedule(self.owner.store, schedule_id)
+        """The schedule as this partition's decisions leave it (pending batch over store)."""
+        return read_schedule(self.partition.batch, schedule_id)
 
     # --- deciding ------------------------------------------------------------------------
 
@@ -70,45 +65,20 @@ class ScheduleDesk:
                correlation: str | None = None) -> list[m.Event]:
         """Decide for one schedule; stage its events and the commands it sends."""
         sctx = ScheduleContext(ctx.now, ctx.tasks, ctx.max_payload_bytes)
-        staged = []
-        for out in decide_schedule(self.view(schedule_id), given, sctx):  # type: ignore[arg-type]
-            if isinstance(out, Send):
-                self.owner.outbox.commands.append(out.command)
-                continue
-            event = self.owner.stage(out, ctx.now, cause, correlation)
-            if isinstance(event.body, SCHEDULE_EVENTS):
-                self._remember(schedule_id, event)
-            staged.append(event)
-        return staged
+        outs = decide_schedule(self.view(schedule_id), given, sctx)  # type: ignore[arg-type]
+        return self.partition.take(outs, ctx.now, cause, correlation)
 
-    def _remember(self, schedule_id: str, event: m.Event) -> None:
-        self.views[schedule_id] = evolve_schedule(self.view(schedule_id), event)
-        self.pending[event.event_id] = schedule_id
-        self.per_schedule[schedule_id] = self.per_schedule.get(schedule_id, 0) + 1
-
-    # --- reading back --------------------------------------------------------------------
+    # --- following the fold ----------------------------------------------------------------
 
     def observe(self, event: m.Event, folded: Folded) -> None:
-        """A folded event: forget its overlay entry, keep timers and pings in step, report ended occurrences."""
-        self._read_back(event.event_id)
+        """A folded event: keep timers and pings in step, report ended occurrences."""
         if folded.status != APPLIED:
             return
         body = event.body
         if isinstance(body, SCHEDULE_EVENTS):
             self._follow(body, event.occurred_at)
-        elif folded.after is not None and event.epoch == self.owner.epoch:
+        elif folded.after is not None and fence.counts(event.epoch, self.partition.epoch):
             self.report(event, folded)
-
-    def _read_back(self, event_id: str) -> None:
-        schedule_id = self.pending.pop(event_id, None)
-        if schedule_id is None:
-            return
-        left = self.per_schedule[schedule_id] - 1
-        if left:
-            self.per_schedule[schedule_id] = left
-        else:
-            del self.per_schedule[schedule_id]
-            self.views.pop(schedule_id, None)
 
     def _follow(self, body: m.EventBody, at: int) -> None:
         sid: str = body.schedule_id  # type: ignore[union-attr]
@@ -136,10 +106,10 @@ class ScheduleDesk:
         pinged = isinstance(event.body, m.CommandRefused) and event.body.command == "SubmitJob"
         if not (ended or pinged):
             return
-        found = read_occurrence(self.owner.store, job.job_id)
+        found = read_occurrence(self.partition.batch, job.job_id)
         if found is not None:
             sid, occurrence = found
-            self.owner.outbox.commands.append(
+            self.partition.staged.commands.append(
                 report_command(sid, occurrence, job.job_id, job.tenant_id, job.state.value, event.occurred_at))
 
     # --- pings ---------------------------------------------------------------------------
@@ -154,9 +124,13 @@ class ScheduleDesk:
             if view is None or view.fired is None:
                 del self.pings[sid]
                 continue
-            self.owner.outbox.commands.append(occurrence_submit(view, view.fired, now, count + 1))
+            self.partition.staged.commands.append(occurrence_submit(view, view.fired, now, count + 1))
             log.info("schedule %s: occurrence job %s has not reported after %.0f s; pinging it (%d)",
                      sid, view.fired_job_id, (now - (view.fired_at or now)) / SECOND, count + 1)
             self.pings[sid] = (now + min(2 * delay, MAX_PING_US), min(2 * delay, MAX_PING_US), count + 1)
             sent += 1
         return sent
+
+    def next_ping(self) -> int | None:
+        """When the next ping is due (µs), or None."""
+        return min((at for at, _, _ in self.pings.values()), default=None)

@@ -1,0 +1,24 @@
+"""The one fencing rule: which writes count, given the newest ownership claim before them. Pure.
+
+Every owner stamps its epoch on what it writes. An event counts only if its epoch equals
+the epoch of the newest valid ``OwnershipClaimed`` before it in the log; a claim is valid
+only if its epoch is above every claim before it. The fold, history, audits and the
+engine all ask these functions, so every reader reaches the same verdict on every write.
+"""
+
+from __future__ import annotations
+
+
+def counts(event_epoch: int, claim_epoch: int) -> bool:
+    """Whether an event written at ``event_epoch`` counts under the newest claim ``claim_epoch``."""
+    return event_epoch == claim_epoch
+
+
+def claim_counts(claim_epoch: int, newest_epoch: int) -> bool:
+    """Whether a new claim at ``claim_epoch`` takes over from the newest claim so far."""
+    return claim_epoch > newest_epoch
+
+
+def older(epoch: int, current_epoch: int) -> bool:
+    """Whether work recorded at ``epoch`` was left by an owner before ``current_epoch`` (re-queue it)."""
+    return epoch < current_epoch

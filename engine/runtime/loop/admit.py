@@ -1,0 +1,98 @@
+"""The commands step: decode each command of an active partition and decide it.
+
+An undecodable record is quarantined (``CommandQuarantined``); a command for another
+partition is rejected; a schedule command goes to the partition's schedule desk; a
+``SubmitJob`` is decided with the backpressure inputs of the moment. Each command is one
+input: if any of that raises, it is set aside (``engine.runtime.loop.poison``), never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from engine.contract import messages as m
+from engine.contract.codec import decode_command_at
+from engine.contract.partitioner import partition_for
+from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
+from engine.domain.lanes import Lane, lane_for
+from engine.domain.schedules import is_schedule_command
+from engine.errors import DecodeError, ValidationError
+from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.poison import PoisonDesk
+from projections.views import keys as k
+from projections.views.counters import read_int
+
+log = logging.getLogger("epochq.admit")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What deciding a command needs besides the partition: topic layout, tenants, limits, policies."""
+
+    topic: str
+    partitions: int
+    tasks: dict[str, TaskPolicy] | None
+    lane_limits: dict[Lane, int]
+    max_queued: Callable[[str], int | None]
+    scope: Callable[[str | None], tuple[str, ...]]
+    poison: PoisonDesk
+    schedule_desk: Callable[[Partition], object]
+
+    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext) -> None:
+        """Decide the command at ``offset``; set it aside if that raises."""
+        command: list[m.Command] = []
+        error = partition.attempt(self._one, partition, offset, raw, ctx, command)
+        if error is not None:
+            self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
+        partition.consumed(offset)
+
+    def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
+             seen: list[m.Command]) -> None:
+        try:
+            command = decode_command_at(raw, self.topic, partition.number, offset)
+        except DecodeError as e:
+            log.warning("quarantined %s", e)
+            body = m.CommandQuarantined(self.topic, partition.number, offset, e.reason, raw or b"")
+            partition.stage(Emit(None, None, body), ctx.now)
+            return
+        seen.append(command)
+        self._decide(partition, command, offset, ctx)
+
+    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+        home = partition_for(command.job_id, self.partitions)
+        if home != partition.number:
+            task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
+            detail = (f"job {command.job_id} belongs to partition {home}, not {partition.number}: "
+                      "produce with Java-compatible murmur2 partitioning")
+            rejected = m.JobRejected(task, "wrong_partition", detail)
+            partition.stage(Emit(command.job_id, command.tenant_id, rejected), ctx.now, command.command_id,
+                            command.correlation_id)
+            return
+        given = CommandInput(command, offset)
+        if is_schedule_command(command):  # its "job" is the schedule: engine/runtime/loop/schedules.py
+            desk = self.schedule_desk(partition)
+            desk.decide(getattr(command.body, "schedule_id", ""), given, ctx,  # type: ignore[attr-defined]
+                        command.command_id, command.correlation_id)
+            return
+        if isinstance(command.body, m.SubmitJob):
+            ctx = replace(ctx, limits=self._limits(partition, command), scope_tenants=self.scope(command.body.scope))
+        partition.decide(command.job_id, given, ctx, command.command_id, command.correlation_id)
+
+    def _limits(self, partition: Partition, command: m.Command) -> Limits:
+        """Backpressure inputs for one SubmitJob: queue depths now (pending decisions included), and the limits."""
+        body = command.body
+        assert isinstance(body, m.SubmitJob)
+        try:
+            lane = lane_for(body.priority, body.lane, (self.tasks or {}).get(body.task_type, TaskPolicy()).lane)
+        except (ValidationError, ValueError):
+            return Limits()
+        tenant_max, lane_max = self.max_queued(command.tenant_id), self.lane_limits.get(lane)
+        if tenant_max is None and lane_max is None:
+            return Limits()
+        batch = partition.batch
+        tenant_depth = sum(read_int(batch, k.lane_tenant_key(k.BACKLOG, ln.value, command.tenant_id))
+                           for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))
+        lane_depth = read_int(batch, k.lane_key(k.LANE_DEPTH, lane.value))
+        return Limits(tenant_depth, tenant_max, lane_depth, lane_max)

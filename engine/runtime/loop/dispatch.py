@@ -1,0 +1,136 @@
+"""Who starts next: free slots dealt to partitions in turn, and within a lane fairly across tenants.
+
+Per lane and partition, each backlogged tenant offers its first startable job (its
+*head*); the pure picker (``engine.domain.fairness.pick``) chooses the tenant with the
+smallest virtual start tag. Only the heads are read, never a whole backlog. A queued job
+whose head cannot even be worked out (a poison record) is set aside, not retried forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.domain.decide import DecideContext, Emit, StartAttempt
+from engine.domain.fairness import FairState, TenantHead, advance, pick
+from engine.domain.lifecycle import JobState
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.timers import SetAside
+from projections.views import keys as k
+
+MAX_SKIPPED = 256  # blocked jobs (breaker open) passed over per tenant per tick
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatcher:
+    """What starting a job needs besides the partition: breakers, tenants' weights, the policy."""
+
+    board: BreakerBoard
+    weight: Callable[[str], float]
+    worker: str
+    set_aside: SetAside
+    fair: bool = True
+
+    def deal(self, lane: str, free: int, partitions: list[Partition], ctx_of: Callable[[Partition], DecideContext]) -> int:
+        """Hand ``free`` slots of ``lane`` to the partitions one at a time, in turn; how many started."""
+        rounds = [LaneRound(self, p, lane, ctx_of(p)) for p in partitions]
+        started = 0
+        while started < free and rounds:
+            still = []
+            for round_ in rounds:
+                if started < free and round_.start_one():
+                    started += 1
+                    still.append(round_)
+            rounds = still
+        return started
+
+
+class LaneRound:
+    """One dispatch round of one lane in one partition."""
+
+    def __init__(self, dispatcher: Dispatcher, partition: Partition, lane: str, ctx: DecideContext):
+        self.d, self.partition, self.lane, self.ctx = dispatcher, partition, lane, ctx
+        self.positions: dict[str, int] = {}  # tenant -> index of its next entry in the ready view
+        self.heads: dict[str, tuple[TenantHead, str]] = {}
+        for tenant in list(partition.ready.backlogged(lane)):
+            self.positions[tenant] = 0
+            self._advance(tenant)
+
+    def start_one(self) -> bool:
+        """Start the fairest tenant's head; whether one started (False: nothing left to start)."""
+        while self.heads:
+            state = self.partition.fair.get(self.lane) or FairState()
+            heads = [head for head, _ in self.heads.values()]
+            tenant = pick(state, heads) if self.d.fair else oldest(heads)
+            if tenant is None:
+                return False
+            head, job_id = self.heads[tenant]
+            started = self._start(job_id, head.units)
+            if started:
+                self.partition.fair[self.lane] = advance(state, tenant, head.units)
+            self._advance(tenant)
+            if started:
+                return True
+        return False
+
+    def _start(self, job_id: str, units: int) -> bool:
+        before = len(self.partition.staged.starts)
+        error = self.partition.attempt(self._take, job_id, units)
+        if error is not None:
+            self.d.set_aside(self.partition, job_id, error, self.ctx, "dispatch")
+        return len(self.partition.staged.starts) > before
+
+    def _take(self, job_id: str, units: int) -> None:
+        job = self.partition.job(job_id)
+        if job is None:
+            return
+        allowed, half_open = self.d.board.take_start(job.task_type, job_id, self.ctx.now)
+        if not allowed:
+            return
+        if half_open is not None:
+            self.partition.stage(Emit(None, None, half_open), self.ctx.now)
+        self.partition.decide(job_id, StartAttempt(job_id, self.d.worker, units), self.ctx)
+
+    def _advance(self, tenant: str) -> None:
+        """Move the tenant's head to its next startable job (or drop the tenant)."""
+        self.heads.pop(tenant, None)
+        prefix_len = len(k.ready_tenant_prefix(self.lane, tenant))
+        ready, position = self.partition.ready, self.positions[tenant]
+        for _ in range(MAX_SKIPPED):
+            entry = ready.entry(self.lane, tenant, position)
+            position += 1
+            if entry is None:
+                break
+            key, job_id = entry
+            head = self._head_of(tenant, key[prefix_len:], job_id)
+            if head is not None:
+                self.heads[tenant] = (head, job_id)
+                break
+        self.positions[tenant] = position
+
+    def _head_of(self, tenant: str, order: bytes, job_id: str) -> TenantHead | None:
+        """The job as its tenant's head, if it can start now; a job whose head raises is set aside."""
+        try:
+            job = self.partition.job(job_id)
+            if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
+                                                                                              self.ctx.now):
+                return None
+            inverse, due, arrival, _ = order.split(b":", 3)
+            return TenantHead(tenant, self.d.weight(tenant), 9 - int(inverse), int(due), int(arrival))
+        except Exception as e:  # noqa: BLE001 - a record no head can be made of must not stop dispatch
+            self.d.set_aside(self.partition, job_id, e, self.ctx, "dispatch")
+            return None
+
+
+def oldest(heads: list[TenantHead]) -> str | None:
+    """FIFO across tenants (for comparison): the head that has been due longest."""
+    return min(heads, key=lambda h: (h.due_at, h.arrival, h.tenant)).tenant if heads else None
+
+
+def rotate(items: list[Partition], turn: int) -> list[Partition]:
+    """``items`` starting at ``turn``: partitions take turns at the free slots."""
+    if not items:
+        return items
+    n = turn % len(items)
+    return items[n:] + items[:n]

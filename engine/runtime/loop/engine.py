@@ -1,0 +1,298 @@
+"""The engine process: one loop, and the only place that knows the order of its steps.
+
+Per tick, over what arrived since the last one::
+
+    read      wait on the inbox: command batches, handler results, rebalance notes
+    hold      act on the notes; set up, restore and claim partitions
+    decide    commands → results → due timers → free slots, per active partition; every
+              decision is folded into the partition's batch as it is staged
+    write     one transaction per partition: events, sent commands, consumed offsets
+    apply     commit each batch whose transaction committed; resync or step down the others
+    start     hand the committed starts to the executor
+
+Each step is a function or a small object that takes data and returns data; collaborators
+are passed to it, none reaches back into the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from engine.app import App
+from engine.config import Settings
+from engine.domain.decide import DecideContext, TaskPolicy
+from engine.domain.lanes import RUNNABLE_LANES, Lane
+from engine.errors import ProjectionCorruptedError
+from engine.runtime import kafka
+from engine.runtime.executor import Executor, RunRequest
+from engine.runtime.loop import outcomes
+from engine.runtime.loop.admit import Admission
+from engine.runtime.loop.apply import Verdict, commit
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.dispatch import Dispatcher, rotate
+from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
+from engine.runtime.loop.lifecycle import Lifecycle
+from engine.runtime.loop.options import EngineOptions
+from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.write import Writer, Written
+from engine.runtime.metrics import EngineMetrics
+from engine.runtime.tenants import TenantDirectory
+from engine.runtime.topics import partition_count
+from projections.views import keys as k
+from projections.views.counters import read_int
+
+log = logging.getLogger("epochq.engine")
+
+TENANTS_EVERY_S = 0.1
+METRICS_EVERY_S = 5.0
+
+
+def now_us() -> int:
+    """Wall-clock time in microseconds: the loop's clock, passed into every decision."""
+    return time.time_ns() // 1000
+
+
+class Engine:
+    """One engine instance: a member of the group that owns job partitions."""
+
+    def __init__(self, app: App, settings: Settings, options: EngineOptions | None = None,
+                 owner_id: str | None = None):
+        self.app, self.settings = app, settings
+        self.options = options = options or EngineOptions()
+        self.owner_id = owner_id or settings.owner_id or kafka.default_owner_id()
+        self.stopping = threading.Event()
+        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, _policies(app))
+        self.inbox = Inbox()
+        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result)
+        self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
+                                    settings.commands_topic, self.inbox, options.grace_s + 5.0)
+        self.tenants = TenantDirectory(settings)
+        self.metrics = EngineMetrics(options.dlq_alert_threshold)
+        self.board = BreakerBoard({n: app.spec(n).breaker for n in app.task_types if app.spec(n).breaker})
+        self.poison = PoisonDesk(self.metrics.poisoned)
+        self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
+                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
+        count = partition_count(settings)
+        self.writer = Writer(settings.events_topic, settings.commands_topic, count)
+        self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
+                                   self.tenants.max_queued, self._scope, self.poison,
+                                   lambda p: self.lifecycle.timers[p.number].desk)
+        self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
+        self._turn = 0
+        self._next_tenants = self._next_metrics = 0.0
+
+    @property
+    def partitions(self) -> dict[int, Partition]:
+        """The partitions this instance holds (in any state)."""
+        return self.lifecycle.partitions
+
+    # --- running -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run until ``stop()``; then hand partitions back gracefully."""
+        if self.options.metrics_port is not None:
+            self.metrics.serve(self.options.metrics_port, self.options.metrics_addr)
+        self.metrics.watch_gc()
+        self.reader.start()
+        log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
+        try:
+            while not self.stopping.is_set():
+                self.tick()
+            self.drain(self.options.grace_s)
+        finally:
+            self.shutdown()
+
+    def stop(self) -> None:
+        """Ask the loop to stop taking work and shut down (safe from signal handlers)."""
+        self.stopping.set()
+        self.inbox.put_result(None)  # wake the loop
+
+    def tick(self, taking: bool = True) -> None:
+        """One round of the loop; ``taking=False`` (draining) records results but starts nothing new."""
+        arrivals = self.inbox.take(self._wait())
+        reader_failed(self.reader)
+        now = now_us()
+        for note in arrivals.notes:
+            self.lifecycle.note(note)
+        self.lifecycle.set_up()
+        self.lifecycle.restore(now)
+        self._decide(arrivals, now, taking)
+        self._apply(self.writer.write(self._work(), self.reader.group_metadata()))
+        self.lifecycle.settle_revoking(self.executor.in_flight)
+        self._housekeeping()
+
+    def _wait(self) -> float:
+        """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
+        if self.lifecycle.restoring:
+            return 0.0
+        wait = self.options.idle_s
+        dues = [t.next_due() for t in self.lifecycle.timers.values()]
+        soonest = min((d for d in dues if d is not None), default=None)
+        if soonest is not None:
+            wait = min(wait, max(0.0, soonest / 1e6 - time.time()))
+        return min(wait, max(0.0, self.executor.next_deadline() - time.time()))
+
+    # --- decide ------------------------------------------------------------------------------
+
+    def _decide(self, arrivals: Arrivals, now: int, taking: bool) -> None:
+        deciding = {p.number: p for p in self.partitions.values() if p.deciding}
+        ctxs = {n: p.context(self.base_ctx, now) for n, p in deciding.items()}
+        results = [r for r in (self.executor.settle(item) for item in arrivals.results if item) if r]
+        outcomes.record(self.partitions, results + self.executor.expire(), self.board, self.poison, ctxs)
+        if not taking:
+            return
+        self._commands(arrivals, ctxs)
+        active = [p for p in deciding.values() if p.state is State.ACTIVE]
+        for partition in active:
+            self._fire_timers(partition, ctxs[partition.number])
+        self._dispatch(active, ctxs)
+
+    def _fire_timers(self, partition: Partition, ctx: DecideContext) -> None:
+        timers = self.lifecycle.timers[partition.number]
+        promoted, overdue = timers.tick(ctx)
+        if overdue:
+            self.metrics.timers_overdue.inc(overdue)
+            log.info("partition %d: overdue sweep fired %d job(s) the hot set did not hold",
+                     partition.number, overdue, extra={"partition": partition.number})
+        if promoted:
+            self.metrics.set_timers(partition.number, timers.held())
+
+    def _commands(self, arrivals: Arrivals, ctxs: dict[int, DecideContext]) -> None:
+        for tag, msg in arrivals.commands:
+            if msg.error():
+                log.warning("commands consumer: %s", msg.error())
+                continue
+            partition = self.partitions.get(msg.partition())
+            if partition is None or tag < partition.accept_tag:
+                continue  # not ours any more, or read before we rewound
+            if partition.state is not State.ACTIVE:
+                if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
+                    partition.accept_tag = self.reader.seek(partition.number, msg.offset())
+                continue
+            self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])
+
+    def _dispatch(self, active: list[Partition], ctxs: dict[int, DecideContext]) -> None:
+        if not active:
+            return
+        self._turn += 1
+        for lane in RUNNABLE_LANES:
+            staged = sum(1 for p in active for _, job in p.staged.starts if job.lane == lane.value)
+            free = self.executor.free_slots(lane) - staged
+            if free > 0:
+                self.dispatcher.deal(lane.value, free, rotate(active, self._turn), lambda p: ctxs[p.number])
+
+    def _scope(self, scope: str | None) -> tuple[str, ...]:
+        """The tenants a scoped job fans out to, from the tenants table as it is now (then recorded)."""
+        if scope == "global":
+            return tuple(sorted(self.tenants.all()))
+        if scope and scope.startswith("product:"):
+            return tuple(sorted(self.tenants.tenants_of_product(scope.split(":", 1)[1])))
+        return ()
+
+    # --- write, apply, start --------------------------------------------------------------------
+
+    def _work(self) -> list[tuple[Partition, object]]:
+        writing = (State.ACTIVE, State.REVOKING, State.CLAIMING)
+        return [(p, p.take_staged()) for p in self.partitions.values() if p.staged and p.state in writing]
+
+    def _apply(self, written: list[Written]) -> None:
+        for w in written:
+            try:
+                verdict = commit(w)
+            except ProjectionCorruptedError as e:
+                self.lifecycle.corrupted(w.partition, e)
+                self._start(w)
+                continue
+            self._after(w, verdict)
+
+    def _after(self, w: Written, verdict: Verdict) -> None:
+        partition = w.partition
+        if verdict is Verdict.FENCED:
+            self.metrics.producer_fenced()
+            log.error("partition %d fenced at epoch %d: %s", partition.number, partition.epoch, w.error)
+            self.lifecycle.step_down(partition.number, "fenced")
+            return
+        if verdict in (Verdict.COMMITTED, Verdict.OUT_OF_ORDER):
+            self._observe(w)
+            self._start(w)
+        if verdict is Verdict.COMMITTED:
+            if partition.state is State.CLAIMING:
+                self.lifecycle.activate(partition, now_us())
+        elif partition.state is State.REVOKING:
+            self.lifecycle.drop(partition.number, f"transaction {verdict} while handing back")
+        else:
+            why = "another writer's record lies between ours" if verdict is Verdict.OUT_OF_ORDER \
+                else f"transaction aborted ({w.error})"
+            rewind = w.staged.first_command_offset if verdict is Verdict.ABORTED else None
+            self.lifecycle.resync(partition, why, rewind)
+
+    def _observe(self, w: Written) -> None:
+        for event, folded in zip(w.staged.events, w.staged.folds):
+            self.metrics.observe(event, folded.status, folded.before, folded.after)
+
+    def _start(self, w: Written) -> None:
+        partition = w.partition
+        for event, job in w.staged.starts:
+            spec_timeout = self._timeout(job.task_type)
+            self.executor.submit(RunRequest(
+                partition=partition.number, epoch=event.epoch, job_id=job.job_id, tenant=job.tenant_id,
+                task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
+                payload=job.payload, idempotency_key=job.idempotency_key, deadline=time.time() + spec_timeout,
+                queued_at_us=job.queued_at or job.submitted_at))
+
+    def _timeout(self, task_type: str) -> float:
+        try:
+            return float(self.app.spec(task_type).timeout)
+        except Exception:  # noqa: BLE001 - unknown types fail inside the executor with a clear error
+            return 60.0
+
+    # --- housekeeping and stopping -----------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        clock = time.monotonic()
+        if clock >= self._next_tenants:
+            self._next_tenants = clock + TENANTS_EVERY_S
+            self.tenants.refresh()
+        if clock >= self._next_metrics:
+            self._next_metrics = clock + METRICS_EVERY_S
+            self._sample_metrics()
+
+    def _sample_metrics(self) -> None:
+        """Lane and dead-letter depths, the epochs of held partitions, the timers held in memory."""
+        held = [p for p in self.partitions.values() if p.deciding and p.store is not None]
+        depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
+                  for lane in RUNNABLE_LANES}
+        self.metrics.set_depths(depths, sum(1 for p in held for _ in p.store.scan(k.DEAD)))  # type: ignore[union-attr]
+
+    def _owned_changed(self) -> None:
+        self.metrics.rebalanced()
+        self.metrics.set_ownership({p.number: p.epoch for p in self.partitions.values() if p.deciding})
+
+    def drain(self, grace_s: float) -> None:
+        """Stop taking work; record in-flight results until every handler is done or ``grace_s`` passed."""
+        log.info("engine %s shutting down (grace %.1fs)", self.owner_id, grace_s)
+        self.lifecycle.revoke(list(self.partitions), grace_s)
+        deadline = time.monotonic() + grace_s + 1.0
+        while self.partitions and time.monotonic() < deadline:
+            self.tick(taking=False)
+
+    def shutdown(self) -> None:
+        """Close what is still held, leave the group, stop every thread."""
+        self.lifecycle.close_all()
+        self.reader.stop()
+        self.lifecycle.events.close()
+        self.tenants.close()
+        self.metrics.close()
+        self.executor.shutdown(0)
+        self.writer.close()
+
+
+def _policies(app: App) -> dict[str, TaskPolicy]:
+    return {
+        name: TaskPolicy(spec.retry, spec.lane.value if spec.lane else None)
+        for name in app.task_types
+        for spec in [app.spec(name)]
+    }

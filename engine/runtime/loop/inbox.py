@@ -1,0 +1,241 @@
+"""Everything the loop waits for, in one queue: command batches, handler results, rebalance notes.
+
+A :class:`CommandReader` thread owns the group consumer on ``<ns>.commands``: it consumes,
+and its rebalance callbacks only record what happened (a :class:`Note` in the inbox). The
+loop blocks on the inbox alone, so it wakes at once for a command, for a handler that
+returned, or for a rebalance, and never runs inside ``consume()``.
+
+A revocation note carries an event the callback waits on (up to a bound): the loop hands
+the partitions back in its own steps (last results recorded and committed, stores closed)
+and then sets it, so a partition leaves the group only once it is settled.
+
+Only the reader thread touches the consumer: confluent-kafka lets one thread use a
+consumer at a time, and a call from another thread waits until ``consume()`` returns. So
+pauses, resumes and seeks go through the reader, between two ``consume()`` calls, and the
+reader publishes the group metadata a transaction commits offsets with after each call.
+Each command batch is tagged with the number of seeks applied before it was read: the
+loop drops a batch's records of a partition it rewound after that batch was read.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from engine.errors import KafkaUnavailableError
+from engine.runtime import kafka
+
+log = logging.getLogger("epochq.inbox")
+
+MAX_BACKLOG = 5000
+"""Command records the reader lets wait in the inbox before it stops consuming for a while."""
+
+
+class Change(StrEnum):
+    """What a rebalance callback saw."""
+
+    ASSIGNED = "assigned"
+    REVOKED = "revoked"
+    LOST = "lost"
+
+
+@dataclass(slots=True)
+class Note:
+    """One rebalance callback's record; a revocation waits for ``settled``."""
+
+    change: Change
+    partitions: list[int]
+    settled: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(slots=True)
+class Arrivals:
+    """What reached the loop since it last looked."""
+
+    commands: list[tuple[int, Message]] = field(default_factory=list)  # (seek tag, record)
+    results: list[Any] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.commands) or bool(self.results) or bool(self.notes)
+
+
+_COMMANDS, _RESULT, _NOTE = 0, 1, 2
+
+
+class Inbox:
+    """One queue the loop blocks on; any thread may put into it."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[int, Any, Any]] = queue.SimpleQueue()
+        self._waiting_commands = 0
+        self._room = threading.Event()
+        self._room.set()
+
+    def put_commands(self, tag: int, messages: list[Message]) -> None:
+        """A batch of command records, read after ``tag`` seeks."""
+        self._waiting_commands += len(messages)
+        if self._waiting_commands >= MAX_BACKLOG:
+            self._room.clear()
+        self._queue.put((_COMMANDS, tag, messages))
+
+    def put_result(self, result: Any) -> None:
+        """A handler's result (from any thread)."""
+        self._queue.put((_RESULT, result, None))
+
+    def put_note(self, note: Note) -> None:
+        """A rebalance callback's record."""
+        self._queue.put((_NOTE, note, None))
+
+    def wait_for_room(self, timeout: float) -> bool:
+        """Whether the loop has taken enough records for the reader to read more."""
+        return self._room.wait(timeout)
+
+    def take(self, timeout: float) -> Arrivals:
+        """Everything waiting, blocking up to ``timeout`` seconds for the first item."""
+        out = Arrivals()
+        try:
+            item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return out
+        while True:
+            self._sort(item, out)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return out
+
+    def _sort(self, item: tuple[int, Any, Any], out: Arrivals) -> None:
+        kind, first, second = item
+        if kind == _RESULT:
+            out.results.append(first)
+        elif kind == _COMMANDS:
+            out.commands.extend((first, msg) for msg in second)
+            self._waiting_commands -= len(second)
+            if self._waiting_commands < MAX_BACKLOG:
+                self._room.set()
+        else:
+            out.notes.append(first)
+
+
+class CommandReader(threading.Thread):
+    """The thread that owns the commands consumer: it reads, records rebalances, and seeks."""
+
+    def __init__(self, consumer: Consumer, topic: str, inbox: Inbox, revoke_wait_s: float,
+                 max_messages: int = 1000):
+        super().__init__(name="epochq-commands", daemon=True)
+        self.consumer, self.topic, self.inbox = consumer, topic, inbox
+        self.revoke_wait_s = revoke_wait_s
+        self.max_messages = max_messages
+        self.seeks = 0  # applied by this thread
+        self._requested = 0  # asked for by the loop
+        self.metadata: Any = None  # the group metadata as of the last consume()
+        self.failure: BaseException | None = None
+        self._requests: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._closed = threading.Event()
+
+    # --- called by the loop ---------------------------------------------------------------
+
+    def seek(self, partition: int, offset: int) -> int:
+        """Ask for ``partition`` to be read again from ``offset``; the tag batches read after it carry."""
+        self._requested += 1
+        self._requests.put(lambda: self._seek(partition, offset))
+        return self._requested
+
+    def pause(self, partitions: list[int]) -> None:
+        """Stop fetching ``partitions``."""
+        self._requests.put(lambda: self._quietly(self.consumer.pause, partitions))
+
+    def resume(self, partitions: list[int]) -> None:
+        """Fetch ``partitions`` again."""
+        self._requests.put(lambda: self._quietly(self.consumer.resume, partitions))
+
+    def group_metadata(self) -> Any:
+        """The group metadata a transaction commits consumed offsets with (as of the last consume)."""
+        return self.metadata
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Leave the group and end the thread (partitions must be settled by then)."""
+        self._stopping.set()
+        self.inbox._room.set()
+        if self.is_alive():
+            self._closed.wait(timeout)
+
+    # --- the thread -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                    on_lost=self._on_lost)
+            while not self._stopping.is_set():
+                self._serve_requests()
+                if not self.inbox.wait_for_room(0.05):
+                    continue
+                messages = kafka.call(self.consumer.consume, self.max_messages, 0.02)
+                self.metadata = self.consumer.consumer_group_metadata()
+                if messages:
+                    self.inbox.put_commands(self.seeks, messages)
+        except BaseException as e:  # noqa: BLE001 - the loop sees it and stops; it must not vanish
+            self.failure = e
+            log.error("commands reader failed: %s", e)
+            self.inbox.put_result(None)  # wake the loop
+        finally:
+            self._close()
+
+    def _serve_requests(self) -> None:
+        while True:
+            try:
+                request = self._requests.get_nowait()
+            except queue.Empty:
+                return
+            request()
+
+    def _seek(self, partition: int, offset: int) -> None:
+        self.seeks += 1
+        try:
+            self.consumer.seek(TopicPartition(self.topic, partition, offset))
+        except Exception as e:  # noqa: BLE001 - a partition revoked meanwhile cannot be sought; fine
+            log.info("seek of commands[%d] to %d skipped: %s", partition, offset, e)
+
+    def _quietly(self, fn: Callable[[list[TopicPartition]], None], partitions: list[int]) -> None:
+        try:
+            fn([TopicPartition(self.topic, p) for p in partitions])
+        except Exception as e:  # noqa: BLE001 - pausing a partition the group just took away is moot
+            log.debug("%s of %s skipped: %s", fn.__name__, partitions, e)
+
+    def _close(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception as e:  # noqa: BLE001 - leaving the group at exit: nothing else to do
+            log.warning("closing the commands consumer: %s", e)
+        self._closed.set()
+
+    # --- rebalance callbacks: record, and for a revocation wait until the loop settled it ---
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        consumer.incremental_assign(partitions)
+        consumer.pause(partitions)  # nothing is read before the partition's claim is committed
+        self.inbox.put_note(Note(Change.ASSIGNED, [tp.partition for tp in partitions]))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        note = Note(Change.REVOKED, [tp.partition for tp in partitions])
+        self.inbox.put_note(note)
+        if not self._stopping.is_set() and not note.settled.wait(self.revoke_wait_s):
+            log.warning("partitions %s handed back before the loop settled them", note.partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.inbox.put_note(Note(Change.LOST, [tp.partition for tp in partitions]))
+
+
+def reader_failed(reader: CommandReader) -> None:
+    """Raise what stopped the reader thread, typed."""
+    if reader.failure is not None:
+        raise KafkaUnavailableError(f"the commands reader stopped: {reader.failure}") from reader.failure

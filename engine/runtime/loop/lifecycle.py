@@ -1,0 +1,307 @@
+"""Taking, holding and giving back partitions: each one moved along its state machine.
+
+Taking partition p: open p's store (it may still be held by the instance p came from: try
+again next tick), initialise p's transactional producer (this fences any zombie), restore
+the store to the end of ``events`` p, then stage ``OwnershipClaimed(last epoch + 1)``; once
+that transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs
+left running by an older epoch are re-queued.
+
+Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
+until p's handlers are done or the grace period ends; then p is CLOSED and the rebalance
+callback waiting for it is released. A fenced or lost partition is dropped at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.domain import fence
+from engine.domain.decide import DecideContext, Emit, RequeueOrphan
+from engine.domain.lanes import RUNNABLE_LANES
+from engine.domain.timerouter import Windows
+from engine.errors import ProjectionCorruptedError
+from engine.runtime import kafka
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.inbox import Change, CommandReader, Note
+from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.timers import PartitionTimers
+from projections.restore import Restorer
+from projections.store import open_store, store_path
+from projections.views import keys as k
+from projections.views.breakers import all_breakers
+from projections.views.counters import fair_state
+
+log = logging.getLogger("epochq.lifecycle")
+
+RESTORE_BATCH = 5000
+SETUP_RETRY_S = 0.5
+
+
+class Lifecycle:
+    """The partitions one engine instance holds, and their way in and out."""
+
+    def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
+                 board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
+                 on_change: Callable[[], None] = lambda: None):
+        self.settings, self.owner_id = settings, owner_id
+        self.reader, self.events = reader, events
+        self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
+        self.on_change = on_change  # told whenever a partition is taken or given back (metrics)
+        self.partitions: dict[int, Partition] = {}
+        self.timers: dict[int, PartitionTimers] = {}
+        self._restorers: dict[int, Restorer] = {}
+        self._notes: list[Note] = []
+        self._retry_at: dict[int, float] = {}
+
+    # --- what the rebalance callbacks recorded ------------------------------------------------
+
+    def note(self, note: Note) -> None:
+        """Act on one rebalance note: take, give back, or drop partitions."""
+        if note.change is Change.ASSIGNED:
+            for p in note.partitions:
+                if p not in self.partitions:
+                    self.partitions[p] = Partition(p, self.owner_id)
+            log.info("assigned partitions %s", note.partitions)
+        elif note.change is Change.REVOKED:
+            log.info("revoking partitions %s", note.partitions)
+            self.revoke(note.partitions, self.grace_s)
+            self._notes.append(note)
+        else:
+            for p in note.partitions:
+                self.drop(p, "lost")
+        self.on_change()
+
+    def revoke(self, numbers: list[int], grace_s: float) -> None:
+        """Stop taking work for ``numbers``; they close once their handlers are done or ``grace_s`` passed."""
+        deadline = time.monotonic() + grace_s
+        for p in numbers:
+            partition = self.partitions.get(p)
+            if partition is None:
+                continue
+            if partition.state is State.ACTIVE:
+                partition.move(State.REVOKING)
+                partition.revoke_deadline = deadline
+            elif partition.state is not State.REVOKING:
+                self.close(p)
+        self.reader.pause(numbers)
+
+    # --- taking ---------------------------------------------------------------------------------
+
+    def set_up(self) -> None:
+        """Open store and producer for assigned partitions and start restoring them."""
+        for partition in [p for p in self.partitions.values() if p.state is State.ASSIGNED]:
+            if time.monotonic() < self._retry_at.get(partition.number, 0.0):
+                continue
+            try:
+                self._set_up(partition)
+            except Exception as e:  # noqa: BLE001 - e.g. the store still held by the instance it came from
+                log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
+                self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
+
+    def _set_up(self, partition: Partition) -> None:
+        p = partition.number
+        store = open_store(store_path(self.settings.state_dir, self.settings.namespace, p))
+        try:
+            producer = kafka.owner_producer(self.settings, p)
+        except Exception:
+            store.close()
+            raise
+        partition.open(store, producer)
+        self._retry_at.pop(p, None)
+        self._start_restore(partition)
+        partition.move(State.RESTORING)
+
+    def _start_restore(self, partition: Partition) -> None:
+        p = partition.number
+        topic = self.settings.events_topic
+        partition.restore_target = kafka.end_offsets(self.events, topic, [p])[p]
+        restorer = Restorer(partition.store, topic, p)  # type: ignore[arg-type]
+        self._restorers[p] = restorer
+        kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
+        log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
+
+    @property
+    def restoring(self) -> bool:
+        """Whether a partition is being set up or restored (the loop must not sleep long)."""
+        return any(p.state in (State.ASSIGNED, State.RESTORING) for p in self.partitions.values())
+
+    def restore(self, now: int, timeout: float = 0.01) -> None:
+        """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
+        if not self._restorers:
+            return
+        for msg in kafka.call(self.events.consume, RESTORE_BATCH, timeout):
+            restorer = self._restorers.get(msg.partition())
+            if restorer is not None and not msg.error():
+                restorer.feed(((msg.offset(), msg.value()),))
+        for p in list(self._restorers):
+            partition = self.partitions.get(p)
+            if partition is not None and partition.state is State.RESTORING and self._caught_up(partition):
+                self._restored(partition, now)
+
+    def _caught_up(self, partition: Partition) -> bool:
+        restorer = self._restorers[partition.number]
+        if restorer.next_offset >= partition.restore_target:
+            return True
+        tp = TopicPartition(self.settings.events_topic, partition.number)
+        position = kafka.call(self.events.position, [tp])[0].offset
+        return position != OFFSET_INVALID and position >= partition.restore_target
+
+    def _restored(self, partition: Partition, now: int) -> None:
+        p = partition.number
+        restorer = self._restorers.pop(p)
+        restorer.finish()
+        self._unassign_events(p)
+        partition.next_offset = partition.restore_target
+        if restorer.set_aside:
+            log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
+                        p, restorer.set_aside)
+        if partition.resuming:
+            self._resume(partition, now)
+        else:
+            self._claim(partition, now)
+
+    def _claim(self, partition: Partition, now: int) -> None:
+        partition.epoch = partition.last_epoch() + 1
+        partition.seq = 0
+        partition.stage(Emit(None, None, m.OwnershipClaimed(partition.number, self.owner_id)), now)
+        partition.move(State.CLAIMING)
+        log.info("partition %d: claiming epoch %d as %s", partition.number, partition.epoch, self.owner_id)
+
+    def _resume(self, partition: Partition, now: int) -> None:
+        partition.resuming = False
+        newest = partition.last_epoch()
+        if not fence.counts(partition.epoch, newest):
+            log.error("partition %d: the log holds a newer claim (epoch %d) than ours (%d)",
+                      partition.number, newest, partition.epoch)
+            self.step_down(partition.number, f"claim of epoch {newest} in the log")
+            return
+        self.activate(partition, now)
+
+    def activate(self, partition: Partition, now: int) -> None:
+        """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans."""
+        partition.move(State.ACTIVE)
+        store = partition.store
+        partition.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
+        for record in all_breakers(store):
+            self.board.resume(record)
+        timers = PartitionTimers(partition, self.windows, self.board, self.poison.job)
+        timers.desk.load(now)
+        self.timers[partition.number] = timers
+        partition.observer = timers.observe
+        self._requeue_orphans(partition, now)
+        self.reader.resume([partition.number])
+        self.on_change()
+        log.info("partition %d: active at epoch %d", partition.number, partition.epoch)
+
+    def _requeue_orphans(self, partition: Partition, now: int) -> None:
+        """Put back jobs that were running under an older epoch (at-least-once)."""
+        ctx = DecideContext(now, partition.epoch)
+        orphans = [key[len(k.RUNNING):].decode() for key, epoch in partition.store.scan(k.RUNNING)  # type: ignore[union-attr]
+                   if fence.older(int(epoch), partition.epoch)]
+        for job_id in orphans:
+            error = partition.attempt(partition.decide, job_id, RequeueOrphan(job_id), ctx)
+            if error is not None:
+                self.poison.job(partition, job_id, error, ctx, "requeue")
+        if orphans:
+            log.info("partition %d: requeued %d jobs left running by epoch < %d", partition.number, len(orphans),
+                     partition.epoch)
+
+    # --- when a transaction did not go as planned -------------------------------------------
+
+    def resync(self, partition: Partition, why: str, rewind_to: int | None = None) -> None:
+        """Forget what is pending, read commands again from ``rewind_to``, and catch the store up from the log."""
+        log.warning("partition %d: %s; catching up from the log", partition.number, why)
+        partition.forget_pending()
+        self.timers.pop(partition.number, None)
+        partition.observer = None
+        self.reader.pause([partition.number])
+        offset = rewind_to if rewind_to is not None else partition.committed_command_offset
+        if offset is not None:
+            partition.accept_tag = self.reader.seek(partition.number, offset)
+        partition.resuming = True
+        partition.move(State.RESTORING)
+        self._start_restore(partition)
+
+    def corrupted(self, partition: Partition, error: ProjectionCorruptedError) -> None:
+        """The store cannot be trusted: wipe it and restore it from offset 0 (same epoch)."""
+        log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log", partition.number, error)
+        store = partition.store
+        assert store is not None
+        store.wipe()
+        partition.open(open_store(store.path), partition.producer)  # type: ignore[arg-type]
+        self.resync(partition, "store wiped")
+
+    # --- giving back ------------------------------------------------------------------------
+
+    def settle_revoking(self, in_flight: Callable[[int], int]) -> None:
+        """Close revoking partitions whose handlers are done (or whose grace ran out); release waiting notes."""
+        now = time.monotonic()
+        for partition in [p for p in self.partitions.values() if p.state is State.REVOKING]:
+            if not partition.staged and (not in_flight(partition.number) or now >= partition.revoke_deadline):
+                self.close(partition.number)
+        for note in [n for n in self._notes if not any(p in self.partitions for p in n.partitions)]:
+            note.settled.set()
+            self._notes.remove(note)
+
+    def close(self, p: int) -> None:
+        """Release partition ``p`` after a clean hand-over."""
+        partition = self.partitions.pop(p, None)
+        if partition is None:
+            return
+        self._release(partition)
+        if partition.producer is not None:
+            try:
+                partition.producer.flush(5)
+            except Exception as e:  # noqa: BLE001 - fenced meanwhile: nothing of ours is pending anyway
+                log.warning("partition %d: producer flush at hand-back failed: %s", p, e)
+        partition.move(State.CLOSED)
+        self.on_change()
+        log.info("partition %d: handed back at epoch %d", p, partition.epoch)
+
+    def step_down(self, p: int, why: str) -> None:
+        """A newer owner holds ``p``: drop its state at once and write nothing more for it."""
+        partition = self.partitions.get(p)
+        if partition is not None and partition.state is not State.FENCED:
+            partition.move(State.FENCED)
+        self.drop(p, why)
+
+    def drop(self, p: int, why: str) -> None:
+        """Forget partition ``p`` at once (lost or fenced): no more writes, ever, from this holder."""
+        partition = self.partitions.pop(p, None)
+        if partition is None:
+            return
+        partition.forget_pending()
+        self._release(partition)
+        if partition.state is not State.CLOSED:
+            partition.state = State.CLOSED  # from any state: the group or the broker already took it
+        self.on_change()
+        log.warning("partition %d: dropped (%s) at epoch %d", p, why, partition.epoch)
+
+    def _release(self, partition: Partition) -> None:
+        p = partition.number
+        self.timers.pop(p, None)
+        if self._restorers.pop(p, None) is not None:
+            self._unassign_events(p)
+        self._retry_at.pop(p, None)
+        if partition.store is not None:
+            partition.store.close()
+
+    def _unassign_events(self, p: int) -> None:
+        try:
+            self.events.incremental_unassign([TopicPartition(self.settings.events_topic, p)])
+        except Exception as e:  # noqa: BLE001 - not assigned any more: nothing to undo
+            log.debug("partition %d: events reader unassign skipped: %s", p, e)
+
+    def close_all(self) -> None:
+        """Close whatever is still held at process exit."""
+        for p in list(self.partitions):
+            self.close(p)
+        for note in self._notes:
+            note.settled.set()

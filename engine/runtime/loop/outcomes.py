@@ -1,0 +1,45 @@
+"""The results step: each finished attempt becomes its events, if its partition is still ours.
+
+A result counts only if the partition is still held under the epoch that started the
+attempt (``engine.domain.fence``); otherwise a newer owner has re-queued the job and this
+result is dropped. A finished attempt also feeds its task type's circuit breaker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from engine.domain import fence
+from engine.domain.decide import AttemptFinished, DecideContext, Emit
+from engine.runtime.executor import RunResult
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.poison import PoisonDesk
+
+log = logging.getLogger("epochq.outcomes")
+
+
+def record(partitions: dict[int, Partition], results: list[RunResult], board: BreakerBoard, poison: PoisonDesk,
+           ctx_of: dict[int, DecideContext]) -> None:
+    """Decide every finished attempt whose partition is still ours under the same epoch."""
+    for result in results:
+        req = result.request
+        partition = partitions.get(req.partition)
+        if partition is None or not partition.deciding or not fence.counts(req.epoch, partition.epoch):
+            log.warning("dropping result of job %s attempt %d: partition %d no longer ours at epoch %d",
+                        req.job_id, req.attempt, req.partition, req.epoch)
+            continue
+        ctx = ctx_of[partition.number]
+        error = partition.attempt(_record_one, partition, result, board, ctx)
+        if error is not None:
+            poison.job(partition, req.job_id, error, ctx, "result")
+
+
+def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ctx: DecideContext) -> None:
+    req, out = result.request, result.outcome
+    given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result, out.error_type,
+                            out.message, out.traceback, out.retryable)
+    if partition.decide(req.job_id, given, ctx):
+        body = board.outcome(req.task_type, out.kind, ctx.now)
+        if body is not None:
+            partition.stage(Emit(None, None, body), ctx.now)

@@ -1,0 +1,79 @@
+"""Poison: an input that made a step raise is set aside as an event, and the loop goes on.
+
+What was folded and staged for the input has been undone (``Partition.attempt``); this
+module records why, in the log, where the client and the auditor see it:
+
+- a command: ``JobRejected(reason="engine_error")`` for its job, or, when even that cannot
+  be written, ``CommandQuarantined`` with the record's bytes;
+- a job the engine cannot act on (a result, a timer, a start): ``JobDeadLettered`` with
+  reason ``engine_error`` (after a ``JobFailed`` when it was running), replayable once fixed.
+
+Each one counts in ``epochq_poison_total{step}`` and logs one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from engine.contract import messages as m
+from engine.domain.decide import DecideContext, Emit
+from engine.domain.lifecycle import JobState, Trigger, allows
+from engine.runtime.loop.partition import Partition
+
+log = logging.getLogger("epochq.poison")
+
+REASON = "engine_error"
+MAX_DETAIL = 500
+
+
+def describe(error: BaseException) -> str:
+    """One line naming the error, clipped."""
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) <= MAX_DETAIL else text[: MAX_DETAIL - 1] + "…"
+
+
+class PoisonDesk:
+    """Sets poison inputs aside; ``count(step)`` feeds the metric."""
+
+    def __init__(self, count: Callable[[str], None]):
+        self.count = count
+
+    def job(self, partition: Partition, job_id: str | None, error: BaseException, ctx: DecideContext,
+            step: str) -> None:
+        """A step raised for ``job_id``: dead-letter the job if its state allows, else log."""
+        self.count(step)
+        log.error("partition %d: the %s step raised for job %s; setting it aside: %s",
+                  partition.number, step, job_id, describe(error), exc_info=error)
+        job = partition.job(job_id) if job_id else None
+        if job is None:
+            return
+        emits = _dead_letter(job.job_id, job.tenant_id, job.state, job.attempt, describe(error))
+        if emits and partition.attempt(partition.take, emits, ctx.now) is not None:
+            log.error("partition %d: job %s could not be dead-lettered either; it stays %s",
+                      partition.number, job_id, job.state)
+
+    def command(self, partition: Partition, command: m.Command | None, offset: int, raw: bytes,
+                error: BaseException, ctx: DecideContext, topic: str) -> None:
+        """Deciding the command at ``offset`` raised: reject its job, or quarantine the record."""
+        self.count("decide")
+        log.error("partition %d: deciding the command at offset %d raised; setting it aside: %s",
+                  partition.number, offset, describe(error), exc_info=error)
+        if command is not None and isinstance(command.body, m.SubmitJob):
+            rejected = m.JobRejected(command.body.task_type, REASON, describe(error))
+            emit = Emit(command.job_id, command.tenant_id, rejected)
+            if partition.attempt(partition.stage, emit, ctx.now, command.command_id) is None:
+                return
+        body = m.CommandQuarantined(topic, partition.number, offset, f"{REASON}: {describe(error)}", raw)
+        if partition.attempt(partition.stage, Emit(None, None, body), ctx.now) is not None:
+            log.error("partition %d: the command at offset %d could not be quarantined either; skipped",
+                      partition.number, offset)
+
+
+def _dead_letter(job_id: str, tenant: str, state: JobState, attempt: int, detail: str) -> list[Emit]:
+    if state is JobState.RUNNING:
+        failed = m.JobFailed(attempt, "EngineError", detail, 0, "", False)
+        return [Emit(job_id, tenant, failed), Emit(job_id, tenant, m.JobDeadLettered(REASON, attempt))]
+    if allows(state, Trigger.DEAD_LETTER):
+        return [Emit(job_id, tenant, m.JobDeadLettered(REASON, attempt))]
+    return []

@@ -1,0 +1,117 @@
+"""The write step: one Kafka transaction per partition with staged work.
+
+A transaction carries the partition's events for the tick (already encoded), the commands
+its decisions send (a scoped job's children, reports), and the offset of the last command
+it consumed. Producing is CPU work done here in turn; ``send_offsets`` and ``commit`` wait
+on the brokers, so the partitions' transactions wait for them side by side.
+
+The delivery reports of a transaction's first and last event give their offsets: the apply
+step checks from them that nothing else landed between our events before it folds them.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Producer, TopicPartition
+
+from engine.contract.codec import encode_command
+from engine.contract.partitioner import partition_for
+from engine.errors import FencedError, TransactionAbortedError
+from engine.runtime import kafka
+from engine.runtime.loop.partition import Partition, Staged
+
+
+@dataclass(slots=True)
+class Written:
+    """How one partition's transaction ended: committed (with its events' offsets) or with an error."""
+
+    partition: Partition
+    staged: Staged
+    error: Exception | None = None
+    first: int | None = None  # offset of the first event
+    last: int | None = None  # offset of the last event
+
+    def delivered(self, index: int) -> Any:
+        """The delivery callback of the event at ``index`` (first or last)."""
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                if index == 0:
+                    self.first = msg.offset()
+                if index == len(self.staged.events) - 1:
+                    self.last = msg.offset()
+        return on_delivery
+
+
+class Writer:
+    """Writes staged work, one transaction per partition, committing them in parallel."""
+
+    def __init__(self, events_topic: str, commands_topic: str, partitions: int, threads: int = 8):
+        self.events_topic, self.commands_topic, self.partitions = events_topic, commands_topic, partitions
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochq-commit")
+
+    def write(self, work: list[tuple[Partition, Staged]], group: Any) -> list[Written]:
+        """Produce each partition's transaction, then commit them side by side."""
+        written = [self._produce(partition, staged) for partition, staged in work]
+        ready = [w for w in written if w.error is None]
+        if len(ready) == 1:
+            self._commit(ready[0], group)
+        else:
+            for future in [self._pool.submit(self._commit, w, group) for w in ready]:
+                future.result()
+        for w in ready:
+            if w.error is None and w.staged.events and (w.first is None or w.last is None):
+                w.partition.producer.poll(0)  # serve the delivery reports the commit's flush queued
+        return written
+
+    def _produce(self, partition: Partition, staged: Staged) -> Written:
+        written = Written(partition, staged)
+        producer: Producer = partition.producer  # type: ignore[assignment]
+        try:
+            kafka.call(producer.begin_transaction)
+            self._produce_events(written, producer)
+            for command in staged.commands:
+                target = partition_for(command.job_id, self.partitions)
+                kafka.produce(producer, self.commands_topic, encode_command(command), command.job_id.encode(), target)
+        except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
+            written.error = _abort(producer, e)
+        return written
+
+    def _produce_events(self, written: Written, producer: Producer) -> None:
+        topic, p = self.events_topic, written.partition.number
+        staged = written.staged
+        last = len(staged.raws) - 1
+        for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
+            key = event.job_id.encode() if event.job_id else None
+            report = written.delivered(i) if i == 0 or i == last else None
+            kafka.produce(producer, topic, raw, key, p, report)
+
+    def _commit(self, written: Written, group: Any) -> None:
+        producer: Producer = written.partition.producer  # type: ignore[assignment]
+        staged = written.staged
+        try:
+            if staged.next_command_offset is not None:
+                offsets = [TopicPartition(self.commands_topic, written.partition.number, staged.next_command_offset)]
+                kafka.call(producer.send_offsets_to_transaction, offsets, group, kafka.TXN_TIMEOUT_S)
+            kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
+            written.error = _abort(producer, e)
+
+    def close(self) -> None:
+        """Stop the commit threads."""
+        self._pool.shutdown(wait=False)
+
+
+def _abort(producer: Producer, error: Exception) -> Exception:
+    """Abort the open transaction after ``error``; the error that decides what happens next."""
+    if isinstance(error, FencedError):
+        return error
+    try:
+        kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
+    except (FencedError, TransactionAbortedError) as abort_error:
+        return abort_error
+    except Exception as abort_error:  # noqa: BLE001 - an unreachable cluster: resync will find out
+        return TransactionAbortedError(f"abort failed: {abort_error}")
+    return error if isinstance(error, TransactionAbortedError) else TransactionAbortedError(str(error))
