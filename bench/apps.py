@@ -13,6 +13,12 @@ def noop(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     return None
 
 
+@app.task("noop_async")
+async def noop_async(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """Does nothing, on the engine's event loop (no thread hand-off)."""
+    return None
+
+
 @app.task("work")
 def work(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     """A job with a fixed cost, so the engine's capacity is known."""

@@ -130,3 +130,9 @@ def percentile(values: list[float], q: float) -> float:
 def median(values: list[float]) -> float:
     """The median."""
     return statistics.median(values)
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -2,6 +2,10 @@
 
 Prints jobs/s and submit-to-start latency p50/p99 per run and the medians over runs.
 Usage: python bench/noop_throughput.py [--jobs 20000] [--runs 3] [--partitions 6] [--rate JOBS_PER_S]
+       [--task noop|noop_async] [--concurrency N] [--engines N]
+Without --concurrency the engine runs with its default settings, as `epochq engine run app:app` does.
+Also prints the engine's CPU time per job (all its threads, from /proc) between the first
+submit and the last completion.
 Without --rate every job is submitted at once (throughput; latency then includes the backlog);
 with --rate the latency is that of a steady load below saturation.
 """
@@ -16,13 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import engine_process, follow_events, fresh_settings, local_broker, median, percentile  # noqa: E402
+from bench.harness import (  # noqa: E402
+    cpu_seconds, engine_process, follow_events, fresh_settings, local_broker, median, percentile,
+)
 from engine.client import Client  # noqa: E402
 from engine.contract import messages as m  # noqa: E402
 
 
-def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int, rate: int = 0,
-            engines: int = 1) -> dict[str, float]:
+def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int | None, rate: int = 0,
+            engines: int = 1, task: str = "noop", extra: tuple[str, ...] = ()) -> dict[str, float]:
     """Submit ``jobs`` no-op jobs while an engine runs them; measure throughput and latency."""
     settings = fresh_settings(bootstrap, partitions)
     issued: dict[str, int] = {}
@@ -36,8 +42,10 @@ def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int, rate: 
             done.append(event.occurred_at)
         return len(done) >= jobs
 
-    with engine_process(settings, "bench.apps:app", "--concurrency", str(concurrency), instances=engines):
+    flags = (("--concurrency", str(concurrency)) if concurrency else ()) + extra
+    with engine_process(settings, "bench.apps:app", *flags, instances=engines) as proc:
         client = Client(settings)
+        cpu0 = cpu_seconds(proc.pid)
         follower = threading.Thread(target=follow_events, args=(settings, partitions, until, 600))
         follower.start()
         t0 = time.time()
@@ -45,18 +53,19 @@ def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int, rate: 
         for chunk in range(0, jobs, step):
             tick = time.monotonic()
             at = time.time_ns() // 1000
-            handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": f"t{i % 10}"}
+            handles = client.submit_many([{"task_type": task, "payload": {}, "tenant": f"t{i % 10}"}
                                           for i in range(chunk, min(jobs, chunk + step))])
             issued.update((h.job_id, at) for h in handles)
             if rate:
                 time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
         submit_s = time.time() - t0
         follower.join()
+        cpu = cpu_seconds(proc.pid) - cpu0
         client.close()
     elapsed = max(done) / 1e6 - t0
     lat = [(started[j] - issued[j]) / 1000 for j in issued if j in started]
     return {"jobs_per_s": jobs / elapsed, "submit_per_s": jobs / submit_s, "p50_ms": percentile(lat, 50),
-            "p99_ms": percentile(lat, 99), "elapsed_s": elapsed}
+            "p99_ms": percentile(lat, 99), "elapsed_s": elapsed, "cpu_us_per_job": cpu / jobs * 1e6}
 
 
 def main() -> None:
@@ -65,23 +74,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--concurrency", type=int, default=256,
-                        help="NORMAL slots; a slot is held until the next loop tick records the outcome, so short "
-                             "jobs need many (docs/scheduling.md)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="NORMAL slots (default: the engine's default settings, no flag passed)")
+    parser.add_argument("--task", default="noop", choices=["noop", "noop_async"],
+                        help="the no-op handler: a plain function (runs in a lane thread) or async def")
+    parser.add_argument("--engine-args", default="", help="extra flags for `epochq engine run`, e.g. '--processes 2'")
     parser.add_argument("--rate", type=int, default=0, help="submit at this many jobs/s (0: as fast as possible)")
     parser.add_argument("--engines", type=int, default=1, help="engine processes sharing the partitions")
     args = parser.parse_args()
     results = []
     with local_broker() as bootstrap:
         for n in range(args.runs):
-            r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency, args.rate, args.engines)
+            r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency, args.rate, args.engines, args.task,
+                        tuple(args.engine_args.split()))
             results.append(r)
-            print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, submit {r['submit_per_s']:8.0f}/s, "
+            print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, engine CPU {r['cpu_us_per_job']:6.0f} µs/job, "
+                  f"submit {r['submit_per_s']:8.0f}/s, "
                   f"submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  ({r['elapsed_s']:.1f} s)")
     offered = f"offered {args.rate}/s" if args.rate else "submitted at once"
     print(f"median over {args.runs} runs of {args.jobs} no-op jobs ({offered}), {args.partitions} partitions, "
           f"{args.engines} engine(s): "
           f"{median([r['jobs_per_s'] for r in results]):.0f} jobs/s, "
+          f"engine CPU {median([r['cpu_us_per_job'] for r in results]):.0f} µs/job, "
           f"p50 {median([r['p50_ms'] for r in results]):.1f} ms, p99 {median([r['p99_ms'] for r in results]):.1f} ms")
 
 

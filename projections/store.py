@@ -12,6 +12,11 @@ from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache
 from engine.errors import ProjectionCorruptedError
 
 OFFSET_KEY = b"m:offset"
+HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
+"""Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
+writable store keeps the values it read in memory, kept right by its own commits (the fold is
+its only writer); HOT_LIMIT bounds them (past it the cache starts afresh)."""
+HOT_LIMIT = 50_000
 CACHE_BYTES = 64 << 20
 WRITE_BUFFER_BYTES = 32 << 20
 _CACHE = Cache(CACHE_BYTES)
@@ -60,6 +65,7 @@ class ProjectionStore:
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict = {}  # job id -> decoded JobView, as committed; the fold is the only writer
+        self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
@@ -73,7 +79,16 @@ class ProjectionStore:
 
     def get(self, key: bytes) -> bytes | None:
         """The value under ``key``, or None."""
-        return self._db.get(key)
+        hot = self._hot
+        if hot is None or key[:2] not in HOT_PREFIXES:
+            return self._db.get(key)
+        try:
+            return hot[key]
+        except KeyError:
+            value = hot[key] = self._db.get(key)
+            if len(hot) > HOT_LIMIT:
+                hot.clear()
+            return value
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Key-value pairs whose key starts with ``prefix``, in key order, from ``start``."""
@@ -91,6 +106,11 @@ class ProjectionStore:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
         self._db.write(batch)
+        hot = self._hot
+        if hot is not None:
+            for key, value in changes.items():
+                if key in hot:
+                    hot[key] = value
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key-value pair, in key order (for verify)."""

@@ -121,8 +121,9 @@ def evolve(job: JobView | None, event: m.Event) -> JobView | None:
     state = next_state(job.state if job else None, trigger)
     if job is None:
         return _created(event, state)
-    changed = _apply(event.body, job, event.occurred_at)
-    return replace(changed, state=state, updated_at=event.occurred_at, epoch=event.epoch)
+    changes = _apply(event.body, job, event.occurred_at)
+    changes["state"], changes["updated_at"], changes["epoch"] = state, event.occurred_at, event.epoch
+    return _replacer(tuple(changes))(job, changes)
 
 
 def _created(event: m.Event, state: JobState) -> JobView:
@@ -138,67 +139,67 @@ def _created(event: m.Event, state: JobState) -> JobView:
 
 
 @singledispatch
-def _apply(body: object, job: JobView, at: int) -> JobView:
-    return job
+def _apply(body: object, job: JobView, at: int) -> dict[str, object]:
+    """The fields an event body changes on the job (besides state, updated_at and epoch)."""
+    return {}
 
 
 @_apply.register
-def _(body: m.JobScheduled, job: JobView, at: int) -> JobView:
-    return replace(job, due_at=body.due_at)
+def _(body: m.JobScheduled, job: JobView, at: int) -> dict[str, object]:
+    return dict(due_at=body.due_at)
 
 
 @_apply.register
-def _(body: m.JobQueued, job: JobView, at: int) -> JobView:
+def _(body: m.JobQueued, job: JobView, at: int) -> dict[str, object]:
     due = job.due_at if job.due_at is not None else at
-    return replace(job, queued_at=at, due_at=due)
+    return dict(queued_at=at, due_at=due)
 
 
 @_apply.register
-def _(body: m.JobStarted, job: JobView, at: int) -> JobView:
-    return replace(job, attempt=body.attempt, started_at=at, queued_at=None)
+def _(body: m.JobStarted, job: JobView, at: int) -> dict[str, object]:
+    return dict(attempt=body.attempt, started_at=at, queued_at=None)
 
 
 @_apply.register
-def _(body: m.JobSucceeded, job: JobView, at: int) -> JobView:
-    return replace(job, result=body.result, finished_at=at, due_at=None)
+def _(body: m.JobSucceeded, job: JobView, at: int) -> dict[str, object]:
+    return dict(result=body.result, finished_at=at, due_at=None)
 
 
 @_apply.register
-def _(body: m.JobFailed, job: JobView, at: int) -> JobView:
+def _(body: m.JobFailed, job: JobView, at: int) -> dict[str, object]:
     error = AttemptError(body.attempt, body.error_type, body.message, body.traceback, body.duration_us, at)
-    return replace(job, errors=job.errors + (error,))
+    return dict(errors=job.errors + (error,))
 
 
 @_apply.register
-def _(body: m.JobRetryScheduled, job: JobView, at: int) -> JobView:
-    return replace(job, due_at=body.due_at)
+def _(body: m.JobRetryScheduled, job: JobView, at: int) -> dict[str, object]:
+    return dict(due_at=body.due_at)
 
 
 @_apply.register
-def _(body: m.JobDeadLettered, job: JobView, at: int) -> JobView:
-    return replace(job, dead_reason=body.reason, finished_at=at, due_at=None)
+def _(body: m.JobDeadLettered, job: JobView, at: int) -> dict[str, object]:
+    return dict(dead_reason=body.reason, finished_at=at, due_at=None)
 
 
 @_apply.register
-def _(body: m.JobCancelled, job: JobView, at: int) -> JobView:
-    return replace(job, finished_at=at, due_at=None)
+def _(body: m.JobCancelled, job: JobView, at: int) -> dict[str, object]:
+    return dict(finished_at=at, due_at=None)
 
 
 @_apply.register
-def _(body: m.JobReplayed, job: JobView, at: int) -> JobView:
-    return replace(job, attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None,
-                   queued_at=at, due_at=at)
+def _(body: m.JobReplayed, job: JobView, at: int) -> dict[str, object]:
+    return dict(attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at, due_at=at)
 
 
 @_apply.register
-def _(body: m.JobFannedOut, job: JobView, at: int) -> JobView:
+def _(body: m.JobFannedOut, job: JobView, at: int) -> dict[str, object]:
     children = tuple((tenant, child, "pending", "") for tenant, child in sorted(body.children.items()))
-    return replace(job, children=children, started_at=at)
+    return dict(children=children, started_at=at)
 
 
 @_apply.register
-def _(body: m.ChildReported, job: JobView, at: int) -> JobView:
-    return replace(job, children=reported(job.children, body))
+def _(body: m.ChildReported, job: JobView, at: int) -> dict[str, object]:
+    return dict(children=reported(job.children, body))
 
 
 def reported(children: tuple[tuple[str, str, str, str], ...], body: m.ChildReported) -> tuple[tuple[str, str, str, str], ...]:
@@ -207,15 +208,15 @@ def reported(children: tuple[tuple[str, str, str, str], ...], body: m.ChildRepor
 
 
 @_apply.register
-def _(body: m.JobSettled, job: JobView, at: int) -> JobView:
-    return replace(job, finished_at=at)
+def _(body: m.JobSettled, job: JobView, at: int) -> dict[str, object]:
+    return dict(finished_at=at)
 
 
 @_apply.register
-def _(body: m.JobRescheduled, job: JobView, at: int) -> JobView:
-    return replace(job, due_at=body.due_at)
+def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
+    return dict(due_at=body.due_at)
 
 
 @_apply.register
-def _(body: m.JobRequeued, job: JobView, at: int) -> JobView:
-    return replace(job, queued_at=at, due_at=at)
+def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
+    return dict(queued_at=at, due_at=at)

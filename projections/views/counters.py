@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.contract import messages as m
-from engine.domain.fairness import FairState, advance
+from engine.domain.fairness import FairState
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
 from projections.views import keys as k
@@ -47,12 +47,11 @@ def _depth(batch: Any, job: JobView, delta: int) -> None:
 def charge_start(batch: Any, job: JobView, started: m.JobStarted) -> None:
     """A start: count it as served and advance the tenant's fair-share clock by its units."""
     add(batch, k.lane_tenant_key(k.SERVED, job.lane, job.tenant_id), 1)
-    if started.fair_units > 0:
+    if started.fair_units > 0:  # engine.domain.fairness.advance, on the two numbers it touches
         vkey, fkey = k.lane_key(k.VTIME, job.lane), k.lane_tenant_key(k.FINISH, job.lane, job.tenant_id)
-        state = FairState(read_int(batch, vkey), {job.tenant_id: read_int(batch, fkey)})
-        state = advance(state, job.tenant_id, started.fair_units)
-        batch.put(vkey, b"%d" % state.system_vtime)
-        batch.put(fkey, b"%d" % state.finish_tag(job.tenant_id))
+        start = max(read_int(batch, vkey), read_int(batch, fkey))
+        batch.put(vkey, b"%d" % start)
+        batch.put(fkey, b"%d" % (start + started.fair_units))
 
 
 def fair_state(reader: Any, lane: str) -> FairState:

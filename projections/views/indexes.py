@@ -36,9 +36,14 @@ def ready_entry(job: JobView) -> bytes:
     return k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)
 
 
+_last: list[object] = [None, {}]  # the newest record worked out and its entries: the next event's "before"
+
+
 def index_changes(before: JobView | None, after: JobView | None) -> dict[bytes, bytes | None]:
     """Puts and deletes (None) that move the indexes from ``before`` to ``after``."""
-    old, new = index_entries(before), index_entries(after)
+    old = _last[1] if before is not None and _last[0] is before else index_entries(before)
+    new = index_entries(after)
+    _last[0], _last[1] = after, new
     changes: dict[bytes, bytes | None] = {key: None for key in old if key not in new}
     changes.update({key: v for key, v in new.items() if old.get(key) != v})
     return changes

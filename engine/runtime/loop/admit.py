@@ -25,6 +25,7 @@ from projections.views import keys as k
 from projections.views.counters import read_int
 
 log = logging.getLogger("epochq.admit")
+NO_LIMITS = Limits()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,21 +77,28 @@ class Admission:
             desk.decide(getattr(command.body, "schedule_id", ""), given, ctx,  # type: ignore[attr-defined]
                         command.command_id, command.correlation_id)
             return
-        if isinstance(command.body, m.SubmitJob):
-            ctx = replace(ctx, limits=self._limits(partition, command), scope_tenants=self.scope(command.body.scope))
+        body = command.body
+        if isinstance(body, m.SubmitJob):
+            limits = self._limits(partition, command)
+            scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
+            if limits is not NO_LIMITS or scoped:
+                ctx = replace(ctx, limits=limits, scope_tenants=scoped)
         partition.decide(command.job_id, given, ctx, command.command_id, command.correlation_id)
 
     def _limits(self, partition: Partition, command: m.Command) -> Limits:
         """Backpressure inputs for one SubmitJob: queue depths now (pending decisions included), and the limits."""
         body = command.body
         assert isinstance(body, m.SubmitJob)
+        tenant_max = self.max_queued(command.tenant_id)
+        if tenant_max is None and not self.lane_limits:
+            return NO_LIMITS
         try:
             lane = lane_for(body.priority, body.lane, (self.tasks or {}).get(body.task_type, TaskPolicy()).lane)
         except (ValidationError, ValueError):
-            return Limits()
-        tenant_max, lane_max = self.max_queued(command.tenant_id), self.lane_limits.get(lane)
+            return NO_LIMITS
+        lane_max = self.lane_limits.get(lane)
         if tenant_max is None and lane_max is None:
-            return Limits()
+            return NO_LIMITS
         batch = partition.batch
         tenant_depth = sum(read_int(batch, k.lane_tenant_key(k.BACKLOG, ln.value, command.tenant_id))
                            for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))

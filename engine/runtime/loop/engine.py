@@ -20,6 +20,8 @@ import logging
 import threading
 import time
 
+from confluent_kafka import Message
+
 from engine.app import App
 from engine.config import Settings
 from engine.domain.decide import DecideContext, TaskPolicy
@@ -48,6 +50,9 @@ log = logging.getLogger("epochq.engine")
 
 TENANTS_EVERY_S = 0.1
 METRICS_EVERY_S = 5.0
+ADMIT_BUDGET_S = 0.01
+"""The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
+commands never holds up recording results and starting jobs for more than this."""
 
 
 def now_us() -> int:
@@ -83,6 +88,7 @@ class Engine:
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0
         self._next_tenants = self._next_metrics = 0.0
+        self._stats: list = [0, 0.0, 0.0, 0.0, 0, 0, 0.0]
 
     @property
     def partitions(self) -> dict[int, Partition]:
@@ -119,14 +125,28 @@ class Engine:
             self.lifecycle.note(note)
         self.lifecycle.set_up()
         self.lifecycle.restore(now)
+        t0 = time.perf_counter()
         self._decide(arrivals, now, taking)
-        self._apply(self.writer.write(self._work(), self.reader.group_metadata()))
+        t1 = time.perf_counter()
+        work = self._work()
+        written = self.writer.write(work, self.reader.group_metadata())
+        t2 = time.perf_counter()
+        self._apply(written)
+        t3 = time.perf_counter()
+        st = self._stats
+        st[0] += 1; st[1] += t1 - t0; st[2] += t2 - t1; st[3] += t3 - t2
+        st[4] += sum(len(w.staged.events) for w in written); st[5] += len(work)
+        if time.monotonic() > st[6]:
+            if st[0]:
+                log.info("ticks %d decide %.2fms write %.2fms apply %.2fms events/tick %.1f txns/tick %.1f", st[0],
+                         st[1] / st[0] * 1e3, st[2] / st[0] * 1e3, st[3] / st[0] * 1e3, st[4] / st[0], st[5] / st[0])
+            self._stats = [0, 0.0, 0.0, 0.0, 0, 0, time.monotonic() + 2]
         self.lifecycle.settle_revoking(self.executor.in_flight)
         self._housekeeping()
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
-        if self.lifecycle.restoring:
+        if self.lifecycle.restoring or self.inbox.commands:
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for t in self.lifecycle.timers.values()]
@@ -161,18 +181,26 @@ class Engine:
             self.metrics.set_timers(partition.number, timers.held())
 
     def _commands(self, arrivals: Arrivals, ctxs: dict[int, DecideContext]) -> None:
-        for tag, msg in arrivals.commands:
-            if msg.error():
-                log.warning("commands consumer: %s", msg.error())
-                continue
-            partition = self.partitions.get(msg.partition())
-            if partition is None or tag < partition.accept_tag:
-                continue  # not ours any more, or read before we rewound
-            if partition.state is not State.ACTIVE:
-                if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
-                    partition.accept_tag = self.reader.seek(partition.number, msg.offset())
-                continue
-            self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])
+        waiting = self.inbox.commands
+        budget_ends = time.perf_counter() + ADMIT_BUDGET_S
+        while waiting and time.perf_counter() < budget_ends:
+            n = min(len(waiting), 32)
+            for _ in range(n):
+                self._command(*waiting.popleft(), ctxs)
+            self.inbox.decided(n)
+
+    def _command(self, tag: int, msg: Message, ctxs: dict[int, DecideContext]) -> None:
+        if msg.error():
+            log.warning("commands consumer: %s", msg.error())
+            return
+        partition = self.partitions.get(msg.partition())
+        if partition is None or tag < partition.accept_tag:
+            return  # not ours any more, or read before we rewound
+        if partition.state is not State.ACTIVE:
+            if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
+                partition.accept_tag = self.reader.seek(partition.number, msg.offset())
+            return
+        self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])
 
     def _dispatch(self, active: list[Partition], ctxs: dict[int, DecideContext]) -> None:
         if not active:

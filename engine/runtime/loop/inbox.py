@@ -19,9 +19,11 @@ loop drops a batch's records of a partition it rewound after that batch was read
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -59,31 +61,32 @@ class Note:
 class Arrivals:
     """What reached the loop since it last looked."""
 
-    commands: list[tuple[int, Message]] = field(default_factory=list)  # (seek tag, record)
     results: list[Any] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.commands) or bool(self.results) or bool(self.notes)
+        return bool(self.results) or bool(self.notes)
 
 
 _COMMANDS, _RESULT, _NOTE = 0, 1, 2
 
 
 class Inbox:
-    """One queue the loop blocks on; any thread may put into it."""
+    """One queue the loop blocks on; any thread may put into it.
+
+    Command records wait in :attr:`commands` until the loop decides them (it may take a
+    tick's worth at a time); the reader stops consuming while ``MAX_BACKLOG`` of them wait.
+    """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[int, Any, Any]] = queue.SimpleQueue()
-        self._waiting_commands = 0
-        self._room = threading.Event()
-        self._room.set()
+        self.commands: collections.deque[tuple[int, Message]] = collections.deque()  # (seek tag, record)
+        self._put = 0  # command records put (by the reader)
+        self._done = 0  # command records decided (by the loop)
 
     def put_commands(self, tag: int, messages: list[Message]) -> None:
         """A batch of command records, read after ``tag`` seeks."""
-        self._waiting_commands += len(messages)
-        if self._waiting_commands >= MAX_BACKLOG:
-            self._room.clear()
+        self._put += len(messages)
         self._queue.put((_COMMANDS, tag, messages))
 
     def put_result(self, result: Any) -> None:
@@ -94,12 +97,16 @@ class Inbox:
         """A rebalance callback's record."""
         self._queue.put((_NOTE, note, None))
 
-    def wait_for_room(self, timeout: float) -> bool:
-        """Whether the loop has taken enough records for the reader to read more."""
-        return self._room.wait(timeout)
+    def full(self) -> bool:
+        """Whether enough command records wait for the reader to stop reading for a while."""
+        return self._put - self._done >= MAX_BACKLOG
+
+    def decided(self, n: int) -> None:
+        """The loop decided ``n`` more command records."""
+        self._done += n
 
     def take(self, timeout: float) -> Arrivals:
-        """Everything waiting, blocking up to ``timeout`` seconds for the first item."""
+        """Results and notes waiting (commands go to :attr:`commands`), blocking up to ``timeout`` for one item."""
         out = Arrivals()
         try:
             item = self._queue.get(timeout=timeout) if timeout > 0 else self._queue.get_nowait()
@@ -117,10 +124,7 @@ class Inbox:
         if kind == _RESULT:
             out.results.append(first)
         elif kind == _COMMANDS:
-            out.commands.extend((first, msg) for msg in second)
-            self._waiting_commands -= len(second)
-            if self._waiting_commands < MAX_BACKLOG:
-                self._room.set()
+            self.commands.extend((first, msg) for msg in second)
         else:
             out.notes.append(first)
 
@@ -165,7 +169,6 @@ class CommandReader(threading.Thread):
     def stop(self, timeout: float = 30.0) -> None:
         """Leave the group and end the thread (partitions must be settled by then)."""
         self._stopping.set()
-        self.inbox._room.set()
         if self.is_alive():
             self._closed.wait(timeout)
 
@@ -177,7 +180,8 @@ class CommandReader(threading.Thread):
                                     on_lost=self._on_lost)
             while not self._stopping.is_set():
                 self._serve_requests()
-                if not self.inbox.wait_for_room(0.05):
+                if self.inbox.full():
+                    time.sleep(0.005)  # the loop has a backlog to decide first
                     continue
                 messages = kafka.call(self.consumer.consume, self.max_messages, 0.02)
                 self.metadata = self.consumer.consumer_group_metadata()
