@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.jobs import JobView, evolve
-from engine.errors import InvalidTransitionError
+from engine.errors import InvalidTransitionError, ProjectionCorruptedError
 from projections.batch import Batch
 from projections.views import keys as k
 from projections.views.breakers import fold_breaker
@@ -64,6 +64,9 @@ def fold_guarded(batch: Batch, event: m.Event, offset: int) -> Folded:
     batch.savepoint()
     try:
         folded = fold_state(batch, event)
+    except ProjectionCorruptedError:
+        batch.rollback()
+        raise  # the store is at fault, not the record: it must be wiped and restored
     except Exception:  # noqa: BLE001 - one bad record must not stop a restore; the verdict records it
         batch.rollback()
         folded = Folded(POISON)

@@ -81,14 +81,20 @@ class ProjectionStore:
         """The value under ``key``, or None."""
         hot = self._hot
         if hot is None or key[:2] not in HOT_PREFIXES:
-            return self._db.get(key)
+            return self._read(key)
         try:
             return hot[key]
         except KeyError:
-            value = hot[key] = self._db.get(key)
+            value = hot[key] = self._read(key)
             if len(hot) > HOT_LIMIT:
                 hot.clear()
             return value
+
+    def _read(self, key: bytes) -> bytes | None:
+        try:
+            return self._db.get(key)
+        except Exception as e:  # rocksdict raises plain exceptions; a corrupt block is one of them
+            raise _translate(self.path, e) from e
 
     def scan(self, prefix: bytes, start: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """Key-value pairs whose key starts with ``prefix``, in key order, from ``start``."""
@@ -105,7 +111,10 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
-        self._db.write(batch)
+        try:
+            self._db.write(batch)
+        except Exception as e:  # noqa: BLE001 - typed here, where RocksDB's errors enter
+            raise _translate(self.path, e) from e
         hot = self._hot
         if hot is not None:
             for key, value in changes.items():
@@ -124,6 +133,13 @@ class ProjectionStore:
         """Close and delete the store, so it can be rebuilt from offset 0."""
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _translate(path: Path, error: Exception) -> Exception:
+    """ProjectionCorruptedError for RocksDB's corruption errors; the error itself otherwise."""
+    if "corrupt" in str(error).lower():
+        return ProjectionCorruptedError(f"{path}: {error}")
+    return error
 
 
 def _successor(prefix: bytes) -> bytes:

@@ -12,6 +12,7 @@ from engine.cli.common import add_connection_flags, settings_from
 from engine.domain.lanes import Lane
 from engine.domain.timerouter import Windows
 from engine.errors import ConfigError
+from engine.runtime.kafka import default_owner_id
 from engine.runtime.logs import configure_logging
 
 
@@ -23,6 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("app", help="where the App lives, as module:attribute (e.g. myapp:app)")
     add_connection_flags(run)
     run.add_argument("--owner-id", help="this instance's name (default host-pid)")
+    run.add_argument("--processes", default="1", metavar="N",
+                     help="engine processes sharing the partitions (a consumer group of N members); 'auto': one per "
+                          "core. One SIGTERM stops them all. With --metrics-port P, process i serves P+i")
     run.add_argument("--concurrency", type=int, default=None,
                      help="worker slots of the NORMAL lane (HIGH and LOW get half, BATCH a quarter)")
     run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
@@ -93,10 +97,25 @@ def windows(horizon_s: float, sweep_s: float, overdue_s: float) -> Windows:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from engine.runtime import supervisor
+
+    configure_logging(args.log_level, args.log_format)
+    try:
+        processes = supervisor.process_count(args.processes)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if processes > 1:
+        load_app(args.app)  # a typo fails here, once, not in every child
+        owner = args.owner_id or default_owner_id()
+        argvs = supervisor.child_argvs(sys.argv[1:], processes, owner, args.metrics_port)
+        return supervisor.Supervisor(argvs).run()
+    return _run_one(args)
+
+
+def _run_one(args: argparse.Namespace) -> int:
     from engine.runtime.gctuning import tune_for_latency
     from engine.runtime.loop import Engine, EngineOptions
 
-    configure_logging(args.log_level, args.log_format)
     settings = settings_from(args)
     options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace,
                             session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,

@@ -32,6 +32,7 @@ PROCESSING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 NO_LANE = "none"
 UNKNOWN = "unknown"
 JOB_LABELS = ("task_type", "lane")
+TICK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 POISON_STEPS = ("decide", "result", "timer", "dispatch", "schedule", "requeue")
 
 
@@ -107,6 +108,10 @@ class EngineMetrics:
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
+        self.tick_seconds = Histogram("epochq_tick_seconds", "Time one loop tick spends in a step: decide (commands, "
+                                      "results, timers, dispatch), write (the transactions), apply (store commits)",
+                                      ("step",), registry=r, buckets=TICK_BUCKETS)
+        self._tick_steps = tuple(self.tick_seconds.labels(step) for step in ("decide", "write", "apply"))
         self.poison = Counter("epochq_poison_total", "Inputs set aside because a step raised on them (each also "
                               "recorded as an event: JobRejected, JobDeadLettered or CommandQuarantined)",
                               ("step",), registry=r)
@@ -233,6 +238,13 @@ class EngineMetrics:
                     self.timers_hot.remove(str(partition), kind)
                 except KeyError:
                     pass
+
+    def tick(self, decide_s: float, write_s: float, apply_s: float) -> None:
+        """Time one tick's steps."""
+        decide, write, apply = self._tick_steps
+        decide.observe(decide_s)
+        write.observe(write_s)
+        apply.observe(apply_s)
 
     def poisoned(self, step: str) -> None:
         """Count one input set aside at ``step`` (decide, result, timer, dispatch, schedule, requeue)."""

@@ -88,7 +88,6 @@ class Engine:
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0
         self._next_tenants = self._next_metrics = 0.0
-        self._stats: list = [0, 0.0, 0.0, 0.0, 0, 0, 0.0]
 
     @property
     def partitions(self) -> dict[int, Partition]:
@@ -127,20 +126,13 @@ class Engine:
         self.lifecycle.restore(now)
         t0 = time.perf_counter()
         self._decide(arrivals, now, taking)
+        for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
+            self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
         t1 = time.perf_counter()
-        work = self._work()
-        written = self.writer.write(work, self.reader.group_metadata())
+        written = self.writer.write(self._work(), self.reader.group_metadata())
         t2 = time.perf_counter()
         self._apply(written)
-        t3 = time.perf_counter()
-        st = self._stats
-        st[0] += 1; st[1] += t1 - t0; st[2] += t2 - t1; st[3] += t3 - t2
-        st[4] += sum(len(w.staged.events) for w in written); st[5] += len(work)
-        if time.monotonic() > st[6]:
-            if st[0]:
-                log.info("ticks %d decide %.2fms write %.2fms apply %.2fms events/tick %.1f txns/tick %.1f", st[0],
-                         st[1] / st[0] * 1e3, st[2] / st[0] * 1e3, st[3] / st[0] * 1e3, st[4] / st[0], st[5] / st[0])
-            self._stats = [0, 0.0, 0.0, 0.0, 0, 0, time.monotonic() + 2]
+        self.metrics.tick(t1 - t0, t2 - t1, time.perf_counter() - t2)
         self.lifecycle.settle_revoking(self.executor.in_flight)
         self._housekeeping()
 

@@ -136,10 +136,16 @@ class Lifecycle:
         """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
         if not self._restorers:
             return
+        reset: set[int] = set()
         for msg in kafka.call(self.events.consume, RESTORE_BATCH, timeout):
             restorer = self._restorers.get(msg.partition())
-            if restorer is not None and not msg.error():
+            if restorer is None or msg.error() or msg.partition() in reset:
+                continue
+            try:
                 restorer.feed(((msg.offset(), msg.value()),))
+            except ProjectionCorruptedError as e:
+                reset.add(msg.partition())  # the rest of this batch is ahead of the fresh store
+                self.corrupted(self.partitions[msg.partition()], e)
         for p in list(self._restorers):
             partition = self.partitions.get(p)
             if partition is not None and partition.state is State.RESTORING and self._caught_up(partition):
@@ -234,9 +240,20 @@ class Lifecycle:
         log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log", partition.number, error)
         store = partition.store
         assert store is not None
+        partition.corrupt = None
+        rewind = partition.staged.first_command_offset
+        if partition.state not in (State.ACTIVE, State.CLAIMING, State.RESTORING):
+            self.drop(partition.number, "projection corrupt while handing back")
+            return
+        partition.forget_pending()
+        if self._restorers.pop(partition.number, None) is not None:
+            self._unassign_events(partition.number)
         store.wipe()
         partition.open(open_store(store.path), partition.producer)  # type: ignore[arg-type]
-        self.resync(partition, "store wiped")
+        if partition.state is State.RESTORING:
+            self._start_restore(partition)
+        else:
+            self.resync(partition, "store wiped", rewind)
 
     # --- giving back ------------------------------------------------------------------------
 

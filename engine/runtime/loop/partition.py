@@ -32,7 +32,7 @@ from engine.contract.codec import encode_event
 from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
 from engine.domain.jobs import JobView
-from engine.errors import ValidationError
+from engine.errors import ProjectionCorruptedError, ValidationError
 from engine.runtime.kafka import MAX_MESSAGE_BYTES
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
@@ -126,6 +126,7 @@ class Partition:
         self.committed_command_offset: int | None = None  # the commands partition is consumed up to here
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
         self.revoke_deadline = 0.0
+        self.corrupt: ProjectionCorruptedError | None = None  # the store failed a read: wipe and restore it
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -212,6 +213,11 @@ class Partition:
         self.batch.savepoint()
         try:
             step(*args)
+        except ProjectionCorruptedError as e:  # not the input's fault: the store must be restored
+            self.batch.rollback()
+            self.staged.undo(mark)
+            self.corrupt = e
+            return None
         except Exception as e:  # noqa: BLE001 - any step may meet a poison input; the caller records it
             self.batch.rollback()
             self.staged.undo(mark)
