@@ -72,6 +72,17 @@ class ReadyView:
             self._read_more(window)
         return window.entries[index] if index < len(window.entries) else None
 
+    def entry_after(self, lane: str, tenant: str, after: bytes) -> tuple[bytes, str] | None:
+        """The tenant's first ready entry in ``lane`` with a key above ``after`` (b"": the first of all)."""
+        window = self._window(k.ready_tenant_prefix(lane, tenant))
+        while True:
+            i = bisect.bisect_right(window.entries, (after, "\uffff"))
+            if i < len(window.entries):
+                return window.entries[i]
+            if window.complete:
+                return None
+            self._read_more(window)
+
     def _window(self, prefix: bytes) -> ReadyWindow:
         window = self.windows.get(prefix)
         if window is None:

@@ -51,10 +51,10 @@ class LaneRound:
 
     def __init__(self, dispatcher: Dispatcher, partition: Partition, lane: str, ctx: DecideContext):
         self.d, self.partition, self.lane, self.ctx = dispatcher, partition, lane, ctx
-        self.positions: dict[str, int] = {}  # tenant -> index of its next entry in the ready view
+        self.positions: dict[str, bytes] = {}  # tenant -> key of the last entry looked at (the view may change)
         self.heads: dict[str, tuple[TenantHead, str]] = {}
         for tenant in list(partition.ready.backlogged(lane)):
-            self.positions[tenant] = 0
+            self.positions[tenant] = b""
             self._advance(tenant)
 
     def start_one(self) -> bool:
@@ -98,11 +98,11 @@ class LaneRound:
         prefix_len = len(k.ready_tenant_prefix(self.lane, tenant))
         ready, position = self.partition.ready, self.positions[tenant]
         for _ in range(MAX_SKIPPED):
-            entry = ready.entry(self.lane, tenant, position)
-            position += 1
+            entry = ready.entry_after(self.lane, tenant, position)
             if entry is None:
                 break
             key, job_id = entry
+            position = key
             head = self._head_of(tenant, key[prefix_len:], job_id)
             if head is not None:
                 self.heads[tenant] = (head, job_id)

@@ -1,0 +1,213 @@
+"""The loop's steps without a broker: admit, dispatch, record results, apply; poison set aside at each step.
+
+Each test drives one partition with a real RocksDB store through the same step objects the
+engine uses; only the Kafka transaction is stood in for by numbering the staged events as
+the log would (the write step itself is exercised against a real broker in tests/integration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.contract import messages as m
+from engine.contract.codec import encode_command
+from engine.domain.decide import DecideContext, Emit, TaskPolicy
+from engine.domain.lanes import Lane
+from engine.domain.lifecycle import JobState
+from engine.domain.timerouter import Windows
+from engine.errors import FencedError, TransactionAbortedError
+from engine.runtime.executor import Outcome, RunRequest, RunResult
+from engine.runtime.loop import outcomes
+from engine.runtime.loop import partition as partition_module
+from engine.runtime.loop.admit import Admission
+from engine.runtime.loop.apply import Verdict, commit
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.dispatch import Dispatcher
+from engine.runtime.loop.partition import IllegalTransition, Partition, State
+from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.timers import PartitionTimers
+from engine.runtime.loop.write import Written
+from projections.evolve import fold
+from projections.batch import Batch
+from projections.store import open_store
+from projections.views import keys as k
+from tests.unit.factories import submit
+
+TASKS = {"email.send": TaskPolicy()}
+NOW = 1_700_000_000_000_000
+
+
+class Rig:
+    """One active partition and the engine's step objects around it."""
+
+    def __init__(self, path: Path):
+        self.store = open_store(path)
+        self.partition = Partition(0, "owner-a")
+        self.partition.open(self.store, None)  # type: ignore[arg-type]
+        self.poisoned: list[str] = []
+        self.poison = PoisonDesk(self.poisoned.append)
+        self.board = BreakerBoard({})
+        self.partition.epoch = 1
+        self.partition.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
+        self.partition.state = State.ACTIVE
+        self.timers = PartitionTimers(self.partition, Windows(), self.board, self.poison.job)
+        self.partition.observer = self.timers.observe
+        self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison,
+                                   lambda p: self.timers.desk)
+        self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
+        self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
+        self.partition.next_offset = 0
+        self.command_offset = 0
+
+    def ctx(self) -> DecideContext:
+        return self.partition.context(DecideContext(0, 0, 512 * 1024, TASKS), NOW)
+
+    def admit(self, command: m.Command | bytes) -> None:
+        raw = command if isinstance(command, bytes) else encode_command(command)
+        self.admission.admit(self.partition, self.command_offset, raw, self.ctx())
+        self.command_offset += 1
+
+    def dispatch(self, free: int = 10) -> int:
+        return self.dispatcher.deal(Lane.NORMAL.value, free, [self.partition], lambda p: self.ctx())
+
+    def finish(self, kind: str = "succeeded") -> None:
+        starts = self.partition.staged.starts
+        results = [RunResult(RunRequest(0, 1, job.job_id, job.tenant_id, job.task_type, event.body.attempt,  # type: ignore[union-attr]
+                                        Lane.NORMAL, job.payload, None, 0.0, 0), Outcome(kind))  # type: ignore[arg-type]
+                   for event, job in starts]
+        self.apply()
+        outcomes.record({0: self.partition}, results, self.board, self.poison, {0: self.ctx()})
+
+    def apply(self) -> Verdict:
+        """The write step's stand-in: number the staged events as the log would, then apply."""
+        staged = self.partition.take_staged()
+        n, first = len(staged.events), self.partition.next_offset
+        self.log += list(zip(range(first, first + n), staged.events))
+        return commit(Written(self.partition, staged, None, first if n else None, first + n - 1 if n else None))
+
+    def job_state(self, job_id: str) -> JobState | None:
+        job = self.partition.job(job_id)
+        return job.state if job else None
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(tmp_path / "p0000")
+    yield r
+    r.store.close()
+
+
+def types(events: list[m.Event], job_id: str) -> list[str]:
+    return [e.type for e in events if e.job_id == job_id]
+
+
+def logged(rig: Rig) -> list[m.Event]:
+    return [event for _, event in rig.log]
+
+
+def test_the_transition_table_refuses_what_it_lacks() -> None:
+    partition = Partition(3, "owner-a")
+    with pytest.raises(IllegalTransition):
+        partition.move(State.ACTIVE)  # assigned → active skips restoring and claiming
+    for state in (State.RESTORING, State.CLAIMING, State.ACTIVE, State.RESTORING, State.ACTIVE, State.REVOKING,
+                  State.CLOSED):
+        partition.move(state)
+    with pytest.raises(IllegalTransition):
+        partition.move(State.ACTIVE)  # closed is final
+
+
+def test_a_job_is_admitted_started_and_finished_and_the_store_equals_a_rebuild(rig: Rig, tmp_path: Path) -> None:
+    rig.admit(submit("job-1"))
+    assert rig.dispatch() == 1  # queued in this tick, started in this tick
+    assert types(rig.partition.staged.events, "job-1") == ["JobSubmitted", "JobQueued", "JobStarted"]
+    rig.finish()
+    assert rig.apply() is Verdict.COMMITTED
+    assert types(logged(rig), "job-1") == ["JobSubmitted", "JobQueued", "JobStarted", "JobSucceeded"]
+    assert rig.job_state("job-1") is JobState.COMPLETED
+    rebuilt = open_store(tmp_path / "rebuilt")
+    batch = Batch(rebuilt)
+    for offset, event in rig.log:
+        fold(batch, event, offset)
+    batch.commit()
+    assert list(rebuilt.items()) == list(rig.store.items())  # history, indexes, counters: byte for byte
+    rebuilt.close()
+
+
+def test_free_slots_bound_the_starts_and_the_rest_stay_queued(rig: Rig) -> None:
+    for n in range(5):
+        rig.admit(submit(f"job-{n}"))
+    assert rig.dispatch(free=2) == 2
+    assert sum(1 for n in range(5) if rig.job_state(f"job-{n}") is JobState.RUNNING) == 2
+    assert sum(1 for n in range(5) if rig.job_state(f"job-{n}") is JobState.QUEUED) == 3
+
+
+def test_a_command_whose_decision_raises_is_rejected_and_nothing_it_folded_stays(rig: Rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    real = partition_module.decide
+
+    def decide(job, given, ctx):  # type: ignore[no-untyped-def]
+        if getattr(getattr(given, "command", None), "job_id", "") == "poison":
+            real(job, given, ctx)
+            raise RuntimeError("boom in decide")
+        return real(job, given, ctx)
+
+    monkeypatch.setattr(partition_module, "decide", decide)
+    rig.admit(submit("before"))
+    rig.admit(submit("poison"))
+    rig.admit(submit("after"))
+    events = rig.partition.staged.events
+    assert types(events, "poison") == ["JobRejected"]
+    rejected = [e.body for e in events if e.job_id == "poison"][0]
+    assert rejected.reason == "engine_error" and "boom in decide" in rejected.detail  # type: ignore[union-attr]
+    assert rig.job_state("poison") is None and rig.job_state("after") is JobState.QUEUED
+    assert rig.poisoned == ["decide"]
+    assert rig.partition.staged.next_command_offset == 3  # its offset is consumed with the others
+
+
+def test_an_undecodable_command_is_quarantined(rig: Rig) -> None:
+    rig.admit(b"\xc3\x01garbage")
+    assert [e.type for e in rig.partition.staged.events][-1] == "CommandQuarantined"
+
+
+def test_a_queued_job_no_head_can_be_made_of_is_dead_lettered_and_dispatch_goes_on(rig: Rig) -> None:
+    rig.admit(submit("good"))
+    old = m.JobSubmitted("email.send", m.Payload(b"{}"), 5, "NORMAL", 3, run_at=-1_000_000)  # as an old log may hold
+    rig.partition.stage(Emit("bad", "acme", old), NOW)
+    rig.partition.stage(Emit("bad", "acme", m.JobQueued("submitted")), NOW)  # queued with a negative due time
+    assert rig.dispatch() == 1
+    assert rig.job_state("good") is JobState.RUNNING and rig.job_state("bad") is JobState.DEAD
+    dead = [e.body for e in rig.partition.staged.events if e.job_id == "bad"][-1]
+    assert isinstance(dead, m.JobDeadLettered) and dead.reason == "engine_error"
+    assert rig.poisoned == ["dispatch"]
+
+
+def test_a_result_whose_decision_raises_dead_letters_the_running_job(rig: Rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    rig.admit(submit("job-1"))
+    rig.dispatch()
+    monkeypatch.setattr(outcomes, "_record_one", lambda *a: (_ for _ in ()).throw(ValueError("bad result")))
+    rig.finish()
+    assert types(rig.partition.staged.events, "job-1") == ["JobFailed", "JobDeadLettered"]
+    assert rig.job_state("job-1") is JobState.DEAD and rig.poisoned == ["result"]
+
+
+def test_a_result_of_an_older_epoch_is_dropped(rig: Rig) -> None:
+    rig.admit(submit("job-1"))
+    rig.dispatch()
+    rig.partition.epoch = 2  # the partition was taken over and claimed again meanwhile
+    rig.finish()
+    assert rig.partition.staged.events == [] and rig.job_state("job-1") is JobState.RUNNING
+
+
+def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_events_in_a_row(rig: Rig) -> None:
+    rig.admit(submit("job-1"))
+    staged = rig.partition.take_staged()
+    rig.partition.next_offset = 10
+    assert commit(Written(rig.partition, staged, FencedError("x"))) is Verdict.FENCED
+    assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
+    n = len(staged.events)
+    assert commit(Written(rig.partition, staged, None, 11, 11 + n - 1)) is Verdict.OUT_OF_ORDER  # one foreign record
+    assert commit(Written(rig.partition, staged, None, 10, 10 + n)) is Verdict.OUT_OF_ORDER  # a gap inside
+    assert commit(Written(rig.partition, staged, None, 10, 10 + n - 1)) is Verdict.COMMITTED
+    assert rig.store.applied_offset() == 10 + n - 1 and rig.partition.next_offset == 10 + n + 1
