@@ -31,7 +31,7 @@ _PRIMITIVE_READERS = {"null": "read_null", "boolean": "read_boolean", "double": 
                       "float": "read_float", "bytes": "read_bytes", "string": "read_string"}
 _RUNTIME = {name: getattr(avro_fast, name) for name in (
     "ONE_BYTE", "write_long", "write_string", "write_bytes", "pack_double", "pack_float",
-    "read_varint_tail", "read_size_tail", "bad_length", "bad_branch", *_PRIMITIVE_READERS.values())}
+    "read_varint_tail", "read_size_tail", "bad_length", "bad_count", "bad_branch", *_PRIMITIVE_READERS.values())}
 
 
 class Unsupported(Exception):
@@ -272,9 +272,7 @@ def _read_stmts(module: _Module, node: Any, var: str, classes: Mapping[str, type
     if kind in _PRIMITIVE_READERS:
         return [f"{var}, pos = {_PRIMITIVE_READERS[kind]}(raw, pos, size)"]
     if kind == "map":
-        reader = module.const(avro_fast.map_reader(_value_reader(module, node["values"], classes)), "map")
-        return [f"if raw[pos] == 0:", f"    {var} = {{}}", "    pos += 1",
-                "else:", f"    {var}, pos = {reader}(raw, pos, size)"]
+        return _map_stmts(module, node, var, classes)
     optional = null_union(node)
     if optional is not None:
         index, other = optional
@@ -283,17 +281,26 @@ def _read_stmts(module: _Module, node: Any, var: str, classes: Mapping[str, type
                 *inner, f"else: bad_branch(({var} >> 1) ^ -({var} & 1), 2)"]
     if kind == "union":
         raise Unsupported(f"union {node!r}")
-    return [f"{var}, pos = {_record_reader(module, module.record(node), classes)}(raw, pos, size)"]
+    record = module.record(node)
+    if record["name"] in module.inlining:  # a recursive record: through its function
+        return [f"{var}, pos = {_record_reader(module, record, classes)}(raw, pos, size)"]
+    return _record_stmts(module, record, var, classes)
 
 
-def _value_reader(module: _Module, node: Any, classes: Mapping[str, type]) -> avro_fast.Reader:
-    """A ``(raw, pos, size) -> (value, pos)`` function for one schema (map values)."""
-    name = f"read_{module.temp()}"
-    body = "\n".join("    " + line for line in _read_stmts(module, node, "v", classes))
-    source = f"def {name}(raw, pos, size):\n{body}\n    return v, pos\n"
-    namespace = dict(module.namespace)
-    exec(compile(source, f"<avro {module.what} {name}>", "exec"), namespace)  # noqa: S102 - fixed template
-    return namespace[name]  # type: ignore[no-any-return]
+def _indent(lines: list[str], levels: int = 1) -> list[str]:
+    return ["    " * levels + line for line in lines]
+
+
+def _map_stmts(module: _Module, node: Mapping[str, Any], var: str, classes: Mapping[str, type]) -> list[str]:
+    """Statements reading an Avro map (blocks of entries until a 0 count) into ``var``."""
+    count, key, value = module.temp(), module.temp(), module.temp()
+    return [f"{var} = {{}}", *_long(count), f"while {count}:",
+            f"    if {count} < 0:",  # a negative count is followed by the block's size in bytes
+            f"        {count} = -{count}", *_indent(_long(module.temp()), 2),
+            f"    if {count} > size - pos: bad_count({count}, size - pos)",
+            f"    for _ in range({count}):",
+            *_indent(_sized(module, key, True), 2), *_indent(_read_stmts(module, node["values"], value, classes), 2),
+            f"        {var}[{key}] = {value}", *_indent(_long(count))]
 
 
 def twin_of(cls: type) -> type | None:
@@ -315,8 +322,8 @@ def twin_of(cls: type) -> type | None:
     return twin
 
 
-def _build(module: _Module, cls: type, values: Mapping[str, str]) -> list[str]:
-    """Statements building ``o``, an instance of ``cls``, from the locals named in ``values``."""
+def _build(module: _Module, cls: type, values: Mapping[str, str], var: str) -> list[str]:
+    """Statements building ``var``, an instance of ``cls``, from the locals named in ``values``."""
     fields = dataclasses.fields(cls)
     twin = twin_of(cls)
     for f in fields:
@@ -324,33 +331,39 @@ def _build(module: _Module, cls: type, values: Mapping[str, str]) -> list[str]:
             raise Unsupported(f"{cls.__name__}.{f.name} is not in the schema and has no default")
     if twin is None:
         args = ", ".join(f"{name}={var}" for name, var in values.items())
-        return [f"o = {module.const(cls, 'cls')}({args})"]
-    lines = [f"o = {module.const(twin, 'twin')}()"]
+        return [f"{var} = {module.const(cls, 'cls')}({args})"]
+    lines = [f"{var} = {module.const(twin, 'twin')}()"]
     for f in fields:
         if f.name in values:
-            lines.append(f"o.{f.name} = {values[f.name]}")
+            lines.append(f"{var}.{f.name} = {values[f.name]}")
         elif f.default is not dataclasses.MISSING:
-            lines.append(f"o.{f.name} = {module.const(f.default, 'default')}")
+            lines.append(f"{var}.{f.name} = {module.const(f.default, 'default')}")
         else:
-            lines.append(f"o.{f.name} = {module.const(f.default_factory, 'factory')}()")
-    return [*lines, f"o.__class__ = {module.const(cls, 'cls')}"]
+            lines.append(f"{var}.{f.name} = {module.const(f.default_factory, 'factory')}()")
+    return [*lines, f"{var}.__class__ = {module.const(cls, 'cls')}"]
+
+
+def _record_stmts(module: _Module, record: Mapping[str, Any], var: str, classes: Mapping[str, type]) -> list[str]:
+    """Statements reading a record's fields into locals and building its dataclass into ``var``."""
+    cls = class_of(record["name"], classes)
+    if cls is None:
+        raise Unsupported(f"no class for record {record['name']}")
+    module.inlining.add(record["name"])
+    lines, values = [], {}
+    for field, node in matched_fields(cls, record):
+        values[field] = f"{var}_{field}"
+        lines.extend(_read_stmts(module, node, values[field], classes))
+    module.inlining.discard(record["name"])
+    return [*lines, *_build(module, cls, values, var)]
 
 
 def _record_reader(module: _Module, record: Mapping[str, Any], classes: Mapping[str, type]) -> str:
     """The name of a generated ``(raw, pos, size) -> (instance, pos)`` function for a record."""
-    if record["name"] in module.done:
-        return module.done[record["name"]]
-    cls = class_of(record["name"], classes)
-    if cls is None:
-        raise Unsupported(f"no class for record {record['name']}")
-    name = module.done[record["name"]] = f"read_{module.temp()}"
-    lines, values = [], {}
-    for field, node in matched_fields(cls, record):
-        values[field] = f"f_{field}"
-        lines.extend(_read_stmts(module, node, values[field], classes))
-    body = "\n".join("    " + line for line in [*lines, *_build(module, cls, values), "return o, pos"])
-    module.lines.append(f"def {name}(raw, pos, size):\n{body}")
-    return name
+    if record["name"] not in module.done:
+        name = module.done[record["name"]] = f"read_{module.temp()}"
+        body = _indent([*_record_stmts(module, record, "o", classes), "return o, pos"])
+        module.lines.append("\n".join([f"def {name}(raw, pos, size):", *body]))
+    return module.done[record["name"]]
 
 
 def _unmapped(record_name: str, what: str) -> avro_fast.Reader:
@@ -377,8 +390,8 @@ def compile_reader(schema: dict[str, Any], header_size: int, what: str, envelope
             lines.extend(_body_stmts(module, node, var, what, classes))
         else:
             lines.extend(_read_stmts(module, node, var, classes))
-    body = "\n".join("    " + line for line in [*lines, *_build(module, envelope, values), "return o, pos"])
-    module.lines.append(f"def read_envelope(raw):\n{body}")
+    body = _indent([*lines, *_build(module, envelope, values, "o"), "return o, pos"])
+    module.lines.append("\n".join(["def read_envelope(raw):", *body]))
     return module.compile()["read_envelope"]  # type: ignore[no-any-return]
 
 

@@ -129,6 +129,11 @@ def bad_length(length: int, left: int) -> None:
     raise EOFError(f"length {length} but only {left} bytes left")
 
 
+def bad_count(count: int, left: int) -> None:
+    """Raise for a block of more entries than the ``left`` bytes can hold (each takes one or more)."""
+    raise EOFError(f"block of {count} entries but only {left} bytes left")
+
+
 def read_bytes(raw: bytes, pos: int, size: int) -> tuple[bytes, int]:
     """Avro bytes at ``pos``."""
     length, pos = read_size_tail(raw, pos + 1, raw[pos])
