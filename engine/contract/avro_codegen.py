@@ -27,11 +27,9 @@ from engine.errors import DecodeError
 
 _PRIMITIVE_WRITERS = {"int": "write_long", "long": "write_long", "string": "write_string",
                       "bytes": "write_bytes", "double": "pack_double", "float": "pack_float"}
-_PRIMITIVE_READERS = {"null": "read_null", "boolean": "read_boolean", "double": "read_double",
-                      "float": "read_float", "bytes": "read_bytes", "string": "read_string"}
 _RUNTIME = {name: getattr(avro_fast, name) for name in (
     "ONE_BYTE", "write_long", "write_string", "write_bytes", "pack_double", "pack_float",
-    "read_varint_tail", "read_size_tail", "bad_length", "bad_count", "bad_branch", *_PRIMITIVE_READERS.values())}
+    "ZIGZAG", "read_long", "read_span", "read_double", "read_float", "bad_count", "bad_branch")}
 
 
 class Unsupported(Exception):
@@ -240,23 +238,22 @@ def _envelope_parts(module: _Module, schema: Mapping[str, Any], envelope: type,
 # --- readers -------------------------------------------------------------------------------------
 
 
-def _varint(var: str) -> list[str]:
-    """Statements reading one zigzag varint into ``var`` (one byte inline, longer ones by call)."""
-    return [f"{var} = raw[pos]", "pos += 1",
-            f"if {var} & 128: {var}, pos = read_varint_tail(raw, pos, {var})"]
-
-
 def _long(var: str) -> list[str]:
-    return [*_varint(var), f"{var} = ({var} >> 1) ^ -({var} & 1)"]
+    """Statements reading an Avro int or long into ``var`` (one byte by table, longer ones by call)."""
+    return [f"{var} = ZIGZAG[raw[pos]]", "pos += 1",
+            f"if {var} is None: {var}, pos = read_long(raw, pos - 1)"]
 
 
 def _sized(module: _Module, var: str, decode: bool) -> list[str]:
-    """Statements reading Avro bytes (or a string, if ``decode``) into ``var``."""
+    """Statements reading Avro bytes (or a string, if ``decode``) into ``var``.
+
+    No bounds check: a slice past the end is short, and then the record cannot end where the
+    value does, which the caller checks (and then the fastavro path reports the truncation).
+    """
     end = module.temp()
-    return [f"{var} = raw[pos]",  # a zigzag length under 64 is one even byte: its half
-            f"if {var} & 129: {var}, pos = read_size_tail(raw, pos + 1, {var})",
-            f"else:", f"    {var} >>= 1", "    pos += 1",
-            f"{end} = pos + {var}", f"if {end} > size: bad_length({var}, size - pos)",
+    return [f"{end} = raw[pos]",  # a length under 64 is one even byte: twice the length
+            f"if {end} & 129: pos, {end} = read_span(raw, pos)",
+            "else:", "    pos += 1", f"    {end} = ({end} >> 1) + pos",
             f"{var} = raw[pos:{end}]{'.decode()' if decode else ''}", f"pos = {end}"]
 
 
@@ -269,21 +266,24 @@ def _read_stmts(module: _Module, node: Any, var: str, classes: Mapping[str, type
         return _sized(module, var, kind == "string")
     if kind == "boolean":
         return [f"{var} = raw[pos] != 0", "pos += 1"]
-    if kind in _PRIMITIVE_READERS:
-        return [f"{var}, pos = {_PRIMITIVE_READERS[kind]}(raw, pos, size)"]
+    if kind == "null":
+        return [f"{var} = None"]
+    if kind in ("float", "double"):
+        return [f"{var}, pos = read_{kind}(raw, pos)"]
     if kind == "map":
-        return _map_stmts(module, node, var, classes)
+        return [f"if raw[pos]: {var}, pos = {_map_reader(module, node, classes)}(raw, pos)",
+                "else:", f"    {var} = {{}}", "    pos += 1"]
     optional = null_union(node)
-    if optional is not None:
+    if optional is not None:  # the index is one byte: 0 or 2
         index, other = optional
-        inner = ["    " + line for line in _read_stmts(module, other, var, classes)]
-        return [*_varint(var), f"if {var} == {2 * index}: {var} = None", f"elif {var} == {2 * (1 - index)}:",
-                *inner, f"else: bad_branch(({var} >> 1) ^ -({var} & 1), 2)"]
+        return [f"{var} = raw[pos]", "pos += 1", f"if {var} == {2 * index}: {var} = None",
+                f"elif {var} == {2 - 2 * index}:", *_indent(_read_stmts(module, other, var, classes)),
+                f"else: bad_branch({var})"]
     if kind == "union":
         raise Unsupported(f"union {node!r}")
     record = module.record(node)
     if record["name"] in module.inlining:  # a recursive record: through its function
-        return [f"{var}, pos = {_record_reader(module, record, classes)}(raw, pos, size)"]
+        return [f"{var}, pos = {_record_reader(module, record, classes)}(raw, pos)"]
     return _record_stmts(module, record, var, classes)
 
 
@@ -291,16 +291,22 @@ def _indent(lines: list[str], levels: int = 1) -> list[str]:
     return ["    " * levels + line for line in lines]
 
 
-def _map_stmts(module: _Module, node: Mapping[str, Any], var: str, classes: Mapping[str, type]) -> list[str]:
-    """Statements reading an Avro map (blocks of entries until a 0 count) into ``var``."""
-    count, key, value = module.temp(), module.temp(), module.temp()
-    return [f"{var} = {{}}", *_long(count), f"while {count}:",
-            f"    if {count} < 0:",  # a negative count is followed by the block's size in bytes
-            f"        {count} = -{count}", *_indent(_long(module.temp()), 2),
+def _map_reader(module: _Module, node: Mapping[str, Any], classes: Mapping[str, type]) -> str:
+    """The name of a generated ``(raw, pos) -> (dict, pos)`` function for a map schema.
+
+    Blocks of entries until a 0 count; a negative count is followed by the block's size in bytes.
+    A count larger than the bytes left is refused before looping (every entry takes a byte or more).
+    """
+    name, count = f"read_{module.temp()}", module.temp()
+    key, value = module.temp(), module.temp()
+    body = ["size = len(raw)", "result = {}", *_long(count), f"while {count}:",
+            f"    if {count} < 0:", f"        {count} = -{count}", *_indent(_long(module.temp()), 2),
             f"    if {count} > size - pos: bad_count({count}, size - pos)",
             f"    for _ in range({count}):",
             *_indent(_sized(module, key, True), 2), *_indent(_read_stmts(module, node["values"], value, classes), 2),
-            f"        {var}[{key}] = {value}", *_indent(_long(count))]
+            f"        result[{key}] = {value}", *_indent(_long(count)), "return result, pos"]
+    module.lines.append("\n".join([f"def {name}(raw, pos):", *_indent(body)]))
+    return name
 
 
 def twin_of(cls: type) -> type | None:
@@ -358,18 +364,12 @@ def _record_stmts(module: _Module, record: Mapping[str, Any], var: str, classes:
 
 
 def _record_reader(module: _Module, record: Mapping[str, Any], classes: Mapping[str, type]) -> str:
-    """The name of a generated ``(raw, pos, size) -> (instance, pos)`` function for a record."""
+    """The name of a generated ``(raw, pos) -> (instance, pos)`` function for a record."""
     if record["name"] not in module.done:
         name = module.done[record["name"]] = f"read_{module.temp()}"
         body = _indent([*_record_stmts(module, record, "o", classes), "return o, pos"])
-        module.lines.append("\n".join([f"def {name}(raw, pos, size):", *body]))
+        module.lines.append("\n".join([f"def {name}(raw, pos):", *body]))
     return module.done[record["name"]]
-
-
-def _unmapped(record_name: str, what: str) -> avro_fast.Reader:
-    def unmapped(raw: bytes, pos: int, size: int) -> tuple[Any, int]:
-        raise DecodeError(f"unmapped body: record {record_name} has no {what} class")
-    return unmapped
 
 
 def compile_reader(schema: dict[str, Any], header_size: int, what: str, envelope: type,
@@ -383,7 +383,7 @@ def compile_reader(schema: dict[str, Any], header_size: int, what: str, envelope
     classes = _nested_classes(envelope, *(bodies or {}).values())
     classes.update(bodies or {})
     module = _Module(f"reader {schema['name']}", records_of(schema))
-    lines, values = ["size = len(raw)", f"pos = {header_size}"], {}
+    lines, values = [f"pos = {header_size}"], {}
     for field, node in matched_fields(envelope, schema):
         values[field] = var = f"f_{field}"
         if field == "body" and bodies is not None and body_field(schema) is not None:
@@ -396,13 +396,27 @@ def compile_reader(schema: dict[str, Any], header_size: int, what: str, envelope
 
 
 def _body_stmts(module: _Module, union: list[Any], var: str, what: str, classes: Mapping[str, type]) -> list[str]:
-    """Statements reading the body union: the branch's reader picked by index from a tuple."""
-    readers = []
+    """Statements reading the body union: its branches inline, picked by a binary tree of ifs."""
+    branches = []
     for node in union:
         record = module.record(node)
-        known = class_of(record["name"], classes) is not None
-        readers.append(_record_reader(module, record, classes) if known else module.const(_unmapped(record["name"], what)))
-    table = module.temp()
-    module.lines.append(f"{table} = ({', '.join(readers)},)")
-    return [*_long(var), f"if not 0 <= {var} < {len(readers)}: bad_branch({var}, {len(readers)})",
-            f"{var}, pos = {table}[{var}](raw, pos, size)"]
+        if class_of(record["name"], classes) is None:
+            reason = module.const(f"unmapped body: record {record['name']} has no {what} class")
+            branches.append([f"raise DecodeError({reason})"])
+        else:
+            branches.append(_record_stmts(module, record, var, classes))
+    module.namespace["DecodeError"] = DecodeError
+    if len(branches) > 63:
+        raise Unsupported("a union of more than 63 branches")  # its index would not be one byte
+    return [f"{var} = raw[pos]", "pos += 1",  # the index is one even byte, twice the index
+            f"if {var} & 1 or {var} >= {2 * len(branches)}: bad_branch({var})",
+            *_pick(var, branches, 0, len(branches))]
+
+
+def _pick(var: str, branches: list[list[str]], low: int, high: int) -> list[str]:
+    """The statements of the branch whose index byte is ``var`` (``2 * low`` to ``2 * high - 2``)."""
+    if high - low == 1:
+        return branches[low]
+    middle = (low + high) // 2
+    return [f"if {var} < {2 * middle}:", *_indent(_pick(var, branches, low, middle)),
+            "else:", *_indent(_pick(var, branches, middle, high))]

@@ -4,9 +4,10 @@ that never read past the end of a buffer or allocate more than it holds.
 Generated encoders and decoders (:mod:`engine.contract.avro_codegen`) call these by name. Writers
 return ``bytes`` and raise on any value they are not sure to write exactly as fastavro's
 ``schemaless_writer`` would (the codec then retries on fastavro itself, which either writes it or
-says precisely what is wrong). Readers take ``(raw, pos, size)`` and return ``(value, pos)``;
-they raise :class:`EOFError` (or :class:`IndexError`) when the input ends early and
-:class:`ValueError` when it cannot be a valid encoding (bad length, varint longer than 10 bytes).
+says precisely what is wrong). Readers take ``(raw, pos)`` and return ``(value, pos)``; they
+raise :class:`MalformedError` for bytes no valid encoding holds, :class:`EOFError` for a count
+that the bytes left cannot hold, and may raise anything else (an IndexError past the end, a
+short struct) for what the codec then hands to fastavro to explain.
 """
 
 from __future__ import annotations
@@ -16,17 +17,21 @@ from collections.abc import Callable
 from typing import Any
 
 Writer = Callable[[Any], bytes]
-Reader = Callable[[bytes, int, int], tuple[Any, int]]
 
 ONE_BYTE = tuple(bytes((z,)) for z in range(128))  # varint bytes of zigzag values 0..127
 _MIN_LONG, _MAX_LONG = -(1 << 63), (1 << 63) - 1
 _MASK64 = (1 << 64) - 1
 _MAX_VARINT = 10  # bytes in a 64-bit varint
+_CACHE_LIMIT = 4096  # entries in each timestamp cache (cleared when full)
 
 pack_double = struct.Struct("<d").pack
 pack_float = struct.Struct("<f").pack
 _unpack_double = struct.Struct("<d").unpack_from
 _unpack_float = struct.Struct("<f").unpack_from
+
+
+class MalformedError(ValueError):
+    """Bytes that no valid Avro encoding contains (a negative length, an 11-byte varint, …)."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -44,6 +49,17 @@ def _spreaders() -> tuple[Callable[[int], bytes], ...]:
 
 
 _SPREAD = _spreaders()
+_HIGH_BYTES: dict[int, bytes] = {}  # bits 21..55 of a value -> bytes 3..7 of its 8-byte varint
+
+
+def _write_eight(z: int) -> bytes:
+    """The 8-byte varint of ``z`` (2**49 <= z < 2**56): its last five bytes from a small cache."""
+    tail = _HIGH_BYTES.get(z >> 21)
+    if tail is None:
+        if len(_HIGH_BYTES) >= _CACHE_LIMIT:
+            _HIGH_BYTES.clear()
+        tail = _HIGH_BYTES[z >> 21] = _SPREAD[7](z)[3:]
+    return bytes((z & 0x7F | 0x80, z >> 7 & 0x7F | 0x80, z >> 14 & 0x7F | 0x80)) + tail
 
 
 def write_long(n: int) -> bytes:
@@ -53,6 +69,8 @@ def write_long(n: int) -> bytes:
         return ONE_BYTE[z]
     if not _MIN_LONG <= n <= _MAX_LONG:
         raise OverflowError(f"{n} does not fit an Avro long")
+    if z >> 49 and not z >> 56:  # a timestamp in microseconds, these decades
+        return _write_eight(z)
     return _SPREAD[(z.bit_length() + 6) // 7 - 1](z)
 
 
@@ -89,44 +107,71 @@ def map_writer(write_value: Writer) -> Writer:
 
 # --- reading -------------------------------------------------------------------------------------
 
+ZIGZAG = tuple((b >> 1) ^ -(b & 1) if b < 0x80 else None for b in range(256))  # one-byte varints
+
 
 def _varint_tail_reader() -> Callable[[bytes, int, int], tuple[int, int]]:
     """``read_varint_tail``, unrolled: one step per continuation byte, no loop or shift counter."""
-    lines = ["def read_varint_tail(raw, pos, first):",
-             '    """The unsigned value of a varint whose first byte (high bit set) was ``first``."""',
-             "    value = first & 127"]
+    lines = ["def read_varint_tail(raw, pos, first):", "    value = first & 127"]
     for i in range(1, _MAX_VARINT):
         lines += [f"    byte = raw[pos + {i - 1}]", f"    value |= (byte & 127) << {7 * i}",
                   f"    if byte < 128: return value & {_MASK64}, pos + {i}"]
-    lines.append('    raise ValueError("varint longer than 10 bytes")')
-    namespace: dict[str, Any] = {}
+    lines.append('    raise MalformedError("varint longer than 10 bytes")')
+    namespace: dict[str, Any] = {"MalformedError": MalformedError}
     exec("\n".join(lines), namespace)  # noqa: S102 - fixed template
     return namespace["read_varint_tail"]  # type: ignore[no-any-return]
 
 
-read_varint_tail = _varint_tail_reader()
+_read_varint_tail = _varint_tail_reader()
+_HIGH_VALUES: dict[bytes, int] = {}  # bytes 3..7 of an 8-byte varint -> its value's bits 21..55
 
 
-def read_size_tail(raw: bytes, pos: int, first: int) -> tuple[int, int]:
-    """A length prefix whose first byte was ``first`` (negative or longer than one byte)."""
-    z, pos = read_varint_tail(raw, pos, first) if first & 0x80 else (first, pos)
-    if z & 1:
-        raise ValueError(f"negative length {(z >> 1) ^ -1}")
-    return z >> 1, pos
+def read_varint_tail(raw: bytes, pos: int, first: int) -> tuple[int, int]:
+    """The unsigned value of a varint whose first byte (high bit set) was ``first``.
+
+    Today's timestamps in microseconds are 8-byte varints whose last five bytes change about once
+    a second: those come from a small cache, keyed by these bytes. A hit is only possible when the
+    five bytes are those of a valid 8-byte varint and bytes 1 and 2 continue it.
+    """
+    key = raw[pos + 2:pos + 7]
+    high = _HIGH_VALUES.get(key)
+    if high is not None:
+        second, third = raw[pos], raw[pos + 1]
+        if second & third & 0x80:
+            return high | (third & 0x7F) << 14 | (second & 0x7F) << 7 | first & 0x7F, pos + 7
+    value, end = _read_varint_tail(raw, pos, first)
+    if end - pos == 7:
+        if len(_HIGH_VALUES) >= _CACHE_LIMIT:
+            _HIGH_VALUES.clear()
+        _HIGH_VALUES[key] = value & ~0x1FFFFF
+    return value, end
 
 
-def read_long(raw: bytes, pos: int, size: int) -> tuple[int, int]:
-    """An Avro int or long at ``pos``."""
+def read_long(raw: bytes, pos: int) -> tuple[int, int]:
+    """The Avro int or long at ``pos``, and where it ends."""
     z = raw[pos]
-    pos += 1
     if z & 0x80:
-        z, pos = read_varint_tail(raw, pos, z)
-    return (z >> 1) ^ -(z & 1), pos
+        z, end = read_varint_tail(raw, pos + 1, z)
+        return (z >> 1) ^ -(z & 1), end
+    return ZIGZAG[z], pos + 1  # type: ignore[return-value]
 
 
-def bad_length(length: int, left: int) -> None:
-    """Raise for a length prefix longer than the ``left`` bytes that remain."""
-    raise EOFError(f"length {length} but only {left} bytes left")
+def read_span(raw: bytes, pos: int) -> tuple[int, int]:
+    """Where the bytes or string whose length prefix is at ``pos`` start and end."""
+    length, start = read_long(raw, pos)
+    if length < 0:
+        raise MalformedError(f"negative length {length}")
+    return start, start + length
+
+
+def read_double(raw: bytes, pos: int) -> tuple[float, int]:
+    """An Avro double (8 bytes, little-endian); struct.error if fewer are left."""
+    return _unpack_double(raw, pos)[0], pos + 8
+
+
+def read_float(raw: bytes, pos: int) -> tuple[float, int]:
+    """An Avro float (4 bytes, little-endian); struct.error if fewer are left."""
+    return _unpack_float(raw, pos)[0], pos + 4
 
 
 def bad_count(count: int, left: int) -> None:
@@ -134,66 +179,12 @@ def bad_count(count: int, left: int) -> None:
     raise EOFError(f"block of {count} entries but only {left} bytes left")
 
 
-def read_bytes(raw: bytes, pos: int, size: int) -> tuple[bytes, int]:
-    """Avro bytes at ``pos``."""
-    length, pos = read_size_tail(raw, pos + 1, raw[pos])
-    end = pos + length
-    if end > size:
-        bad_length(length, size - pos)
-    return raw[pos:end], end
+def bad_branch(index_byte: int) -> None:
+    """Raise for a union index byte that names no branch.
 
-
-def read_string(raw: bytes, pos: int, size: int) -> tuple[str, int]:
-    """An Avro string at ``pos`` (UnicodeDecodeError, a ValueError, for bad UTF-8)."""
-    data, pos = read_bytes(raw, pos, size)
-    return data.decode(), pos
-
-
-def read_boolean(raw: bytes, pos: int, size: int) -> tuple[bool, int]:
-    """An Avro boolean: any byte but 0 is true, as fastavro reads it."""
-    return raw[pos] != 0, pos + 1
-
-
-def read_double(raw: bytes, pos: int, size: int) -> tuple[float, int]:
-    """An Avro double (8 bytes, little-endian)."""
-    if pos + 8 > size:
-        raise EOFError("double: fewer than 8 bytes left")
-    return _unpack_double(raw, pos)[0], pos + 8
-
-
-def read_float(raw: bytes, pos: int, size: int) -> tuple[float, int]:
-    """An Avro float (4 bytes, little-endian)."""
-    if pos + 4 > size:
-        raise EOFError("float: fewer than 4 bytes left")
-    return _unpack_float(raw, pos)[0], pos + 4
-
-
-def read_null(raw: bytes, pos: int, size: int) -> tuple[None, int]:
-    """Avro null: no bytes."""
-    return None, pos
-
-
-def map_reader(read_value: Reader) -> Reader:
-    """An Avro map reader: blocks of entries until a 0 count (negative counts carry a byte size)."""
-
-    def read_map(raw: bytes, pos: int, size: int) -> tuple[dict[str, Any], int]:
-        result: dict[str, Any] = {}
-        count, pos = read_long(raw, pos, size)
-        while count:
-            if count < 0:
-                count = -count
-                _, pos = read_long(raw, pos, size)  # the block's size in bytes: not needed
-            if count > size - pos:  # every entry takes at least one byte: refuse before looping
-                raise EOFError(f"map block of {count} entries but only {size - pos} bytes left")
-            for _ in range(count):
-                key, pos = read_string(raw, pos, size)
-                result[key], pos = read_value(raw, pos, size)
-            count, pos = read_long(raw, pos, size)
-        return result, pos
-
-    return read_map
-
-
-def bad_branch(index: int, branches: int) -> None:
-    """Raise for a union index outside the union."""
-    raise ValueError(f"union index {index} is not one of the {branches} branches")
+    A first byte with the high bit set may still be a (non-minimal) varint of a valid index: that
+    is left to fastavro (a plain ValueError); any other byte cannot be a valid index.
+    """
+    if index_byte & 0x80:
+        raise ValueError("a union index longer than one byte")
+    raise MalformedError(f"union index {ZIGZAG[index_byte]} names no branch")

@@ -28,6 +28,7 @@ from fastavro.read import SchemaResolutionError
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from engine.contract.avro_codegen import Unsupported, compile_reader, compile_writers
+from engine.contract.avro_fast import MalformedError
 from engine.contract.messages import COMMAND_BODIES, EVENT_BODIES, Command, Event, TenantConfig
 from engine.contract.records import RecordMap, records_of
 from engine.errors import DecodeError, ValidationError
@@ -263,17 +264,21 @@ class MessageCodec(Generic[MessageT]):
         return _build(self._envelope, datum, self.catalog.subject)  # type: ignore[no-any-return]
 
     def _decode_current(self, raw: bytes) -> MessageT:
-        """A record of the current schema, through the generated reader."""
+        """A record of the current schema, through the generated reader.
+
+        Bytes no valid record holds (MalformedError) and counts larger than what is left
+        (EOFError) are reported at once; anything else it cannot read, or reads to anywhere but the
+        end, the fastavro path reads again, and either decodes or says precisely why not.
+        """
         try:
             message, end = self._reader(raw)  # type: ignore[misc]
-        except DecodeError:
-            raise
-        except Exception as e:
-            ran_out = isinstance(e, (EOFError, IndexError))
-            cause = EOFError(f"{type(e).__name__}: {e}") if isinstance(e, IndexError) else e
-            raise self.catalog.body_error(cause, self.catalog.current, ran_out) from cause
-        self.catalog.check_end(end, len(raw))
-        return message  # type: ignore[no-any-return]
+            if end == len(raw):
+                return message  # type: ignore[no-any-return]
+        except (MalformedError, EOFError) as e:
+            raise self.catalog.body_error(e, self.catalog.current, isinstance(e, EOFError)) from e
+        except Exception:  # noqa: S110 - explained by decode_general below
+            pass
+        return self.decode_general(raw)
 
     def decode_at(self, raw: bytes, topic: str, partition: int, offset: int) -> MessageT:
         """:meth:`decode`, with any DecodeError naming where in the log the record sits."""
