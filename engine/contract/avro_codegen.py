@@ -144,6 +144,13 @@ def _write_parts(module: _Module, node: Any, value: str, classes: Mapping[str, t
     if kind == "string":
         size = f"(n{var} := len({var} := {value}.encode()))"
         return [f"(ONE_BYTE[n{var} << 1] if {size} < 64 else write_long(n{var}))", var]
+    optional = null_union(node)
+    if optional is not None:  # the index byte, then the value's parts, each empty for None
+        index, other = optional
+        null, some = module.const(avro_fast.write_long(index)), module.const(avro_fast.write_long(1 - index))
+        first, *rest = _write_parts(module, other, var, classes)
+        return [f"({null} if ({var} := {value}) is None else {some} + {first})",
+                *(f"(b'' if {var} is None else {part})" for part in rest)]
     if isinstance(node, (str, dict)) and kind not in _PRIMITIVE_WRITERS and kind not in ("boolean", "null", "map"):
         record = module.record(node)
         cls = class_of(record["name"], classes)

@@ -126,34 +126,28 @@ _read_varint_tail = _varint_tail_reader()
 _HIGH_VALUES: dict[bytes, int] = {}  # bytes 3..7 of an 8-byte varint -> its value's bits 21..55
 
 
-def read_varint_tail(raw: bytes, pos: int, first: int) -> tuple[int, int]:
-    """The unsigned value of a varint whose first byte (high bit set) was ``first``.
-
-    Today's timestamps in microseconds are 8-byte varints whose last five bytes change about once
-    a second: those come from a small cache, keyed by these bytes. A hit is only possible when the
-    five bytes are those of a valid 8-byte varint and bytes 1 and 2 continue it.
-    """
-    key = raw[pos + 2:pos + 7]
-    high = _HIGH_VALUES.get(key)
-    if high is not None:
-        second, third = raw[pos], raw[pos + 1]
-        if second & third & 0x80:
-            return high | (third & 0x7F) << 14 | (second & 0x7F) << 7 | first & 0x7F, pos + 7
-    value, end = _read_varint_tail(raw, pos, first)
-    if end - pos == 7:
-        if len(_HIGH_VALUES) >= _CACHE_LIMIT:
-            _HIGH_VALUES.clear()
-        _HIGH_VALUES[key] = value & ~0x1FFFFF
-    return value, end
-
 
 def read_long(raw: bytes, pos: int) -> tuple[int, int]:
-    """The Avro int or long at ``pos``, and where it ends."""
-    z = raw[pos]
-    if z & 0x80:
-        z, end = read_varint_tail(raw, pos + 1, z)
-        return (z >> 1) ^ -(z & 1), end
-    return ZIGZAG[z], pos + 1  # type: ignore[return-value]
+    """The Avro int or long at ``pos``, and where it ends.
+
+    Today's timestamps in microseconds are 8-byte varints whose last five bytes change about once
+    a second: their high bits come from a small cache, keyed by these five bytes. A hit is only
+    possible when they are those of a valid 8-byte varint and bytes 0 to 2 continue it.
+    """
+    first = raw[pos]
+    if not first & 0x80:
+        return ZIGZAG[first], pos + 1  # type: ignore[return-value]
+    key = raw[pos + 3:pos + 8]
+    high = _HIGH_VALUES.get(key)
+    if high is not None and raw[pos + 1] & raw[pos + 2] & 0x80:
+        z = high | (raw[pos + 2] & 0x7F) << 14 | (raw[pos + 1] & 0x7F) << 7 | first & 0x7F
+        return (z >> 1) ^ -(z & 1), pos + 8
+    z, end = _read_varint_tail(raw, pos + 1, first)
+    if end - pos == 8:
+        if len(_HIGH_VALUES) >= _CACHE_LIMIT:
+            _HIGH_VALUES.clear()
+        _HIGH_VALUES[key] = z & ~0x1FFFFF
+    return (z >> 1) ^ -(z & 1), end
 
 
 def read_span(raw: bytes, pos: int) -> tuple[int, int]:
