@@ -14,7 +14,7 @@ changing nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from engine.contract import messages as m
 from engine.domain import fence
@@ -33,9 +33,8 @@ POISON = "poison"
 """The verdict on an event whose fold raised: its changes were undone, only its position is recorded."""
 
 
-@dataclass(frozen=True, slots=True)
-class Folded:
-    """What folding one event did: its verdict and the job before and after."""
+class Folded(NamedTuple):
+    """What folding one event did: its verdict and the job before and after (a named tuple: one per event)."""
 
     status: str
     before: JobView | None = None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import singledispatch
+from typing import NamedTuple
 
 from engine.contract import messages as m
+from engine.domain.switch import type_switch
 from engine.contract.ids import child_job_id
 from engine.domain.jobs import JobView, reported
 from engine.domain.jobs import replace as replace_job
@@ -58,9 +59,10 @@ class DecideContext:
         return self.tasks.get(task_type, self.default_policy)
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
-    """One event decide wants written, before the engine adds id, epoch, owner and time."""
+class Emit(NamedTuple):
+    """One event decide wants written, before the engine adds id, epoch, owner and time.
+
+    A named tuple rather than a frozen dataclass: one is built per event on the hot path."""
 
     job_id: str | None
     tenant_id: str | None
@@ -125,7 +127,7 @@ def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit]:
     return notify_parent(job, _decide(given, job, ctx), ctx.now)
 
 
-@singledispatch
+@type_switch
 def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     raise TypeError(f"decide has no rule for {type(given).__name__}")
 
@@ -135,7 +137,7 @@ def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit
     return _command(given.command.body, given, job, ctx)
 
 
-@singledispatch
+@type_switch
 def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     refusal = m.CommandRefused(type(body).__name__, job.state.value if job else "unknown",

@@ -100,6 +100,22 @@ class TenantHead:
         object.__setattr__(self, "units", service_units(self.weight, self.cost))
         object.__setattr__(self, "key", within_tenant_key(self.priority, self.due_at, self.arrival))
 
+    @classmethod
+    def from_order(cls, tenant: str, weight: float, units: int, order: bytes) -> TenantHead:
+        """The head of a queued job from its order within the tenant (``within_tenant_key`` bytes, then
+        anything after a colon), its tenant's weight and the units that weight costs: what dispatch
+        reads off a ready-queue key. ValueError when the order is not a valid one."""
+        inverse, due, arrival = order.split(b":", 3)[:3]
+        priority, due_at, arrival_at = MAX_PRIORITY - int(inverse), int(due), int(arrival)
+        if not 0 <= priority <= MAX_PRIORITY or due_at < 0 or arrival_at < 0 or len(due) != 20 or len(arrival) != 20:
+            raise ValueError(f"not a queued job's order: {order[:64]!r}")
+        head = object.__new__(cls)
+        for name, value in (("tenant", tenant), ("weight", weight), ("priority", priority), ("due_at", due_at),
+                            ("arrival", arrival_at), ("cost", 1.0), ("units", units),
+                            ("key", order[:len(inverse) + 42])):
+            object.__setattr__(head, name, value)
+        return head
+
 
 def check_weight(weight: float) -> float:
     """``weight`` if it is a finite number above zero; ValueError naming ``weight`` otherwise."""
@@ -159,7 +175,12 @@ def advance(state: FairState, tenant: str, units: int) -> FairState:
         raise ValueError(f"units must be a positive integer, got {units!r}")
     start = start_tag(state, tenant)
     vtime = max(state.system_vtime, start)
-    return FairState(vtime, {**state.finish_tags, tenant: start + units})
+    tags = {t: f for t, f in state.finish_tags.items() if f > vtime}  # canonical: only tags above the clock
+    tags[tenant] = start + units
+    after = object.__new__(FairState)  # valid by construction: skip __post_init__'s checks on the hot path
+    object.__setattr__(after, "system_vtime", vtime)
+    object.__setattr__(after, "finish_tags", MappingProxyType(tags))
+    return after
 
 
 def within_tenant_key(priority: int, due_at: int, arrival: int) -> bytes:

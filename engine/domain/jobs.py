@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import singledispatch
 
 from engine.contract import messages as m
+from engine.domain.switch import type_switch
 from engine.domain.lifecycle import JobState, Trigger, next_state
 
 
@@ -138,7 +138,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
     )
 
 
-@singledispatch
+@type_switch
 def _apply(body: object, job: JobView, at: int) -> dict[str, object]:
     """The fields an event body changes on the job (besides state, updated_at and epoch)."""
     return {}

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from functools import singledispatch
 
 from engine.contract import messages as m
+from engine.domain.switch import type_switch
 from engine.contract.ids import occurrence_job_id
 from engine.domain.cron import Schedule, due_occurrences, next_after_run, next_occurrences
 from engine.domain.decide import CommandInput, Emit, Send
@@ -103,7 +103,7 @@ def evolve_schedule(view: ScheduleView | None, event: m.Event) -> ScheduleView |
     return _evolve(event.body, view, event.occurred_at)
 
 
-@singledispatch
+@type_switch
 def _evolve(body: object, view: ScheduleView | None, at: int) -> ScheduleView | None:
     return view
 
@@ -200,7 +200,7 @@ def _refuse(cmd: m.Command, name: str, view: ScheduleView | None, reason: str) -
     return [Emit(cmd.job_id, cmd.tenant_id, m.CommandRefused(name, state, reason))]
 
 
-@singledispatch
+@type_switch
 def _command(body: object, cmd: m.Command, view: ScheduleView | None, ctx: ScheduleContext) -> list[Emit | Send]:
     return _refuse(cmd, type(body).__name__, view, "not a schedule command")
 

@@ -15,18 +15,19 @@ def index_entries(job: JobView | None) -> dict[bytes, bytes]:
     """Every index key (with its value) that ``job`` implies."""
     if job is None:
         return {}
-    jid = job.job_id.encode()
-    out: dict[bytes, bytes] = {}
+    state = job.state
+    if state is JobState.QUEUED:
+        out = {ready_entry(job): job.job_id.encode()}
+    elif state is JobState.RUNNING:
+        out = {k.running_key(job.job_id): b"%d" % job.epoch} if job.scope is None else {}
+    elif (state is JobState.SCHEDULED or state is JobState.RETRYING) and job.due_at is not None:
+        out = {k.due_key(job.due_at, job.job_id): job.job_id.encode()}
+    elif state is JobState.DEAD:
+        out = {k.dead_key(job.finished_at or 0, job.job_id): job.job_id.encode()}
+    else:
+        out = {}
     if job.idempotency_key is not None:
-        out[k.idempotency_key(job.tenant_id, job.idempotency_key)] = jid
-    if job.state is JobState.QUEUED:
-        out[ready_entry(job)] = jid
-    elif job.state in (JobState.SCHEDULED, JobState.RETRYING) and job.due_at is not None:
-        out[k.due_key(job.due_at, job.job_id)] = jid
-    elif job.state is JobState.RUNNING and job.scope is None:
-        out[k.running_key(job.job_id)] = b"%d" % job.epoch
-    elif job.state is JobState.DEAD:
-        out[k.dead_key(job.finished_at or 0, job.job_id)] = jid
+        out[k.idempotency_key(job.tenant_id, job.idempotency_key)] = job.job_id.encode()
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 JOB = b"j:"          # j:<job_id> -> job record
 READY = b"r:"        # r:<lane>:<tenant>\x1f<9-priority>:<due_at>:<arrival>:<job_id> -> job_id
 BACKLOG = b"b:"      # b:<lane>:<tenant> -> queued jobs of the tenant in the lane
@@ -34,8 +36,8 @@ def job_key(job_id: str) -> bytes:
 
 def ready_key(lane: str, tenant: str, priority: int, due_at: int, arrival: int, job_id: str) -> bytes:
     """A ready-queue entry: per lane and tenant, highest priority first, then due time, then arrival."""
-    return b"%s%d:%s:%s:%s" % (ready_tenant_prefix(lane, tenant), 9 - priority, num(due_at), num(arrival),
-                               job_id.encode())
+    return b"%s%d:%020d:%020d:%s" % (ready_tenant_prefix(lane, tenant), 9 - priority, due_at, arrival,
+                                     job_id.encode())
 
 
 def ready_prefix(lane: str) -> bytes:
@@ -43,11 +45,13 @@ def ready_prefix(lane: str) -> bytes:
     return READY + lane.encode() + b":"
 
 
+@functools.lru_cache(maxsize=65536)
 def ready_tenant_prefix(lane: str, tenant: str) -> bytes:
     """The prefix of one tenant's ready queue in a lane."""
     return READY + lane.encode() + b":" + tenant.encode() + b"\x1f"
 
 
+@functools.lru_cache(maxsize=65536)
 def lane_tenant_key(prefix: bytes, lane: str, tenant: str) -> bytes:
     """A per-(lane, tenant) key under ``prefix`` (BACKLOG, FINISH, SERVED)."""
     return prefix + lane.encode() + b":" + tenant.encode()

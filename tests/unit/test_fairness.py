@@ -169,3 +169,28 @@ def test_shares_of_always_backlogged_tenants_converge_to_weights(
     for a, wa in steady.items():
         for b, wb in steady.items():
             assert abs(counts[a] / wa - counts[b] / wb) <= 1 / wa + 1 / wb + rounding
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 10**15), st.integers(0, 10**15), st.floats(0.01, 100))
+def test_a_head_read_off_a_ready_key_equals_one_built_from_its_fields(priority, due, arrival, weight) -> None:  # type: ignore[no-untyped-def]
+    from projections.views import keys as k
+
+    order = k.ready_key("NORMAL", "t", priority, due, arrival, "job-1")[len(k.ready_tenant_prefix("NORMAL", "t")):]
+    read = TenantHead.from_order("t", weight, service_units(weight), order)
+    built = TenantHead("t", weight, priority, due, arrival)
+    assert (read, read.units, read.key) == (built, built.units, built.key)
+
+
+def test_an_order_with_a_negative_due_time_is_no_head() -> None:
+    with pytest.raises(ValueError):
+        TenantHead.from_order("t", 1.0, 1, b"4:-0000000000000000001:00000000000000000001:job")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcde"), st.integers(0, 10**6)), st.integers(0, 10**6),
+       st.sampled_from("abcdef"), st.integers(1, 10**6))
+def test_advance_gives_the_canonical_state(tags, vtime, tenant, units) -> None:  # type: ignore[no-untyped-def]
+    after = advance(FairState(vtime, tags), tenant, units)
+    assert after == FairState(after.system_vtime, dict(after.finish_tags))
+    assert after.to_bytes() == FairState(after.system_vtime, dict(after.finish_tags)).to_bytes()

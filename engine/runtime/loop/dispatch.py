@@ -8,11 +8,12 @@ whose head cannot even be worked out (a poison record) is set aside, not retried
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.domain.decide import DecideContext, Emit, StartAttempt
-from engine.domain.fairness import FairState, TenantHead, advance, pick
+from engine.domain.fairness import FairState, TenantHead, advance, pick, service_units
 from engine.domain.lifecycle import JobState
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
@@ -116,11 +117,17 @@ class LaneRound:
             if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
                                                                                               self.ctx.now):
                 return None
-            inverse, due, arrival, _ = order.split(b":", 3)
-            return TenantHead(tenant, self.d.weight(tenant), 9 - int(inverse), int(due), int(arrival))
+            weight = self.d.weight(tenant)
+            return TenantHead.from_order(tenant, weight, units_of(weight), order)
         except Exception as e:  # noqa: BLE001 - a record no head can be made of must not stop dispatch
             self.d.set_aside(self.partition, job_id, e, self.ctx, "dispatch")
             return None
+
+
+@functools.lru_cache(maxsize=1024)
+def units_of(weight: float) -> int:
+    """The virtual time one job costs a tenant of ``weight`` (worked out once per weight)."""
+    return service_units(weight)
 
 
 def oldest(heads: list[TenantHead]) -> str | None:
