@@ -1,0 +1,39 @@
+"""Poison on a real broker: a record that makes a step raise is set aside as an event; the engine goes on."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from engine.client import Client
+from engine.config import Settings
+from tests.integration.conftest import start_engine, verify_partition
+
+APP = "tests.integration.poison_app:app"
+
+
+def test_a_raising_step_sets_its_record_aside_and_every_other_job_completes(settings: Settings, client: Client,  # type: ignore[no-untyped-def]
+                                                                             engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path, app=APP)
+    engine.wait_active(3)
+    poison = {step: client.submit("noop", {"poison": step}, tenant="acme", delay=1.0 if step == "timer" else None)
+              for step in ("decide", "start", "result", "timer")}
+    good = client.submit_many([{"task_type": "noop", "payload": {"n": n}, "tenant": "acme"} for n in range(30)])
+
+    outcomes = {step: handle.wait(60) for step, handle in poison.items()}
+    assert outcomes["decide"].status == "rejected" and outcomes["decide"].reason == "engine_error"
+    assert "injected poison in the decide step" in (outcomes["decide"].error or "")
+    for step in ("start", "result", "timer"):
+        assert outcomes[step].status == "dead" and outcomes[step].reason == "engine_error", (step, outcomes[step])
+    assert "injected poison in the result step" in (outcomes["result"].error or "")
+    assert all(h.wait(60).status == "completed" for h in good)
+    assert engine.proc.poll() is None
+    assert engine.logs().count("setting it aside") >= 4
+
+    engine.signal(signal.SIGTERM)  # the log holds the set-aside records: a restart restores past them
+    assert engine.proc.wait(30) == 0
+    again = start_engine(engines, settings, "again", tmp_path, app=APP)
+    again.wait_active(3)
+    assert client.submit("noop", {}, tenant="acme").wait(60).status == "completed"
+    for p in range(3):
+        assert verify_partition(again.settings(settings), p).matches
