@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 from engine.client import Client
@@ -10,6 +11,16 @@ from engine.config import Settings
 from tests.integration.conftest import start_engine, verify_partition
 
 APP = "tests.integration.poison_app:app"
+
+
+def final_status(client: Client, job_id: str, timeout: float):  # type: ignore[no-untyped-def]
+    """The job's outcome once final (read from the log), or its latest when ``timeout`` runs out."""
+    deadline = time.monotonic() + timeout
+    outcome = client.status(job_id)
+    while not outcome.done and time.monotonic() < deadline:
+        time.sleep(0.2)
+        outcome = client.status(job_id)
+    return outcome
 
 
 def test_a_raising_step_sets_its_record_aside_and_every_other_job_completes(settings: Settings, client: Client,  # type: ignore[no-untyped-def]
@@ -37,3 +48,31 @@ def test_a_raising_step_sets_its_record_aside_and_every_other_job_completes(sett
     assert client.submit("noop", {}, tenant="acme").wait(60).status == "completed"
     for p in range(3):
         assert verify_partition(again.settings(settings), p).matches
+
+
+def test_a_store_found_corrupt_while_running_is_wiped_and_restored_from_the_log(settings: Settings, client: Client,  # type: ignore[no-untyped-def]
+                                                                                 engines, tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from engine.commands import new_command
+    from engine.contract import messages as m
+    from engine.contract.codec import encode_command
+    from engine.contract.partitioner import partition_for
+
+    engine = start_engine(engines, settings, "solo", tmp_path, app="tests.integration.corrupt_app:app")
+    engine.wait_active(3)
+    before = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
+    assert all(h.wait(60).status == "completed" for h in before)
+    command = new_command("corrupt-job", "acme", m.SubmitJob("noop", m.Payload(b"{}")))
+    producer = Producer({"bootstrap.servers": settings.require_bootstrap()})
+    producer.produce(settings.commands_topic, encode_command(command), b"corrupt-job",
+                     partition=partition_for("corrupt-job", 3))
+    producer.flush(10)
+    after = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
+    assert all(h.wait(60).status == "completed" for h in after)
+    outcome = final_status(client, "corrupt-job", 60)
+    assert outcome.status == "completed"
+    assert "projection corrupt" in engine.logs() and engine.proc.poll() is None
+    assert [e.event.type for e in outcome.events].count("JobSubmitted") == 1  # decided once, not twice
+    for p in range(3):
+        assert verify_partition(engine.settings(settings), p).matches
