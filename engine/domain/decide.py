@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from engine.contract import messages as m
+from engine.domain import fence
 from engine.domain.switch import type_switch
 from engine.contract.ids import child_job_id
 from engine.domain.jobs import JobView, reported
@@ -355,6 +356,6 @@ def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: D
 
 @_decide.register
 def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
-    if job is None or job.state is not JobState.RUNNING or job.epoch >= ctx.epoch:
+    if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
     return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]

@@ -99,3 +99,17 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
     assert found is not None and found[1].state.value == "completed"
     assert b.stop() == 0
     assert verify_partition(b.settings(settings), handle.partition).matches
+
+
+def test_processes_2_share_the_partitions_and_one_sigterm_stops_both(settings: Settings, client: Client, engines,  # type: ignore[no-untyped-def]
+                                                                      tmp_path: Path) -> None:
+    group = start_engine(engines, settings, "pair", tmp_path, extra=("--processes", "2"))
+    group.wait_active(3)
+    wait_for(lambda: "as pair-0" in group.logs() and "as pair-1" in group.logs(), 60, "both members to own partitions")
+    handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": f"t{n % 3}"} for n in range(60)])
+    assert all(h.wait(60).status == "completed" for h in handles)
+    owners = {e.event.owner for h in handles for e in client.status(h.job_id).events if e.event.type == "JobStarted"}
+    assert owners <= {"pair-0", "pair-1"} and len(owners) == 2, owners  # two members, each running jobs
+    group.signal(signal.SIGTERM)
+    assert group.proc.wait(40) == 0
+    assert group.logs().count("shutting down") == 2

@@ -204,7 +204,7 @@ class Lifecycle:
         self._requeue_orphans(partition, now)
         self.reader.resume([partition.number])
         self.on_change()
-        log.info("partition %d: active at epoch %d", partition.number, partition.epoch)
+        log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
     def _requeue_orphans(self, partition: Partition, now: int) -> None:
         """Put back jobs that were running under an older epoch (at-least-once)."""
