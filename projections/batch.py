@@ -45,20 +45,17 @@ class Batch:
             return self.changes[key]
         return self.store.get(key)
 
-    def put(self, key: bytes, value: bytes) -> None:
-        """Stage a put."""
-        self._set(key, value)
-
-    def delete(self, key: bytes) -> None:
-        """Stage a delete."""
-        self._set(key, None)
-
-    def _set(self, key: bytes, value: bytes | None) -> None:
+    def put(self, key: bytes, value: bytes | None) -> None:
+        """Stage a put (None: a delete)."""
         if self._journal is not None:
             self._journal.append((key, self.changes.get(key, _ABSENT)))
         self.changes[key] = value
         if self.watch is not None and key[:2] in self.watched:
             self.watch(key, value)
+
+    def delete(self, key: bytes) -> None:
+        """Stage a delete."""
+        self.put(key, None)
 
     def put_job(self, job: JobView) -> None:
         """Stage a job record (encoded at commit)."""

@@ -119,11 +119,9 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
     except InvalidTransitionError:
         return Folded(IGNORED, before, before)
     if after is not before:
+        put = batch.put
         for key, value in index_changes(before, after).items():
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
+            put(key, value)
         write_job(batch, after)  # type: ignore[arg-type]
         track_depths(batch, before, after)
         if isinstance(event.body, m.JobStarted):

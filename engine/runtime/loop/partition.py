@@ -210,20 +210,28 @@ class Partition:
     def attempt(self, step: Callable[..., Any], *args: Any) -> BaseException | None:
         """Run one input's step; if it raises, undo what it folded and staged and return the error."""
         mark = self.staged.mark()
-        self.batch.savepoint()
         try:
             step(*args)
         except ProjectionCorruptedError as e:  # not the input's fault: the store must be restored
-            self.batch.rollback()
-            self.staged.undo(mark)
+            self._undo(mark)
             self.corrupt = e
             return None
         except Exception as e:  # noqa: BLE001 - any step may meet a poison input; the caller records it
-            self.batch.rollback()
-            self.staged.undo(mark)
+            self._undo(mark)
             return e
-        self.batch.release()
         return None
+
+    def _undo(self, mark: tuple[int, int, int]) -> None:
+        """Drop what one input staged: fold the tick's earlier events again into a fresh batch.
+
+        Rare (a poison input), so nothing is journaled on the way for it: the batch holds
+        exactly the fold of this tick's staged events, so folding those again rebuilds it.
+        """
+        self.staged.undo(mark)
+        self.batch.clear()
+        self.ready.clear()
+        for event in self.staged.events:
+            fold_state(self.batch, event)
 
     def take_staged(self) -> Staged:
         """Hand this tick's decisions to the writer and start afresh."""
