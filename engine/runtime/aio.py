@@ -33,10 +33,12 @@ class AsyncRunner:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, token: int, attempt: Callable[[], Awaitable[Any]], report: Report,
-               on_error: Callable[[BaseException], Any]) -> None:
-        """Run ``attempt()`` as a task; ``report((token, outcome, finished_at))`` when it ends."""
-        self._pending.append((token, attempt, report, on_error))
+    def submit_many(self, attempts: list[tuple[int, Callable[[], Awaitable[Any]], Report,
+                                              Callable[[BaseException], Any]]]) -> None:
+        """Run each ``attempt()`` as a task; ``report((token, outcome, finished_at))`` when it ends.
+
+        Each item is ``(token, attempt, report, on_error)``; the loop is woken once for all of them."""
+        self._pending.extend(attempts)
         with self._lock:
             if self._woken:
                 return

@@ -205,6 +205,10 @@ def _run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext
     return run_attempt(handler, model, ctx, payload)
 
 
+def _failed_attempt(error: BaseException) -> Outcome:
+    return Outcome.from_exception(error, 0)
+
+
 # --- the executor ---------------------------------------------------------------------------
 
 
@@ -271,6 +275,22 @@ class Executor:
                 raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
             self._start(request, spec)
 
+    def submit_many(self, requests: list[RunRequest]) -> None:
+        """:meth:`submit` each of ``requests``; async attempts reach the event loop with one wake-up."""
+        waking: list[tuple[int, Any, Any, Any]] = []
+        with self._lock:
+            for request in requests:
+                if self._closed:
+                    raise RuntimeError("executor is shut down; it accepts no new work")
+                spec = self._spec_for(request)
+                if spec is None:
+                    continue
+                if self.free_slots(request.lane) < 1:
+                    raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+                self._start(request, spec, waking)
+        if waking:
+            self._event_loop().submit_many(waking)
+
     def _spec_for(self, request: RunRequest) -> TaskSpec | None:
         try:
             return self._app.spec(request.task_type)
@@ -278,7 +298,7 @@ class Executor:
             self._ready.append(RunResult(request, Outcome.from_exception(e, 0)))
             return None
 
-    def _start(self, request: RunRequest, spec: TaskSpec) -> None:
+    def _start(self, request: RunRequest, spec: TaskSpec, waking: list[Any] | None = None) -> None:
         now = time.time()
         deadline = min(request.deadline, now + spec.timeout)
         token = next(self._tokens)
@@ -288,8 +308,12 @@ class Executor:
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline)
         if spec.is_async:
-            self._event_loop().submit(token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload),
-                                      self._report, lambda e: Outcome.from_exception(e, 0))
+            item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
+                    _failed_attempt)
+            if waking is not None:
+                waking.append(item)
+            else:
+                self._event_loop().submit_many([item])
         else:
             self._pools[request.lane].submit(self._work, token, spec, ctx, request.payload)
 

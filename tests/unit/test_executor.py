@@ -400,3 +400,47 @@ def test_shutdown_leaves_unfinished_work_listed(executor: Executor) -> None:
     assert executor.shutdown(0.1) == []
     assert time.monotonic() - started < 1.0
     assert executor.in_flight_requests(0) == [held]
+
+
+# --- async handlers: tasks on the executor's event loop -------------------------------------
+
+
+async def _async_ok(ctx: JobContext, payload: Any) -> dict:
+    return {"async": True, "thread": threading.current_thread().name, "attempt": ctx.attempt}
+
+
+async def _async_boom(ctx: JobContext, payload: Any) -> None:
+    raise ConnectionError("downstream said no")
+
+
+async def _async_slow(ctx: JobContext, payload: Any) -> dict:
+    import asyncio
+
+    await asyncio.sleep(5)
+    return {"late": True}
+
+
+def test_async_handlers_run_on_the_event_loop_and_report_like_threads() -> None:
+    app = App()
+    app.register("aok", _async_ok)
+    app.register("aboom", _async_boom)
+    app.register("aslow", _async_slow, timeout=0.1)
+    ex = Executor(app, SLOTS)
+    try:
+        ex.submit_many([request("aok", job_id="j1"), request("aboom", job_id="j2"), request("aslow", job_id="j3", lane=Lane.HIGH)])
+        got: dict[str, RunResult] = {}
+        deadline = time.monotonic() + 5
+        while len(got) < 3 and time.monotonic() < deadline:
+            got.update((r.request.job_id, r) for r in ex.wait_results(0.5))
+        ok, boom, slow = got["j1"].outcome, got["j2"].outcome, got["j3"].outcome
+        assert ok.kind == "succeeded" and json.loads(ok.result)["thread"] == "epochq-async"  # type: ignore[arg-type]
+        assert boom.kind == "failed" and boom.error_type == "ConnectionError" and boom.retryable
+        assert slow.kind == "failed" and slow.error_type == "TimeoutError"  # its task was cancelled
+        assert ex.free_slots(Lane.NORMAL) == SLOTS[Lane.NORMAL]
+    finally:
+        ex.shutdown(1.0)
+
+
+def test_an_async_handler_cannot_ask_for_a_process() -> None:
+    with pytest.raises(ValueError, match="event loop"):
+        App().register("aok", _async_ok, executor="process")

@@ -219,14 +219,20 @@ class Engine:
         return [(p, p.take_staged()) for p in self.partitions.values() if p.staged and p.state in writing]
 
     def _apply(self, written: list[Written]) -> None:
+        starts: list[RunRequest] = []
         for w in written:
             try:
                 verdict = commit(w)
             except ProjectionCorruptedError as e:
                 self.lifecycle.corrupted(w.partition, e)
-                self._start(w)
+                starts += self._requests(w)
                 continue
+            if verdict in (Verdict.COMMITTED, Verdict.OUT_OF_ORDER):
+                self._observe(w)
+                starts += self._requests(w)
             self._after(w, verdict)
+        if starts:
+            self.executor.submit_many(starts)
 
     def _after(self, w: Written, verdict: Verdict) -> None:
         partition = w.partition
@@ -235,9 +241,6 @@ class Engine:
             log.error("partition %d fenced at epoch %d: %s", partition.number, partition.epoch, w.error)
             self.lifecycle.step_down(partition.number, "fenced")
             return
-        if verdict in (Verdict.COMMITTED, Verdict.OUT_OF_ORDER):
-            self._observe(w)
-            self._start(w)
         if verdict is Verdict.COMMITTED:
             if partition.state is State.CLAIMING:
                 self.lifecycle.activate(partition, now_us())
@@ -253,15 +256,15 @@ class Engine:
         for event, folded in zip(w.staged.events, w.staged.folds):
             self.metrics.observe(event, folded.status, folded.before, folded.after)
 
-    def _start(self, w: Written) -> None:
-        partition = w.partition
-        for event, job in w.staged.starts:
-            spec_timeout = self._timeout(job.task_type)
-            self.executor.submit(RunRequest(
-                partition=partition.number, epoch=event.epoch, job_id=job.job_id, tenant=job.tenant_id,
-                task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
-                payload=job.payload, idempotency_key=job.idempotency_key, deadline=time.time() + spec_timeout,
-                queued_at_us=job.queued_at or job.submitted_at))
+    def _requests(self, w: Written) -> list[RunRequest]:
+        """The attempts whose JobStarted committed in ``w``."""
+        now, number = time.time(), w.partition.number
+        return [RunRequest(partition=number, epoch=event.epoch, job_id=job.job_id, tenant=job.tenant_id,
+                           task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
+                           payload=job.payload, idempotency_key=job.idempotency_key,
+                           deadline=now + self._timeout(job.task_type),
+                           queued_at_us=job.queued_at or job.submitted_at)
+                for event, job in w.staged.starts]
 
     def _timeout(self, task_type: str) -> float:
         try:
