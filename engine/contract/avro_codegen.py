@@ -151,17 +151,25 @@ def _write_parts(module: _Module, node: Any, value: str, classes: Mapping[str, t
         first, *rest = _write_parts(module, other, var, classes)
         return [f"({null} if ({var} := {value}) is None else {some} + {first})",
                 *(f"(b'' if {var} is None else {part})" for part in rest)]
-    if isinstance(node, (str, dict)) and kind not in _PRIMITIVE_WRITERS and kind not in ("boolean", "null", "map"):
-        record = module.record(node)
-        cls = class_of(record["name"], classes)
-        if cls is not None and record["name"] not in module.inlining:
-            module.inlining.add(record["name"])
-            fields = matched_fields(cls, record)
-            parts = [p for i, (f, t) in enumerate(fields)
-                     for p in _write_parts(module, t, f"{f'({var} := {value})' if i == 0 else var}.{f}", classes)]
-            module.inlining.discard(record["name"])
+    if kind == "record" or (isinstance(node, str) and node in module.records):
+        parts = _inline_record(module, module.record(node), var, value, classes)
+        if parts is not None:
             return parts
     return [_write_expr(module, node, value, classes)]
+
+
+def _inline_record(module: _Module, record: Mapping[str, Any], var: str, value: str,
+                   classes: Mapping[str, type]) -> list[str] | None:
+    """The parts of a nested record's fields, ``var`` bound to it in the first; None if recursive."""
+    cls = class_of(record["name"], classes)
+    if cls is None or record["name"] in module.inlining:
+        return None
+    module.inlining.add(record["name"])
+    fields = matched_fields(cls, record)
+    parts = [p for i, (f, t) in enumerate(fields)
+             for p in _write_parts(module, t, f"{f'({var} := {value})' if i == 0 else var}.{f}", classes)]
+    module.inlining.discard(record["name"])
+    return parts or ["b''"]
 
 
 def _value_writer(module: _Module, node: Mapping[str, Any], classes: Mapping[str, type]) -> str:
@@ -187,12 +195,15 @@ def _record_writer(module: _Module, record: Mapping[str, Any], classes: Mapping[
 
 
 def _nested_classes(*classes: type) -> dict[str, type]:
-    """Dataclasses that fields of ``classes`` hold (e.g. ``Payload``), by name."""
-    found = {}
-    for cls in classes:
-        for hint in typing.get_type_hints(cls).values():
-            if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-                found[hint.__name__] = hint
+    """Dataclasses that fields of ``classes`` hold (``Payload``, also in ``X | None`` or maps), by name."""
+    found: dict[str, type] = {}
+    hints = [hint for cls in classes for hint in typing.get_type_hints(cls).values()]
+    while hints:
+        hint = hints.pop()
+        hints.extend(typing.get_args(hint))
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint) and hint.__name__ not in found:
+            found[hint.__name__] = hint
+            hints.extend(typing.get_type_hints(hint).values())
     return found
 
 
