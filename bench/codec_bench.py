@@ -23,10 +23,25 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.contract.codec import (
-    MessageCodec, _codec, decode_command, decode_event, encode_command, encode_event,
+    MessageCodec,
+    _codec,
+    decode_command,
+    decode_event,
+    encode_command,
+    encode_event,
 )
 from engine.contract.messages import (
-    CancelJob, Command, Event, JobQueued, JobStarted, JobSubmitted, JobSucceeded, Payload, SubmitJob,
+    CancelJob,
+    Command,
+    CommandBody,
+    Event,
+    EventBody,
+    JobQueued,
+    JobStarted,
+    JobSubmitted,
+    JobSucceeded,
+    Payload,
+    SubmitJob,
 )
 
 NOW = 1_700_000_000_000_000
@@ -35,7 +50,7 @@ NOW = 1_700_000_000_000_000
 def sample_events() -> list[Event]:
     """One job's typical lifecycle: submitted, queued, started, succeeded."""
     job, tenant = str(uuid.uuid4()), "tenant-42"
-    bodies = [
+    bodies: list[EventBody] = [
         JobSubmitted("email.send", Payload(b"x" * 200), 5, "NORMAL", 5, idempotency_key="order-1"),
         JobQueued("submitted"),
         JobStarted(1, NOW, "worker-3"),
@@ -48,7 +63,7 @@ def sample_events() -> list[Event]:
 def sample_commands() -> list[Command]:
     """What services send most: submissions (one with labels and a run_at), and a cancel."""
     tenant = "tenant-42"
-    bodies = [
+    bodies: list[CommandBody] = [
         SubmitJob("email.send", Payload(b"x" * 200), idempotency_key="order-1"),
         SubmitJob("report.build", Payload(b'{"id": 7}'), 3, NOW + 5_000_000, labels={"team": "crm"}),
         CancelJob("no longer needed", "ops"),
