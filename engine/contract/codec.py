@@ -18,6 +18,7 @@ import functools
 import io
 import json
 import re
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -27,8 +28,9 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from engine.contract.avro_codegen import Unsupported, compile_reader, compile_writers
+from engine.contract.avro_codegen import Unsupported, compile_writers
 from engine.contract.avro_fast import MalformedError
+from engine.contract.avro_readers import compile_reader
 from engine.contract.messages import COMMAND_BODIES, EVENT_BODIES, Command, Event, TenantConfig
 from engine.contract.records import RecordMap, records_of
 from engine.errors import DecodeError, ValidationError
@@ -83,7 +85,7 @@ def load_version(subject: str, version: int, text: str) -> SchemaVersion:
         version=version,
         fingerprint=bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")),
         canonical_form=canonical,
-        parsed=parse_schema(strip_logical_types(raw)),
+        parsed=typing.cast(dict[str, Any], parse_schema(strip_logical_types(raw))),
     )
 
 
@@ -229,7 +231,7 @@ class MessageCodec(Generic[MessageT]):
             if writer is not None:
                 try:
                     return writer(message)
-                except Exception:  # noqa: S110 - fastavro below writes it, or says what is wrong
+                except Exception:  # noqa: BLE001, S110 - fastavro below writes it, or says what is wrong
                     pass
         return self.encode_general(message)
 
@@ -276,7 +278,7 @@ class MessageCodec(Generic[MessageT]):
                 return message  # type: ignore[no-any-return]
         except (MalformedError, EOFError) as e:
             raise self.catalog.body_error(e, self.catalog.current, isinstance(e, EOFError)) from e
-        except Exception:  # noqa: S110 - explained by decode_general below
+        except Exception:  # noqa: BLE001, S110 - explained by decode_general below
             pass
         return self.decode_general(raw)
 
