@@ -89,3 +89,23 @@ def records_of(node: Any, found: dict[str, dict[str, Any]] | None = None) -> dic
     elif isinstance(node, dict) and node.get("type") == "map":
         records_of(node["values"], found)
     return found
+
+
+def builder(cls: type) -> Callable[..., Any]:
+    """A positional constructor of the frozen slotted dataclass ``cls``, every field required.
+
+    It fills a plain slotted twin of ``cls`` and then sets its ``__class__`` (see
+    ``engine.contract.avro_readers.twin_of``): the same object ``cls(...)`` builds, at a third
+    of the cost, for the few records built once per event on the hot path.
+    """
+    from engine.contract.avro_readers import twin_of
+
+    twin = twin_of(cls)
+    names = tuple(f.name for f in dataclasses.fields(cls))
+    if twin is None:
+        return cls
+    body = "".join(f"    o.{n} = {n}\n" for n in names)
+    source = f"def build({', '.join(names)}):\n    o = Twin()\n{body}    o.__class__ = Cls\n    return o\n"
+    namespace: dict[str, Any] = {"Twin": twin, "Cls": cls}
+    exec(compile(source, f"<build {cls.__name__}>", "exec"), namespace)  # noqa: S102 - fixed template
+    return namespace["build"]  # type: ignore[no-any-return]

@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.contract import messages as m
+from engine.contract.avro_readers import twin_of
+from engine.contract.records import builder
 from engine.domain.switch import type_switch
 from engine.domain.lifecycle import JobState, Trigger, next_state
 
@@ -60,7 +62,6 @@ class JobView:
 
 
 _SLOTS = JobView.__slots__
-_SETTERS = {f"set_{name}": getattr(JobView, name).__set__ for name in _SLOTS}
 
 
 def replace(job: JobView, **changes: object) -> JobView:
@@ -72,20 +73,24 @@ def replace(job: JobView, **changes: object) -> JobView:
 def _replacer(changed: tuple[str, ...]) -> Callable[[JobView, dict[str, object]], JobView]:
     """A copy-with-changes compiled for one set of changed fields.
 
-    It fills the new record's slots directly: a frozen dataclass's ``__init__`` sets each
-    field through ``object.__setattr__``, which was most of the cost. JobView has no
+    It fills a plain slotted twin of JobView with plain stores and then sets its class
+    (``engine.contract.records.builder``): a frozen dataclass's ``__init__`` sets each field
+    through ``object.__setattr__``, which was most of the cost. JobView has no
     ``__post_init__``, so nothing is skipped.
     """
     unknown = sorted(set(changed) - set(_SLOTS))
     if unknown:
         raise TypeError(f"JobView has no field(s) {', '.join(unknown)}")
-    lines = [f"    set_{name}(new, changes[{name!r}])" if name in changed else f"    set_{name}(new, job.{name})"
+    lines = [f"    new.{name} = changes[{name!r}]" if name in changed else f"    new.{name} = job.{name}"
              for name in _SLOTS]
-    source = "def replace(job, changes):\n    new = make(JobView)\n" + "\n".join(lines) + "\n    return new\n"
-    namespace: dict[str, object] = {"make": object.__new__, "JobView": JobView, **_SETTERS}
+    source = "def replace(job, changes):\n    new = Twin()\n" + "\n".join(lines) + \
+        "\n    new.__class__ = JobView\n    return new\n"
+    namespace: dict[str, object] = {"Twin": twin_of(JobView), "JobView": JobView}
     exec(compile(source, f"<JobView replace {','.join(changed)}>", "exec"), namespace)  # noqa: S102 - fixed template
     return namespace["replace"]  # type: ignore[return-value]
 
+
+_new_job = builder(JobView)  # every field, in order: the fold builds one per submitted job
 
 TRIGGERS: dict[type, Trigger] = {
     m.JobSubmitted: Trigger.SUBMIT,
@@ -129,12 +134,11 @@ def evolve(job: JobView | None, event: m.Event) -> JobView | None:
 def _created(event: m.Event, state: JobState) -> JobView:
     body = event.body
     assert isinstance(body, m.JobSubmitted)
-    return JobView(
-        job_id=event.job_id or "", tenant_id=event.tenant_id or "", task_type=body.task_type,
-        state=state, priority=body.priority, lane=body.lane, max_attempts=body.max_attempts,
-        payload=body.payload, submitted_at=event.occurred_at, updated_at=event.occurred_at,
-        epoch=event.epoch, idempotency_key=body.idempotency_key, due_at=body.run_at,
-        scope=body.scope if body.scope not in (None, "tenant") else None, parent_job_id=body.parent_job_id,
+    return _new_job(
+        event.job_id or "", event.tenant_id or "", body.task_type, state, body.priority, body.lane,
+        body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
+        0, body.run_at, None, None, None, None, (), "", 0,
+        body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (),
     )
 
 

@@ -29,6 +29,7 @@ from confluent_kafka import Producer
 
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
+from engine.contract.records import builder
 from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
 from engine.domain.jobs import JobView
@@ -44,6 +45,7 @@ from projections.views.ready import ReadyView
 log = logging.getLogger("epochq.partition")
 
 MAX_EVENT_BYTES = MAX_MESSAGE_BYTES - 64 * 1024
+new_event = builder(m.Event)
 """The largest event the owner stages: below the producer's message limit with room for headers."""
 
 
@@ -184,8 +186,8 @@ class Partition:
     def stage(self, emit: Emit, at: int, cause: str | None = None, correlation: str | None = None) -> m.Event:
         """Wrap ``emit`` in an envelope with this partition's epoch, encode it and fold it now."""
         self.seq += 1
-        event = m.Event(f"{self.number}-{self.epoch}-{self.seq}", emit.job_id, emit.tenant_id, self.epoch,
-                        self.owner_id, at, emit.body, cause, correlation)
+        event = new_event(f"{self.number}-{self.epoch}-{self.seq}", emit.job_id, emit.tenant_id, self.epoch,
+                          self.owner_id, at, emit.body, cause, correlation)
         raw = encode_event(event)
         if len(raw) > MAX_EVENT_BYTES:
             raise ValidationError(f"{event.type} of job {event.job_id} is {len(raw)} bytes encoded; "
