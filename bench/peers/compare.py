@@ -7,7 +7,7 @@ epochq runs with `epochq engine run bench.apps:app` and no tuning flags (6 parti
 redis-server started here on a free loopback port without persistence. docs/benchmarks.md says
 what each figure means. `make bench-peers` installs what this needs and runs it.
 
-Usage: python bench/peers/compare.py [--runs 3] [--jobs 20000] [--delayed 5000] [--span 5] [--lead 15]
+Usage: python bench/peers/compare.py [--runs 3] [--jobs 20000] [--delayed 5000] [--span 5] [--lead 10]
                                      [--engine-args='--concurrency 256' ...]
 (--engine-args adds a drain row for epochq with those engine flags; write it with '=', since the
 value starts with '--'. A row whose flag this engine does not have is skipped with a note.)
@@ -166,7 +166,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=20000, help="jobs for bulk submit and for drain")
     parser.add_argument("--delayed", type=int, default=5000, help="delayed jobs for lateness")
     parser.add_argument("--span", type=float, default=5.0, help="seconds over which the delayed jobs come due")
-    parser.add_argument("--lead", type=float, default=15.0, help="seconds from submission to the first due time")
+    parser.add_argument("--lead", type=float, default=10.0, help="seconds from submission to the first due time")
     parser.add_argument("--epochq-batch", type=int, default=1000, help="jobs per Client.submit_many call")
     parser.add_argument("--bullmq-batch", type=int, default=100, help="jobs per Queue.addBulk call")
     parser.add_argument("--concurrency", type=int, default=100, help="BullMQ worker concurrency")

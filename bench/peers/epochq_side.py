@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,14 +23,13 @@ FOLLOW_TIMEOUT_S = 900
 
 def warm_up(bootstrap: str) -> None:
     """One job into a throwaway namespace, so that a broker just started has its coordinators loaded."""
-    with Client(ready_settings(bootstrap)) as client:
+    with namespace(bootstrap) as settings, Client(settings) as client:
         submit_all(client, 1, 1)
 
 
 def submit(bootstrap: str, jobs: int, batch: int) -> float:
     """Jobs/s of ``Client.submit_many`` in batches of ``batch``, with no engine running."""
-    settings = ready_settings(bootstrap)
-    with Client(settings) as client:
+    with namespace(bootstrap) as settings, Client(settings) as client:
         t0 = time.monotonic()
         submit_all(client, jobs, batch)
         return jobs / (time.monotonic() - t0)
@@ -37,7 +37,6 @@ def submit(bootstrap: str, jobs: int, batch: int) -> float:
 
 def drain(bootstrap: str, jobs: int, batch: int, engine_flags: list[str]) -> dict[str, float]:
     """Jobs/s from the first submit to the last JobSucceeded, the engine started beforehand."""
-    settings = ready_settings(bootstrap)
     done: list[int] = []
 
     def until(event: m.Event) -> bool:
@@ -45,7 +44,8 @@ def drain(bootstrap: str, jobs: int, batch: int, engine_flags: list[str]) -> dic
             done.append(event.occurred_at)
         return len(done) >= jobs
 
-    with engine_process(settings, APP, *engine_flags), Client(settings) as client, following(settings, until):
+    with namespace(bootstrap) as settings, engine_process(settings, APP, *engine_flags), \
+            Client(settings) as client, following(settings, until):
         t0 = time.time()
         submit_all(client, jobs, batch)
     elapsed = max(done) / 1e6 - t0
@@ -54,7 +54,6 @@ def drain(bootstrap: str, jobs: int, batch: int, engine_flags: list[str]) -> dic
 
 def lateness(bootstrap: str, jobs: int, batch: int, span_s: float, lead_s: float) -> dict:
     """JobStarted.occurred_at - due_at (ms) of ``jobs`` jobs due evenly over ``span_s``, ``lead_s`` ahead."""
-    settings = ready_settings(bootstrap)
     late: list[float] = []
     accepted: list[int] = []
 
@@ -65,22 +64,31 @@ def lateness(bootstrap: str, jobs: int, batch: int, span_s: float, lead_s: float
             late.append((event.occurred_at - event.body.due_at) / 1000)
         return len(late) >= jobs
 
-    with engine_process(settings, APP), Client(settings) as client, following(settings, until):
+    with namespace(bootstrap) as settings, engine_process(settings, APP), Client(settings) as client, \
+            following(settings, until):
         first = time.time() + lead_s
         submit_all(client, jobs, batch, lambda i: first + i * span_s / jobs)
     return {"lateness_ms": late, "accepted_before_due_s": first - max(accepted) / 1e6}
 
 
-def ready_settings(bootstrap: str, timeout: float = 30.0) -> Settings:
-    """A fresh namespace whose partitions all have a leader (a broker just started takes a few seconds)."""
+@contextmanager
+def namespace(bootstrap: str) -> Iterator[Settings]:
+    """A fresh namespace whose partitions have leaders; its state directory is removed unless the block fails."""
     settings = fresh_settings(bootstrap, PARTITIONS)
+    wait_for_leaders(settings)
+    yield settings
+    shutil.rmtree(settings.state_dir, ignore_errors=True)
+
+
+def wait_for_leaders(settings: Settings, timeout: float = 30.0) -> None:
+    """Until every events partition answers (a broker just started elects leaders in its first seconds)."""
     reader = kafka.events_reader(settings, "bench")
     deadline = time.monotonic() + timeout
     try:
         while True:
             try:
                 kafka.end_offsets(reader, settings.events_topic, range(PARTITIONS))
-                return settings
+                return
             except KafkaUnavailableError:
                 if time.monotonic() > deadline:
                     raise
