@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -49,7 +51,7 @@ class Figures:
         return self.values.get((row, peer), [])
 
 
-def bullmq(figure: str, port: int, **options: float) -> dict:
+def bullmq(figure: str, port: int, **options: float) -> dict[str, Any]:
     """One figure from bench/peers/bullmq.mjs, as the JSON object it prints."""
     cmd = ["node", str(HERE / "bullmq.mjs"), figure, "--port", str(port)]
     cmd += [f"--{name}={value}" for name, value in options.items()]
@@ -65,7 +67,8 @@ def engine_has_flags(variants: list[list[str]]) -> list[list[str]]:
                            capture_output=True, text=True, check=True).stdout
     known = []
     for flags in variants:
-        missing = [f.split("=")[0] for f in flags if f.startswith("--") and f.split("=")[0] not in usage]
+        names = [f.split("=")[0] for f in flags if f.startswith("--")]
+        missing = [name for name in names if not re.search(rf"{re.escape(name)}\b", usage)]
         if missing:
             print(f"skipped drain row `{' '.join(flags)}`: `epochq engine run` has no {', '.join(missing)} here")
         else:
@@ -74,14 +77,17 @@ def engine_has_flags(variants: list[list[str]]) -> list[list[str]]:
 
 
 def drain_row(flags: list[str]) -> str:
+    """The name of epochq's drain row run with these engine flags."""
     return f"drain, {' '.join(flags)}" if flags else "drain, default settings"
 
 
 def report(row: str, peer: str, text: str) -> None:
+    """One measured figure, printed as soon as it is known."""
     print(f"  {row:28} {peer:7} {text}", flush=True)
 
 
 def measure_submit(args: argparse.Namespace, bootstrap: str, port: int, figures: Figures, order: list[str]) -> None:
+    """Jobs/s of bulk submission with no consumer: submit_many against addBulk."""
     for peer in order:
         if peer == "epochq":
             rate = epochq_side.submit(bootstrap, args.jobs, args.epochq_batch)
@@ -92,6 +98,7 @@ def measure_submit(args: argparse.Namespace, bootstrap: str, port: int, figures:
 
 
 def measure_drain(args: argparse.Namespace, bootstrap: str, port: int, figures: Figures, order: list[str]) -> None:
+    """Jobs/s from first submit to last completion; epochq once per engine-flag variant."""
     for peer in order:
         if peer == "BullMQ":
             result = bullmq("drain", port, jobs=args.jobs, batch=args.bullmq_batch, concurrency=args.concurrency)
@@ -108,6 +115,7 @@ def measure_drain(args: argparse.Namespace, bootstrap: str, port: int, figures: 
 
 
 def measure_lateness(args: argparse.Namespace, bootstrap: str, port: int, figures: Figures, order: list[str]) -> None:
+    """Start minus due time of delayed jobs, p50 and p99 (ms)."""
     for peer in order:
         if peer == "epochq":
             result = epochq_side.lateness(bootstrap, args.delayed, args.epochq_batch, args.span, args.lead)
@@ -149,7 +157,7 @@ def print_summary(args: argparse.Namespace, figures: Figures) -> None:
         if "lateness" in row:
             print(f"{cells} {'':>14}   epochq {fmt(ours)}; BullMQ {fmt(theirs)}")
         else:
-            ratios = [a / b for a, b in zip(ours, theirs)]
+            ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
             print(f"{cells} {median(ours) / median(theirs):13.3f}×   {fmt(ratios, '.3f')} (jobs/s: epochq "
                   f"{fmt(ours, ',.0f')}; BullMQ {fmt(theirs, ',.0f')})")
     print("load average (1/5/15 min) at each run's start: "
@@ -157,10 +165,12 @@ def print_summary(args: argparse.Namespace, figures: Figures) -> None:
 
 
 def fmt(values: list[float], spec: str = ".1f") -> str:
+    """The values of each run, space-separated."""
     return " ".join(format(v, spec) for v in values)
 
 
 def parse_args() -> argparse.Namespace:
+    """The command line; ``variants`` holds the engine flags of each epochq drain row ([] = defaults)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20000, help="jobs for bulk submit and for drain")

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from bench.harness import engine_process, follow_events, fresh_settings
 from engine.client import Client
@@ -52,7 +53,7 @@ def drain(bootstrap: str, jobs: int, batch: int, engine_flags: list[str]) -> dic
     return {"jobs_per_s": jobs / elapsed, "elapsed_s": elapsed}
 
 
-def lateness(bootstrap: str, jobs: int, batch: int, span_s: float, lead_s: float) -> dict:
+def lateness(bootstrap: str, jobs: int, batch: int, span_s: float, lead_s: float) -> dict[str, Any]:
     """JobStarted.occurred_at - due_at (ms) of ``jobs`` jobs due evenly over ``span_s``, ``lead_s`` ahead."""
     late: list[float] = []
     accepted: list[int] = []
