@@ -2,7 +2,7 @@
 //
 //   node bullmq.mjs submit   --port P [--jobs 20000] [--batch 100]
 //   node bullmq.mjs drain    --port P [--jobs 20000] [--batch 100] [--concurrency 100]
-//   node bullmq.mjs lateness --port P [--jobs 5000] [--batch 100] [--concurrency 100] [--span 5] [--lead 10]
+//   node bullmq.mjs lateness --port P [--jobs 5000] [--batch 100] [--concurrency 100] [--span 5] [--lead 20]
 //
 // submit:   Queue.addBulk in batches, no worker            -> {"jobs_per_s", "elapsed_s"}
 // drain:    a Worker runs while the jobs are added;
@@ -25,7 +25,7 @@ const { positionals, values } = parseArgs({
     batch: { type: "string", default: "100" },
     concurrency: { type: "string", default: "100" },
     span: { type: "string", default: "5" },
-    lead: { type: "string", default: "10" },
+    lead: { type: "string", default: "20" },
   },
 });
 const opts = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Number(v)]));

@@ -7,7 +7,7 @@ epochq runs with `epochq engine run bench.apps:app` and no tuning flags (6 parti
 redis-server started here on a free loopback port without persistence. docs/benchmarks.md says
 what each figure means. `make bench-peers` installs what this needs and runs it.
 
-Usage: python bench/peers/compare.py [--runs 3] [--jobs 20000] [--delayed 5000] [--span 5] [--lead 10]
+Usage: python bench/peers/compare.py [--runs 3] [--jobs 20000] [--delayed 5000] [--span 5] [--lead 20]
                                      [--engine-args='--concurrency 256' ...]
 (--engine-args adds a drain row for epochq with those engine flags; write it with '=', since the
 value starts with '--'. A row whose flag this engine does not have is skipped with a note.)
@@ -42,7 +42,7 @@ class Figures:
 
     def __init__(self) -> None:
         self.values: dict[tuple[str, str], list[float]] = {}
-        self.loads: list[tuple[float, float, float]] = []
+        self.loads: list[str] = []  # per run: load average at its start → at its end
 
     def add(self, row: str, peer: str, value: float) -> None:
         self.values.setdefault((row, peer), []).append(value)
@@ -134,12 +134,18 @@ MEASUREMENTS = (measure_submit, measure_drain, measure_lateness)
 
 def one_run(n: int, args: argparse.Namespace, bootstrap: str, port: int, figures: Figures) -> None:
     """Every figure once for both peers; who goes first alternates by run and by figure."""
-    load = os.getloadavg()
-    figures.loads.append(load)
-    print(f"run {n + 1} of {args.runs}  (load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})", flush=True)
+    print(f"run {n + 1} of {args.runs}  (load average {loadavg()} at its start)", flush=True)
+    figures.loads.append(loadavg())
     for k, measure in enumerate(MEASUREMENTS):
         order = ["epochq", "BullMQ"] if (n + k) % 2 == 0 else ["BullMQ", "epochq"]
         measure(args, bootstrap, port, figures, order)
+    figures.loads[-1] += f" → {loadavg()}"
+    print(f"  load average {loadavg()} at the end of run {n + 1}", flush=True)
+
+
+def loadavg() -> str:
+    """The machine's load average over 1, 5 and 15 minutes (it is shared: read figures against it)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def print_summary(args: argparse.Namespace, figures: Figures) -> None:
@@ -160,8 +166,7 @@ def print_summary(args: argparse.Namespace, figures: Figures) -> None:
             ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
             print(f"{cells} {median(ours) / median(theirs):13.3f}×   {fmt(ratios, '.3f')} (jobs/s: epochq "
                   f"{fmt(ours, ',.0f')}; BullMQ {fmt(theirs, ',.0f')})")
-    print("load average (1/5/15 min) at each run's start: "
-          + "; ".join(" ".join(f"{x:.2f}" for x in load) for load in figures.loads))
+    print(f"load average (1/5/15 min) at each run's start → end: {'; '.join(figures.loads)}")
 
 
 def fmt(values: list[float], spec: str = ".1f") -> str:
@@ -176,7 +181,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=20000, help="jobs for bulk submit and for drain")
     parser.add_argument("--delayed", type=int, default=5000, help="delayed jobs for lateness")
     parser.add_argument("--span", type=float, default=5.0, help="seconds over which the delayed jobs come due")
-    parser.add_argument("--lead", type=float, default=10.0, help="seconds from submission to the first due time")
+    parser.add_argument("--lead", type=float, default=20.0, help="seconds from submission to the first due time")
     parser.add_argument("--epochq-batch", type=int, default=1000, help="jobs per Client.submit_many call")
     parser.add_argument("--bullmq-batch", type=int, default=100, help="jobs per Queue.addBulk call")
     parser.add_argument("--concurrency", type=int, default=100, help="BullMQ worker concurrency")
