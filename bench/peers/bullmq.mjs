@@ -13,7 +13,12 @@
 //                                                              "accepted_before_due_s"}
 // (job.delay is reset to 0 when a delayed job is promoted; job.opts.delay keeps it.)
 // Every job is a no-op with removeOnComplete; the database is flushed first (bench/peers/compare.py
-// owns the Redis server).
+// owns the Redis server). The Worker (concurrency 100, a no-op async processor) runs in a child
+// process of its own, `bullmq.mjs work`, as workers run beside a producing service; epochq's engine
+// likewise runs in a process of its own beside the submitting client.
+import { fork } from "node:child_process";
+import { on } from "node:events";
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Queue, Worker } from "bullmq";
 
@@ -26,9 +31,10 @@ const { positionals, values } = parseArgs({
     concurrency: { type: "string", default: "100" },
     span: { type: "string", default: "5" },
     lead: { type: "string", default: "20" },
+    record: { type: "string", default: "last" }, // work: "last" completion time, or "lateness" of each job
   },
 });
-const opts = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Number(v)]));
+const opts = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, k === "record" ? v : Number(v)]));
 const connection = { host: "127.0.0.1", port: opts.port };
 const QUEUE = "peers";
 
@@ -43,18 +49,35 @@ async function addAll(queue, jobOpts) {
   }
 }
 
-// A started Worker with a no-op async processor; onCompleted(job) is called for every job done,
-// and the returned promise resolves once it has been called opts.jobs times.
-function runWorker(onCompleted) {
-  let done = 0;
+// A `work` child process; resolves once its Worker is connected, with a promise of its report.
+async function startWorker(record) {
+  const args = ["work", `--port=${opts.port}`, `--jobs=${opts.jobs}`, `--concurrency=${opts.concurrency}`,
+    `--record=${record}`];
+  const child = fork(fileURLToPath(import.meta.url), args);
+  child.on("exit", (code) => code && process.exit(1)); // its error is on stderr already
+  const inbox = on(child, "message");
+  await inbox.next(); // "ready"
+  return { report: inbox.next().then(({ value: [message] }) => message) };
+}
+
+// In the child: run opts.jobs jobs with a no-op async processor, then send what opts.record asks for.
+async function work() {
+  let last = 0;
+  const late = [];
   let resolve;
   const finished = new Promise((r) => (resolve = r));
   const worker = new Worker(QUEUE, async () => {}, { connection, concurrency: opts.concurrency });
   worker.on("completed", (job) => {
-    onCompleted(job);
-    if (++done === opts.jobs) resolve();
+    last = Date.now();
+    late.push(job.processedOn - (job.timestamp + job.opts.delay));
+    if (late.length === opts.jobs) resolve();
   });
-  return { worker, finished };
+  await worker.waitUntilReady();
+  process.send("ready");
+  await finished;
+  await worker.close();
+  process.send(opts.record === "last" ? { last } : { lateness_ms: late });
+  process.disconnect();
 }
 
 async function submit(queue) {
@@ -65,21 +88,15 @@ async function submit(queue) {
 }
 
 async function drain(queue) {
-  let last = 0;
-  const { worker, finished } = runWorker(() => (last = Date.now()));
-  await worker.waitUntilReady();
+  const { report } = await startWorker("last");
   const t0 = Date.now();
   await addAll(queue, () => ({}));
-  await finished;
-  await worker.close();
-  const elapsed = (last - t0) / 1000;
+  const elapsed = ((await report).last - t0) / 1000;
   return { jobs_per_s: opts.jobs / elapsed, elapsed_s: elapsed };
 }
 
 async function lateness(queue) {
-  const late = [];
-  const { worker, finished } = runWorker((job) => late.push(job.processedOn - (job.timestamp + job.opts.delay)));
-  await worker.waitUntilReady();
+  const { report } = await startWorker("lateness");
   const first = Date.now() + opts.lead * 1000;
   const step = (opts.span * 1000) / opts.jobs;
   await addAll(queue, (i) => {
@@ -87,18 +104,19 @@ async function lateness(queue) {
     return { timestamp: now, delay: Math.max(0, Math.round(first + i * step) - now) };
   });
   const accepted = Date.now();
-  await finished;
-  await worker.close();
-  return { lateness_ms: late, accepted_before_due_s: (first - accepted) / 1000 };
+  return { lateness_ms: (await report).lateness_ms, accepted_before_due_s: (first - accepted) / 1000 };
 }
 
 const figures = { submit, drain, lateness };
-if (!(positionals[0] in figures) || !opts.port) {
+if (positionals[0] === "work") {
+  await work();
+} else if (positionals[0] in figures && opts.port) {
+  const queue = new Queue(QUEUE, { connection });
+  await (await queue.client).flushdb();
+  const result = await figures[positionals[0]](queue);
+  await queue.close();
+  console.log(JSON.stringify(result));
+} else {
   console.error(`usage: node bullmq.mjs {${Object.keys(figures).join(",")}} --port PORT [options]`);
   process.exit(2);
 }
-const queue = new Queue(QUEUE, { connection });
-await (await queue.client).flushdb();
-const result = await figures[positionals[0]](queue);
-await queue.close();
-console.log(JSON.stringify(result));
