@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import io
 import json
-import operator
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -29,7 +28,11 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from engine.contract.avro_codegen import Unsupported, compile_writers
+from engine.contract.avro_fast import MalformedError
+from engine.contract.avro_readers import compile_reader
 from engine.contract.messages import COMMAND_BODIES, EVENT_BODIES, Command, Event, TenantConfig
+from engine.contract.records import RecordMap, records_of
 from engine.errors import DecodeError, ValidationError
 
 MAGIC = b"\xc3\x01"
@@ -37,7 +40,6 @@ HEADER_SIZE = 10
 SUBJECTS = ("command", "event", "tenant")
 
 _VERSION_DIR = re.compile(r"v(\d+)")
-_PRIMITIVES = frozenset({"boolean", "int", "long", "float", "double", "bytes", "string"})
 _DETAIL_LIMIT = 160
 MessageT = TypeVar("MessageT")
 
@@ -83,7 +85,7 @@ def load_version(subject: str, version: int, text: str) -> SchemaVersion:
         version=version,
         fingerprint=bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")),
         canonical_form=canonical,
-        parsed=parse_schema(strip_logical_types(raw)),
+        parsed=typing.cast(dict[str, Any], parse_schema(strip_logical_types(raw))),
     )
 
 
@@ -142,20 +144,26 @@ class SchemaCatalog:
         try:
             datum = schemaless_reader(buf, version.parsed, reader, return_record_name=True)
         except Exception as e:
+            # fastavro's compiled reader reports some ends of input (mid-varint) as IndexError.
             ran_out = isinstance(e, EOFError) or (isinstance(e, IndexError) and buf.tell() >= len(raw))
-            raise DecodeError(self._body_failure(e, version, ran_out)) from e
-        if buf.tell() != len(raw):
-            raise DecodeError(f"trailing bytes: {len(raw) - buf.tell()} after the {self.subject} record")
+            raise self.body_error(e, version, ran_out) from e
+        self.check_end(buf.tell(), len(raw))
         return datum  # type: ignore[return-value]
 
-    def _body_failure(self, error: Exception, version: SchemaVersion, ran_out: bool) -> str:
-        # fastavro's compiled reader reports some ends of input (mid-varint) as IndexError.
+    def body_error(self, error: Exception, version: SchemaVersion, ran_out: bool) -> DecodeError:
+        """The DecodeError for a body that ``version`` could not read."""
         if ran_out:
-            return f"truncated body: the {self.subject} v{version.version} record ends early ({_brief(error)})"
-        if isinstance(error, SchemaResolutionError):
-            return (f"cannot resolve {self.subject} v{version.version} into "
-                    f"v{self.current.version}: {_brief(error)}")
-        return f"malformed body for {self.subject} v{version.version}: {_brief(error)}"
+            reason = f"truncated body: the {self.subject} v{version.version} record ends early ({_brief(error)})"
+        elif isinstance(error, SchemaResolutionError):
+            reason = f"cannot resolve {self.subject} v{version.version} into v{self.current.version}: {_brief(error)}"
+        else:
+            reason = f"malformed body for {self.subject} v{version.version}: {_brief(error)}"
+        return DecodeError(reason)
+
+    def check_end(self, end: int, size: int) -> None:
+        """Raise DecodeError unless the record ended exactly at the end of the value."""
+        if end != size:
+            raise DecodeError(f"trailing bytes: {size - end} after the {self.subject} record")
 
     def _diagnose(self, raw: Any) -> tuple[bytes, SchemaVersion]:
         """Say precisely why ``raw`` has no known header, or return it as bytes with its version."""
@@ -191,100 +199,44 @@ def _brief(error: BaseException) -> str:
     return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
 
 
-# --- dataclasses <-> Avro dicts --------------------------------------------------------------
-
-
-def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    if len(names) == 1:
-        name = names[0]
-        return lambda obj: (getattr(obj, name),)
-    if not names:
-        return lambda obj: ()
-    return operator.attrgetter(*names)
-
-
-class _RecordMap:
-    """How one frozen dataclass becomes an Avro record dict and back; worked out once per class.
-
-    Optional fields (``["null", primitive]`` unions) are written in fastavro's tuple notation,
-    ``(branch, value)``: the writer then picks the branch without trying each one.
-    """
-
-    __slots__ = ("cls", "names", "_get", "nested", "optional")
-
-    def __init__(self, cls: type, schema: dict[str, Any], records: Mapping[str, dict[str, Any]]):
-        hints = typing.get_type_hints(cls)
-        types = {f["name"]: f["type"] for f in schema.get("fields", ())}
-        self.cls = cls
-        self.names = tuple(f.name for f in dataclasses.fields(cls))
-        self._get = _getter(self.names)
-        self.nested = tuple((n, _RecordMap(hints[n], _record_schema(types.get(n), records), records))
-                            for n in self.names if dataclasses.is_dataclass(hints[n]))
-        self.optional = tuple((n, branch) for n in self.names
-                              if (branch := _optional_branch(types.get(n))) is not None)
-
-    def to_dict(self, obj: Any) -> dict[str, Any]:
-        datum = dict(zip(self.names, self._get(obj)))
-        for name, branch in self.optional:
-            value = datum[name]
-            if value is not None:
-                datum[name] = (branch, value)
-        for name, sub in self.nested:
-            datum[name] = sub.to_dict(datum[name])
-        return datum
-
-    def from_dict(self, datum: dict[str, Any]) -> Any:
-        for name, sub in self.nested:
-            datum[name] = sub.from_dict(datum[name])
-        return self.cls(**datum)
-
-
-def _record_schema(node: Any, records: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    if isinstance(node, dict):
-        return node
-    return records.get(node, {}) if isinstance(node, str) else {}
-
-
-def _optional_branch(node: Any) -> str | None:
-    """``"long"`` for a ``["null", "long"]`` union (primitive branch only), else None."""
-    if not isinstance(node, list) or len(node) != 2 or "null" not in node:
-        return None
-    other = node[1] if node[0] == "null" else node[0]
-    name = other.get("type") if isinstance(other, dict) else other
-    return name if name in _PRIMITIVES else None
-
-
-def _records(node: Any, found: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Every record schema defined inside a parsed schema, by full name."""
-    if isinstance(node, list):
-        for item in node:
-            _records(item, found)
-    elif isinstance(node, dict) and node.get("type") == "record":
-        found[node["name"]] = node
-        for field in node["fields"]:
-            _records(field["type"], found)
-    return found
-
-
 class MessageCodec(Generic[MessageT]):
-    """The typed face of a SchemaCatalog: envelope dataclasses (with a body union) to bytes and back."""
+    """The typed face of a SchemaCatalog: envelope dataclasses (with a body union) to bytes and back.
+
+    Messages written with the current schema go through functions generated for it once
+    (:mod:`engine.contract.avro_codegen`): the same bytes as fastavro, without building dicts.
+    Records of older versions are resolved by fastavro; a message the fast writer refuses is
+    handed to fastavro, which writes it or raises a ValidationError naming the field.
+    """
 
     def __init__(self, catalog: SchemaCatalog, envelope: type[MessageT], bodies: Mapping[str, type] | None = None):
         self.catalog = catalog
-        records = _records(catalog.current.parsed, {})
-        self._envelope = _RecordMap(envelope, catalog.current.parsed, records)
+        records = records_of(catalog.current.parsed)
+        self._envelope = RecordMap(envelope, catalog.current.parsed, records)
         full_names = catalog.body_names()
-        self._by_type: dict[type, tuple[str, _RecordMap]] = {}
-        self._by_name: dict[str, _RecordMap] = {}
+        self._by_type: dict[type, tuple[str, RecordMap]] = {}
+        self._by_name: dict[str, RecordMap] = {}
         for short, cls in (bodies or {}).items():
             if short in full_names:
-                body_map = _RecordMap(cls, records[full_names[short]], records)
+                body_map = RecordMap(cls, records[full_names[short]], records)
                 self._by_type[cls] = (full_names[short], body_map)
                 self._by_name[full_names[short]] = body_map
         self._has_body = bodies is not None
+        self._writers, self._reader = _fast_path(catalog, envelope, bodies)
+        self._fast_header = catalog.current.header if self._reader is not None else None
 
     def encode(self, message: MessageT) -> bytes:
         """The single-object record of one message, written with the newest schema."""
+        if type(message) is self._envelope.cls:
+            writer = self._writers.get(type(message.body) if self._has_body else self._envelope.cls)  # type: ignore[attr-defined]
+            if writer is not None:
+                try:
+                    return writer(message)
+                except Exception:  # noqa: BLE001, S110 - fastavro below writes it, or says what is wrong
+                    pass
+        return self.encode_general(message)
+
+    def encode_general(self, message: MessageT) -> bytes:
+        """:meth:`encode` through fastavro (dataclass -> dict -> ``schemaless_writer``)."""
         if type(message) is not self._envelope.cls:
             raise ValidationError(f"cannot encode {type(message).__name__} as a {self.catalog.subject}")
         datum = self._envelope.to_dict(message)
@@ -298,6 +250,12 @@ class MessageCodec(Generic[MessageT]):
 
     def decode(self, raw: bytes) -> MessageT:
         """The message in ``raw``; DecodeError if it is not one."""
+        if type(raw) is bytes and raw[:HEADER_SIZE] == self._fast_header:
+            return self._decode_current(raw)
+        return self.decode_general(raw)
+
+    def decode_general(self, raw: bytes) -> MessageT:
+        """:meth:`decode` through fastavro (``schemaless_reader`` -> dict -> dataclass), any version."""
         datum = self.catalog.decode(raw)
         if self._has_body:
             name, body = datum["body"]
@@ -307,6 +265,23 @@ class MessageCodec(Generic[MessageT]):
             datum["body"] = _build(body_map, body, name)
         return _build(self._envelope, datum, self.catalog.subject)  # type: ignore[no-any-return]
 
+    def _decode_current(self, raw: bytes) -> MessageT:
+        """A record of the current schema, through the generated reader.
+
+        Bytes no valid record holds (MalformedError) and counts larger than what is left
+        (EOFError) are reported at once; anything else it cannot read, or reads to anywhere but the
+        end, the fastavro path reads again, and either decodes or says precisely why not.
+        """
+        try:
+            message, end = self._reader(raw)  # type: ignore[misc]
+            if end == len(raw):
+                return message  # type: ignore[no-any-return]
+        except (MalformedError, EOFError) as e:
+            raise self.catalog.body_error(e, self.catalog.current, isinstance(e, EOFError)) from e
+        except Exception:  # noqa: BLE001, S110 - explained by decode_general below
+            pass
+        return self.decode_general(raw)
+
     def decode_at(self, raw: bytes, topic: str, partition: int, offset: int) -> MessageT:
         """:meth:`decode`, with any DecodeError naming where in the log the record sits."""
         try:
@@ -315,7 +290,22 @@ class MessageCodec(Generic[MessageT]):
             raise e.located(topic, partition, offset) from e.__cause__
 
 
-def _build(record_map: _RecordMap, datum: dict[str, Any], what: str) -> Any:
+def _fast_path(catalog: SchemaCatalog, envelope: type, bodies: Mapping[str, type] | None) -> tuple[
+        dict[type, Callable[[Any], bytes]], Callable[[bytes], tuple[Any, int]] | None]:
+    """The generated writers and reader of the current schema (none for a schema they cannot do)."""
+    schema = catalog.current.parsed
+    try:
+        writers = compile_writers(schema, catalog.current.header, envelope, bodies)
+    except Unsupported:
+        writers = {}
+    try:
+        reader = compile_reader(schema, HEADER_SIZE, catalog.subject, envelope, bodies)
+    except Unsupported:
+        reader = None
+    return writers, reader
+
+
+def _build(record_map: RecordMap, datum: dict[str, Any], what: str) -> Any:
     try:
         return record_map.from_dict(datum)
     except (TypeError, ValueError, KeyError) as e:
