@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.contract import messages as m
+from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
     AttemptFinished, CommandInput, DecideContext, RequeueOrphan, StartAttempt, TaskPolicy, TimerFired,
     decide,
@@ -62,9 +63,16 @@ def test_admission_rejects_with_reason() -> None:
 
 
 def test_duplicate_idempotency_key_creates_no_second_job() -> None:
-    job, _ = run(None, CommandInput(submit(key="k1"), 1))
-    again, bodies = run(job, CommandInput(submit(key="k1"), 2))
+    derived = job_id_for_key("acme", "k1")
+    job, _ = run(None, CommandInput(submit(derived, key="k1"), 1))
+    again, bodies = run(job, CommandInput(submit(derived, key="k1"), 2))
     assert isinstance(bodies[0], m.DuplicateSubmitted) and again == job
+
+
+def test_a_key_with_an_id_not_derived_from_it_is_rejected() -> None:
+    job, bodies = run(None, CommandInput(submit("job-1", key="k1"), 1))
+    assert job is None and bodies[0].reason == "invalid_job_id"
+    assert bodies[0].detail.startswith("job_id: ") and job_id_for_key("acme", "k1") in bodies[0].detail
 
 
 def test_failures_retry_with_growing_delays_then_dead_letter() -> None:
