@@ -55,11 +55,31 @@ def test_admission_rejects_with_reason() -> None:
         "invalid_priority": submit(priority=12),
         "invalid_lane": submit(lane="DEAD"),
         "invalid_tenant": submit(tenant=""),
+        "invalid_run_at": submit(run_at=-1),
+        "invalid_job_id": submit(""),
     }
     for reason, cmd in cases.items():
         job, bodies = run(None, CommandInput(cmd, 1))
         assert job is None
         assert isinstance(bodies[0], m.JobRejected) and bodies[0].reason == reason, bodies
+
+
+def test_a_rejection_detail_names_the_field() -> None:
+    (rejected,) = decide(None, CommandInput(submit(run_at=-1_000_000), 1), CTX)
+    assert rejected.body.detail.startswith("run_at: 1969-12-31T23:59:59Z (-1000000 µs) is before 1970")
+
+
+def test_a_past_run_at_means_now() -> None:
+    job, bodies = run(None, CommandInput(submit(run_at=1), 1))
+    assert bodies[1] == m.JobQueued("submitted") and job is not None and job.state is JobState.QUEUED
+
+
+def test_other_commands_with_a_bad_field_are_refused_naming_it() -> None:
+    job = queued_job()
+    for cmd, field in ((command("job-1", m.RescheduleJob(-5)), "run_at"), (command("", m.CancelJob()), "job_id"),
+                       (command("job-1", m.CancelJob(), tenant="a\tb"), "tenant_id")):
+        (refused,) = decide(job, CommandInput(cmd, 2), CTX)
+        assert isinstance(refused.body, m.CommandRefused) and refused.body.reason.startswith(f"{field}: ")
 
 
 def test_duplicate_idempotency_key_creates_no_second_job() -> None:
