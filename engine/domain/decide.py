@@ -213,12 +213,13 @@ def _over_limit(limits: Limits) -> tuple[str, str, int] | None:
 def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobSubmitted:
     """The JobSubmitted for an acceptable SubmitJob; ValidationError naming the field if not.
 
-    The rules are engine.contract.validation's (the client's too), plus a handler for the task type.
+    A handler for the task type first (so every other rejection names a registered task type:
+    a metric label a producer cannot multiply), then engine.contract.validation's rules.
     """
-    check_submit(given.command, ctx.now, ctx.max_payload_bytes)
     if ctx.tasks is not None and body.task_type not in ctx.tasks:
         raise invalid("task_type", f"no handler is registered for task type {shown(body.task_type)}",
                       "unknown_task_type")
+    check_submit(given.command, ctx.now, ctx.max_payload_bytes)
     policy = ctx.policy(body.task_type)
     lane = lane_for(body.priority, body.lane, policy.lane)
     attempts = body.max_attempts if body.max_attempts is not None else policy.retry.max_attempts
