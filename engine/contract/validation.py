@@ -33,6 +33,8 @@ MAX_TEXT_LENGTH = 1000
 MAX_LABELS = 64
 MAX_ATTEMPTS = 1000
 MAX_CATCH_UP = 1000
+MAX_RESULT_BYTES = 512 * 1024
+"""A handler's result, written into its JobSucceeded event: bigger ones dead-letter the job."""
 """A schedule's ``catch_up`` misfire policy fires at most this many missed occurrences."""
 MAX_AHEAD_US = 100 * 365 * 86_400 * 1_000_000
 """How far ahead a due time may be: 100 years of 365 days (about 3.15e15 µs)."""
