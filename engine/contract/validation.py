@@ -101,11 +101,23 @@ def check_free_text(field: str, value: object, max_length: int = MAX_TEXT_LENGTH
     return value
 
 
+_KNOWN_NAMES: set[str] = set()
+"""Names of at most MAX_NAME_LENGTH that passed check_name: tenants and task types repeat (a memo, at most
+_KNOWN_LIMIT of them), so a bulk submit checks each once."""
+_KNOWN_LIMIT = 10_000
+
+
 def check_name(field: str, value: object, max_length: int = MAX_NAME_LENGTH) -> str:
     """``value`` if it is a usable name: printable text of 1..``max_length`` characters, no space at either end."""
+    if type(value) is str and value in _KNOWN_NAMES and max_length >= MAX_NAME_LENGTH:
+        return value
     text = check_text(field, value, max_length)
     if text[0] == " " or text[-1] == " ":
         raise invalid(field, f"must not start or end with a space, got {shown(text)}")
+    if len(text) <= MAX_NAME_LENGTH and type(text) is str:
+        if len(_KNOWN_NAMES) >= _KNOWN_LIMIT:
+            _KNOWN_NAMES.clear()
+        _KNOWN_NAMES.add(text)
     return text
 
 
@@ -221,6 +233,8 @@ def check_scope(value: object) -> str | None:
 
 def check_labels(value: object) -> Mapping[str, str]:
     """At most 64 labels: names of up to 200 characters to printable text of up to 1000."""
+    if type(value) is dict and not value:
+        return value
     if not isinstance(value, Mapping):
         raise invalid("labels", f"must be a mapping of strings, got {type(value).__name__}")
     if len(value) > MAX_LABELS:
