@@ -243,7 +243,7 @@ class Client(ScheduleMethods):
         if idempotency_key is not None:
             job_id = job_id_for_key(tenant, idempotency_key)
         body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
-                           idempotency_key, lane, max_attempts, dict(labels) if labels else {}, scope)
+                           idempotency_key, lane, max_attempts, _labels(labels), scope)
         command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
         check_submit(command, now, self.settings.max_payload_bytes)
         return command
@@ -257,9 +257,10 @@ class Client(ScheduleMethods):
         errors: list[KafkaError] = []
         self._produce_all(commands, errors)
         left = self._producer.flush(30)
-        if errors or left:
-            raise kafka.produce_error(errors[0], f"{len(errors)} of {len(commands)} commands were not accepted") \
-                if errors else KafkaUnavailableError(f"{left} of {len(commands)} commands not acknowledged in 30 s")
+        if errors:
+            raise kafka.produce_error(errors[0], f"{len(errors)} of {len(commands)} commands were not accepted")
+        if left:
+            raise KafkaUnavailableError(f"{left} of {len(commands)} commands not acknowledged in 30 s")
         return [JobHandle(self, c.job_id, starts=starts) for c in commands]
 
     def _produce_all(self, commands: list[m.Command], errors: list[KafkaError]) -> None:
@@ -283,6 +284,13 @@ class Client(ScheduleMethods):
                 raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
             self._partitions = len(meta.partitions)
         return self._partitions
+
+
+def _labels(labels: object) -> Any:
+    """A copy of a mapping of labels ({} for None); anything else as it is, for check_labels to name."""
+    if labels is None:
+        return {}
+    return dict(labels) if isinstance(labels, Mapping) else labels
 
 
 def _check(command: m.Command) -> None:
