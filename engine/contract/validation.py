@@ -302,12 +302,14 @@ def check_derived_id(job_id: str, tenant: str, key: str | None) -> None:
 def check_job_command(command: m.Command, now: int) -> m.CommandBody:
     """The body of a command about an existing job (cancel, replay, reschedule, a child's report) if valid.
 
-    Its ``tenant_id`` may be empty (the caller need not know it); if given it must be valid.
+    Its ``tenant_id`` may be empty (the caller need not know it); if given it must be valid. A
+    child's report carries the child's tenant, held to no rule: a child rejected for its tenant (a
+    bad one in the tenants table) must still be reported, or its parent would never settle.
     """
     check_job_id(command.job_id)
-    if command.tenant_id:
-        check_tenant_id(command.tenant_id)
     body = command.body
+    if command.tenant_id and not isinstance(body, m.ReportChild):
+        check_tenant_id(command.tenant_id)
     if isinstance(body, (m.CancelJob, m.ReplayDeadJob)):
         check_free_text("reason", body.reason)
         check_free_text("requested_by", body.requested_by)
@@ -321,7 +323,7 @@ def check_job_command(command: m.Command, now: int) -> m.CommandBody:
 
 def _check_report(body: m.ReportChild) -> None:
     check_job_id(body.child_job_id, "child_job_id")
-    check_tenant_id(body.child_tenant)
+    check_free_text("child_tenant", body.child_tenant, MAX_NAME_LENGTH * 4)
     if body.status not in CHILD_STATUSES:
         raise invalid("status", f"must be one of {', '.join(CHILD_STATUSES)}, got {shown(body.status)}")
 

@@ -166,12 +166,12 @@ class Send:
 @_command.register
 def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
+    if job is not None:  # a JobRejected here would read as the existing job's status
+        return [_existing(body, cmd, job)]
     try:
         submitted = _admit(body, given, ctx)
     except ValidationError as e:
         return _rejected(cmd, body, m.JobRejected(body.task_type, e.reason, str(e)))
-    if job is not None:
-        return [_existing(body, cmd, job)]
     full = _over_limit(ctx.limits)
     if full is not None:
         reason, detail, depth = full
@@ -193,10 +193,11 @@ def _rejected(cmd: m.Command, body: m.SubmitJob, rejection: m.JobRejected) -> li
 
 
 def _existing(body: m.SubmitJob, cmd: m.Command, job: JobView) -> Emit:
+    """A SubmitJob for a job that exists: a duplicate (same idempotency key) or a refusal; never a second job."""
     if body.idempotency_key is not None and body.idempotency_key == job.idempotency_key:
-        return Emit(cmd.job_id, cmd.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
+        return Emit(cmd.job_id, job.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
     refusal = m.CommandRefused("SubmitJob", job.state.value, "a job with this id already exists")
-    return Emit(cmd.job_id, cmd.tenant_id, refusal)
+    return Emit(cmd.job_id, job.tenant_id, refusal)
 
 
 def _over_limit(limits: Limits) -> tuple[str, str, int] | None:

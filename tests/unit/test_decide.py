@@ -7,8 +7,8 @@ from dataclasses import replace
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, RequeueOrphan, StartAttempt, TaskPolicy, TimerFired,
-    decide,
+    AttemptFinished, CommandInput, DecideContext, Emit, RequeueOrphan, Send, StartAttempt, TaskPolicy,
+    TimerFired, decide,
 )
 from engine.domain.jobs import JobView, evolve
 from engine.domain.lifecycle import JobState
@@ -143,3 +143,18 @@ def test_orphan_requeued_only_under_a_newer_epoch() -> None:
     assert bodies == [m.JobRequeued(1, 1)] and job.state is JobState.QUEUED
     job, (started,) = run(job, StartAttempt("job-1"), newer)
     assert started.attempt == 2
+
+
+def test_a_child_rejected_for_a_bad_tenant_is_still_reported_to_its_parent() -> None:
+    scoped = m.Command("c-1", "parent", "ops", 0, m.SubmitJob("email.send", m.Payload(b"{}"), scope="global"))
+    out = decide(None, CommandInput(scoped, 1), replace(CTX, scope_tenants=("bad\x00tenant",)))
+    parent = None
+    for emit in out:
+        if isinstance(emit, Emit):
+            parent = evolve(parent, event(emit.body, "parent", tenant="ops", at=NOW))
+    (child,) = [o.command for o in out if isinstance(o, Send)]
+    rejected, report = decide(None, CommandInput(child, 2), CTX)
+    assert isinstance(rejected, Emit) and rejected.body.reason == "invalid_tenant"
+    assert isinstance(report, Send) and isinstance(report.command.body, m.ReportChild)
+    (reported,) = decide(parent, CommandInput(report.command, 3), CTX)[:1]
+    assert isinstance(reported.body, m.ChildReported) and reported.body.status == "rejected"
