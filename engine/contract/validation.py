@@ -33,9 +33,9 @@ MAX_TEXT_LENGTH = 1000
 MAX_LABELS = 64
 MAX_ATTEMPTS = 1000
 MAX_CATCH_UP = 1000
+"""A schedule's ``catch_up`` misfire policy fires at most this many missed occurrences."""
 MAX_RESULT_BYTES = 512 * 1024
 """A handler's result, written into its JobSucceeded event: bigger ones dead-letter the job."""
-"""A schedule's ``catch_up`` misfire policy fires at most this many missed occurrences."""
 MAX_AHEAD_US = 100 * 365 * 86_400 * 1_000_000
 """How far ahead a due time may be: 100 years of 365 days (about 3.15e15 µs)."""
 MAX_PRIORITY = 9
@@ -114,7 +114,7 @@ def check_name(field: str, value: object, max_length: int = MAX_NAME_LENGTH) -> 
     text = check_text(field, value, max_length)
     if text[0] == " " or text[-1] == " ":
         raise invalid(field, f"must not start or end with a space, got {shown(text)}")
-    if len(text) <= MAX_NAME_LENGTH and type(text) is str:
+    if max_length == MAX_NAME_LENGTH and type(text) is str:  # not job ids: each is new
         if len(_KNOWN_NAMES) >= _KNOWN_LIMIT:
             _KNOWN_NAMES.clear()
         _KNOWN_NAMES.add(text)
