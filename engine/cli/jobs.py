@@ -107,7 +107,11 @@ def event_json(logged: LoggedEvent) -> dict[str, Any]:
 
 
 def _iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """A time in µs as ISO-8601 UTC; the bare number when no date has it (a record admitted before the rules)."""
+    try:
+        return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):
+        return f"{us} µs"
 
 
 def _brief(row: dict[str, Any]) -> str:
