@@ -270,9 +270,14 @@ class Client(ScheduleMethods):
                 errors.append(err)
 
         producer, topic = self._producer, self.settings.commands_topic
+        produce = producer.produce
         for command in commands:
+            value, key = encode_command(command), command.job_id.encode()
             try:
-                kafka.produce(producer, topic, encode_command(command), command.job_id.encode(), on_delivery=failed)
+                try:
+                    produce(topic, value, key, on_delivery=failed)
+                except BufferError:  # the queue is full: wait for space
+                    kafka.produce(producer, topic, value, key, on_delivery=failed)
             except KafkaException as e:
                 raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
 

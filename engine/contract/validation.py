@@ -276,6 +276,19 @@ def check_submit(command: m.Command, now: int, max_payload_bytes: int) -> m.Subm
     check_task_type(body.task_type)
     check_payload(body.payload, max_payload_bytes)
     check_priority(body.priority)
+    if _has_options(body):
+        _check_options(command, body, now)
+    return body
+
+
+def _has_options(body: m.SubmitJob) -> bool:
+    """Whether any field that defaults to None (or no labels) is set: most bulk jobs set none."""
+    return (body.run_at is not None or body.lane is not None or body.max_attempts is not None
+            or body.scope is not None or body.parent_job_id is not None or body.idempotency_key is not None
+            or type(body.labels) is not dict or bool(body.labels))
+
+
+def _check_options(command: m.Command, body: m.SubmitJob, now: int) -> None:
     check_run_at(body.run_at, now)
     check_lane(body.lane)
     check_max_attempts(body.max_attempts)
@@ -284,7 +297,6 @@ def check_submit(command: m.Command, now: int, max_payload_bytes: int) -> m.Subm
     if body.parent_job_id is not None:
         check_job_id(body.parent_job_id, "parent_job_id")
     check_derived_id(command.job_id, command.tenant_id, check_idempotency_key(body.idempotency_key))
-    return body
 
 
 def check_derived_id(job_id: str, tenant: str, key: str | None) -> None:
