@@ -29,6 +29,7 @@ demo: jars
 
 bench: jars  # the quick figures (minutes); docs/benchmarks.md and docs/time.md give the large runs' flags
 	$(BIN)/python bench/codec_bench.py
+	$(BIN)/python bench/submit_bench.py --jobs 30000 --runs 3
 	$(BIN)/python bench/noop_throughput.py --jobs 10000 --runs 1
 	$(BIN)/python bench/fairness.py --seconds 10
 	$(BIN)/python bench/time_router.py --jobs 100000 --due-rate 1000 --due-seconds 30 --lead 40
