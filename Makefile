@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration jars bench clean
+.PHONY: demo test unit integration jars bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,9 +29,20 @@ demo: jars
 
 bench: jars  # the quick figures (minutes); docs/benchmarks.md and docs/time.md give the large runs' flags
 	$(BIN)/python bench/codec_bench.py
+	$(BIN)/python bench/submit_bench.py --jobs 30000 --runs 3
 	$(BIN)/python bench/noop_throughput.py --jobs 10000 --runs 1
 	$(BIN)/python bench/fairness.py --seconds 10
 	$(BIN)/python bench/time_router.py --jobs 100000 --due-rate 1000 --due-seconds 30 --lead 40
+
+PEERS := bench/peers
+PEERS_FLAGS ?= --runs 3 --engine-args='--concurrency 256' --engine-args='--processes 2'
+
+$(PEERS)/node_modules/.package-lock.json: $(PEERS)/package-lock.json
+	cd $(PEERS) && npm ci --no-audit --no-fund
+
+bench-peers: jars $(PEERS)/node_modules/.package-lock.json  # BullMQ beside epochq (docs/benchmarks.md); PEERS_FLAGS='--runs 1 --jobs 2000' for a quick look
+	command -v redis-server >/dev/null || { apt-get update && apt-get install -y redis-server; }
+	$(BIN)/python $(PEERS)/compare.py $(PEERS_FLAGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

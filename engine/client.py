@@ -9,15 +9,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from engine.commands import due_us, new_command
+from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_command
-from engine.contract.ids import job_id_for_key, new_job_id
+from engine.contract.ids import job_id_for_key, new_uuid4s
 from engine.contract.partitioner import partition_for
+from engine.contract.validation import check_job_command, check_schedule_command, check_submit
 from engine.domain.lanes import parse_priority
+from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.joblog import LoggedEvent, job_events, with_fencing
@@ -96,13 +98,35 @@ def _decode_result(raw: bytes | None) -> Any:
 
 
 class JobHandle:
-    """A submitted job: ``wait()`` follows its events partition until it is final."""
+    """A submitted job: ``wait()`` follows its events partition until it is final.
 
-    def __init__(self, client: Client, job_id: str, partition: int, start_offset: int):
+    ``starts`` maps each events partition to an offset before any event of the job (an end
+    read before the job was produced); the job's partition is worked out when first asked for.
+    """
+
+    __slots__ = ("client", "job_id", "_partition", "_start", "_starts")
+
+    def __init__(self, client: Client, job_id: str, partition: int | None = None, start_offset: int | None = None,
+                 starts: Mapping[int, int] | None = None):
         self.client = client
         self.job_id = job_id
-        self.partition = partition
-        self.start_offset = start_offset
+        self._partition = partition
+        self._start = start_offset
+        self._starts = starts
+
+    @property
+    def partition(self) -> int:
+        """The partition of the job's commands and events (Kafka's murmur2 of the job id)."""
+        if self._partition is None:
+            self._partition = partition_for(self.job_id, self.client._partition_count())
+        return self._partition
+
+    @property
+    def start_offset(self) -> int:
+        """An offset in the job's events partition at or before the job's first event."""
+        if self._start is None:
+            self._start = (self._starts or {}).get(self.partition, 0)
+        return self._start
 
     def wait(self, timeout: float = 30.0) -> Outcome:
         """The job's outcome once final, or its latest status when ``timeout`` runs out."""
@@ -140,25 +164,37 @@ class Client(ScheduleMethods):
         self._producer = kafka.command_producer(self.settings)
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
+        self._ends = EventEnds(self._reader, self.settings.events_topic)
 
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
                idempotency_key: str | None = None, lane: str | None = None,
                max_attempts: int | None = None, correlation_id: str | None = None,
-               scope: str | None = None) -> JobHandle:
+               scope: str | None = None, labels: Mapping[str, str] | None = None) -> JobHandle:
         """Submit one job; returns once the broker has it (acks=all).
+
+        Checked first with the engine's rules (docs/contract.md): a bad value raises
+        ``ValidationError`` naming the field, and nothing is produced. ``run_at`` in the past
+        means now; ``delay`` is seconds from now, never negative.
 
         ``scope``: ``None``/``"tenant"`` runs the job for ``tenant``; ``"product:<name>"`` runs one
         child per tenant of the product, ``"global"`` one per known tenant (from ``<ns>.tenants``);
         the parent's outcome then has one row per tenant in ``outcome.children``.
         """
-        return self.submit_many([dict(task_type=task_type, payload=payload, tenant=tenant, priority=priority,
-                                      run_at=run_at, delay=delay, idempotency_key=idempotency_key, lane=lane,
-                                      max_attempts=max_attempts, correlation_id=correlation_id, scope=scope)])[0]
+        job_id, command_id = new_uuid4s(2)
+        command = self._submit_command(job_id, command_id, now_us(), task_type, payload, tenant, priority, run_at,
+                                       delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels)
+        return self._send([command])[0]
 
     def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
-        """Submit many jobs (each a mapping of ``submit``'s arguments) with one flush."""
-        commands = [self._submit_command(**dict(job)) for job in jobs]
+        """Submit many jobs (each a mapping of ``submit``'s keyword arguments) with one flush.
+
+        Every job is checked before any is produced: a bad one raises ``ValidationError``
+        naming its index and field, and nothing is submitted.
+        """
+        batch = list(jobs)
+        ids, now = new_uuid4s(2 * len(batch)), now_us()
+        commands = [self._job_command(n, ids[2 * n], ids[2 * n + 1], now, job) for n, job in enumerate(batch)]
         return self._send(commands)
 
     def cancel(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
@@ -189,33 +225,61 @@ class Client(ScheduleMethods):
 
     # --- internals -----------------------------------------------------------------------
 
-    def _submit_command(self, task_type: str, payload: Any, tenant: str, priority: int | str = 5,
-                        run_at: datetime | float | None = None, delay: float | None = None,
+    def _job_command(self, n: int, job_id: str, command_id: str, now: int, job: Mapping[str, Any]) -> m.Command:
+        """The command of the ``n``-th job of a batch; errors name the job's index."""
+        try:
+            return self._submit_command(job_id, command_id, now, **job)
+        except ValidationError as e:
+            raise ValidationError(f"job {n}: {e}", e.field, e.reason) from None
+        except TypeError as e:  # a missing or unknown argument
+            raise ValidationError(f"job {n}: {str(e).replace('_submit_command()', 'submit')}") from None
+
+    def _submit_command(self, job_id: str, command_id: str, now: int, task_type: str, payload: Any, tenant: str,
+                        priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
                         idempotency_key: str | None = None, lane: str | None = None,
                         max_attempts: int | None = None, correlation_id: str | None = None,
-                        scope: str | None = None) -> m.Command:
-        if not tenant:
-            raise ValidationError("tenant: must not be empty")
-        job_id = job_id_for_key(tenant, idempotency_key) if idempotency_key else new_job_id()
-        body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority),
-                           due_us(run_at, delay), idempotency_key, lane, max_attempts, scope=scope)
-        return new_command(job_id, tenant, body, correlation_id)
+                        scope: str | None = None, labels: Mapping[str, str] | None = None) -> m.Command:
+        """A checked SubmitJob: the engine's admission rules, before anything is produced."""
+        if idempotency_key is not None:
+            job_id = job_id_for_key(tenant, idempotency_key)
+        body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
+                           idempotency_key, lane, max_attempts, _labels(labels), scope)
+        command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
+        check_submit(command, now, self.settings.max_payload_bytes)
+        return command
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
-        count = self._partition_count()
-        parts = {c.job_id: partition_for(c.job_id, count) for c in commands}
-        starts = kafka.end_offsets(self._reader, self.settings.events_topic, set(parts.values()))
-        errors: list[KafkaError] = []
+        """Produce ``commands`` and wait until the broker has them all (acks=all)."""
         for command in commands:
-            self._produce(command, parts[command.job_id], errors)
-        if self._producer.flush(30) or errors:
-            raise KafkaUnavailableError(f"commands not acknowledged: {errors[:3] or 'flush timed out'}")
-        return [JobHandle(self, c.job_id, parts[c.job_id], starts[parts[c.job_id]]) for c in commands]
+            if not isinstance(command.body, m.SubmitJob):
+                _check(command)
+        starts = self._ends.lower_bounds(self._partition_count())
+        errors: list[KafkaError] = []
+        self._produce_all(commands, errors)
+        left = self._producer.flush(30)
+        if errors:
+            raise kafka.produce_error(errors[0], f"{len(errors)} of {len(commands)} commands were not accepted")
+        if left:
+            raise KafkaUnavailableError(f"{left} of {len(commands)} commands not acknowledged in 30 s")
+        return [JobHandle(self, c.job_id, starts=starts) for c in commands]
 
-    def _produce(self, command: m.Command, partition: int, errors: list[KafkaError]) -> None:
-        on_delivery = lambda err, msg: err and errors.append(err)  # noqa: E731
-        kafka.produce(self._producer, self.settings.commands_topic, encode_command(command), command.job_id.encode(),
-                      partition, on_delivery)
+    def _produce_all(self, commands: list[m.Command], errors: list[KafkaError]) -> None:
+        """Encode and hand every command to the producer; delivery failures land in ``errors``."""
+        def failed(err: KafkaError | None, _msg: object) -> None:  # called for failures only
+            if err is not None:
+                errors.append(err)
+
+        producer, topic = self._producer, self.settings.commands_topic
+        produce = producer.produce
+        for command in commands:
+            value, key = encode_command(command), command.job_id.encode()
+            try:
+                try:
+                    produce(topic, value, key, on_delivery=failed)
+                except BufferError:  # the queue is full: wait for space
+                    kafka.produce(producer, topic, value, key, on_delivery=failed)
+            except KafkaException as e:
+                raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
 
     def _partition_count(self) -> int:
         if self._partitions is None:
@@ -227,15 +291,38 @@ class Client(ScheduleMethods):
         return self._partitions
 
 
-def encode_payload(value: Any) -> m.Payload:
-    """A job payload from a Python value: JSON for data, raw for bytes, a model's JSON for pydantic."""
-    if isinstance(value, m.Payload):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return m.Payload(bytes(value), "application/octet-stream")
-    if hasattr(value, "model_dump_json"):
-        return m.Payload(value.model_dump_json().encode(), "application/json", type(value).__name__)
-    try:
-        return m.Payload(json.dumps(value, separators=(",", ":")).encode())
-    except (TypeError, ValueError) as e:
-        raise ValidationError(f"payload: cannot be encoded as JSON: {e}") from e
+def _labels(labels: object) -> Any:
+    """A copy of a mapping of labels ({} for None); anything else as it is, for check_labels to name."""
+    if labels is None:
+        return {}
+    return dict(labels) if isinstance(labels, Mapping) else labels
+
+
+def _check(command: m.Command) -> None:
+    """The engine's rules for a command other than SubmitJob, checked before producing it."""
+    if is_schedule_command(command):
+        check_schedule_command(command)
+    else:
+        check_job_command(command, command.issued_at)
+
+
+class EventEnds:
+    """Where the events of jobs submitted now can start, per events partition: ends read at most ``ttl`` s ago.
+
+    An end read before a job was produced is at or before the job's first event, however old,
+    so one read serves every job submitted in the next ``ttl`` seconds; a handle that waits
+    then reads at most ``ttl`` seconds of other jobs' events first.
+    """
+
+    def __init__(self, reader: Any, topic: str, ttl: float = 1.0):
+        self._reader, self._topic, self._ttl = reader, topic, ttl
+        self._ends: Mapping[int, int] = {}
+        self._read_at = -float("inf")
+
+    def lower_bounds(self, partitions: int) -> Mapping[int, int]:
+        """Per partition, an offset at or before the first event of any job produced from now on."""
+        if time.monotonic() - self._read_at > self._ttl or len(self._ends) != partitions:
+            read_at = time.monotonic()
+            self._ends = kafka.end_offsets(self._reader, self._topic, range(partitions))
+            self._read_at = read_at
+        return self._ends

@@ -44,7 +44,16 @@ class DecodeError(EpochqError):
 
 
 class ValidationError(EpochqError):
-    """Input that can never succeed as it is (bad payload, bad field); not retried."""
+    """Input that can never succeed as it is (bad payload, bad field); not retried.
+
+    ``field`` names the field at fault when one is (``run_at``, ``tenant_id``, ...), and
+    ``reason`` is the stable code a ``JobRejected`` carries (``invalid_run_at``, ...).
+    """
+
+    def __init__(self, message: str, field: str | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.reason = reason or (f"invalid_{field}" if field else "invalid")
 
 
 class InvalidTransitionError(EpochqError):

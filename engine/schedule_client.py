@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import TopicPartition
 
-from engine.commands import due_us, new_command
+from engine.commands import due_us, encode_payload, new_command
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain.cron import Schedule
@@ -67,8 +67,6 @@ class ScheduleMethods:
         Validated here first (``ValidationError`` naming the field); the engine also refuses
         a task type it has no handler for.
         """
-        from engine.client import encode_payload
-
         data = encode_payload(payload)
         schedule = Schedule(schedule_id=schedule_id, tenant_id=tenant, task_type=task_type, cron=cron,
                             timezone=timezone, payload=data.data, content_type=data.content_type,
@@ -133,7 +131,7 @@ class ScheduleMethods:
 def _when_us(run_at: datetime | float | None, delay: float | None) -> int:
     when = due_us(run_at, delay)
     if when is None:
-        raise ValidationError("run_at/delay: give one of them")
+        raise ValidationError("run_at: give run_at or delay", "run_at")
     return when
 
 

@@ -5,9 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from engine.config import Settings, load_settings
+from engine.errors import ValidationError
+
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+"""What ``--payload @file`` or ``-`` reads at most: far over any payload limit, short of exhausting memory."""
+PAYLOAD_HELP = "JSON payload: inline text, @FILE, or - for stdin (default {})"
 
 
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
@@ -30,3 +37,41 @@ def print_json(value: Any) -> None:
     """One JSON document on stdout, keys sorted, for scripts."""
     json.dump(value, sys.stdout, sort_keys=True, default=str)
     sys.stdout.write("\n")
+
+
+def read_payload(text: str) -> Any:
+    """The JSON value of a ``--payload`` flag: inline JSON, ``@FILE`` (a file's content) or ``-`` (stdin)."""
+    if text == "-":
+        raw, source = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1), "stdin"
+    elif text.startswith("@"):
+        raw, source = _read_file(text[1:]), text
+    else:
+        raw, source = text.encode(), "the text given"
+    if len(raw) > MAX_INPUT_BYTES:
+        raise ValidationError(f"payload: {source} is over {MAX_INPUT_BYTES:,} bytes", "payload", "payload_too_large")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise ValidationError(f"payload: {source} is not JSON: {e}", "payload") from None
+
+
+def _read_file(name: str) -> bytes:
+    try:
+        with Path(name).open("rb") as f:
+            return f.read(MAX_INPUT_BYTES + 1)
+    except OSError as e:
+        raise ValidationError(f"payload: cannot read @{name}: {e.strerror or e}", "payload") from None
+
+
+def parse_time(text: str | None, field: str) -> datetime | None:
+    """An aware datetime from ISO-8601 text (``--run-at``); ValidationError naming ``field`` if it is not one."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(f"{field}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+01:00",
+                              field) from None
+    if when.tzinfo is None:
+        raise ValidationError(f"{field}: give a time zone, e.g. {text}+00:00", field)
+    return when

@@ -7,7 +7,9 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.common import (
+    PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
+)
 from engine.client import Client, Outcome
 from engine.runtime.joblog import LoggedEvent, job_history
 
@@ -17,9 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit = sub.add_parser("submit", help="submit one job")
     submit.add_argument("task_type")
     submit.add_argument("--tenant", required=True)
-    submit.add_argument("--payload", default="{}", help="JSON payload (default {})")
+    submit.add_argument("--payload", default="{}", help=PAYLOAD_HELP)
     submit.add_argument("--priority", default="5", help="0-9 or critical/high/normal/low")
-    submit.add_argument("--delay", type=float, help="seconds from now")
+    submit.add_argument("--delay", type=float, help="seconds from now (>= 0)")
     submit.add_argument("--run-at", help="ISO-8601 time with zone, e.g. 2026-12-01T09:00:00+01:00")
     submit.add_argument("--key", help="idempotency key")
     submit.add_argument("--lane", help="BATCH for bulk work")
@@ -37,9 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    run_at = datetime.fromisoformat(args.run_at) if args.run_at else None
+    run_at, payload = parse_time(args.run_at, "run_at"), read_payload(args.payload)
     with Client(settings_from(args)) as client:
-        handle = client.submit(args.task_type, json.loads(args.payload), tenant=args.tenant,
+        handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane)
         outcome = handle.wait(args.timeout) if args.wait else Outcome(handle.job_id)
@@ -105,7 +107,11 @@ def event_json(logged: LoggedEvent) -> dict[str, Any]:
 
 
 def _iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """A time in µs as ISO-8601 UTC; the bare number when no date has it (a record admitted before the rules)."""
+    try:
+        return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (OverflowError, ValueError, OSError):
+        return f"{us} µs"
 
 
 def _brief(row: dict[str, Any]) -> str:

@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from confluent_kafka import KafkaException
+
 from engine.errors import EpochqError
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
@@ -29,6 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except EpochqError as e:
         print(f"epochq: error: {e}", file=sys.stderr)
+        return 2
+    except KafkaException as e:  # one not translated where it entered: still one line, not a traceback
+        print(f"epochq: error: kafka: {e.args[0].str() if e.args else e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import time
-from datetime import datetime
 from typing import Any
 
-from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.common import (
+    PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
+)
 from engine.cli.jobs import outcome_json
 from engine.client import Client
 from engine.domain.cron import next_occurrences
 from engine.domain.schedules import ScheduleView, iso
-from engine.errors import ConfigError, ValidationError
+from engine.errors import ValidationError
 from engine.schedule_client import Receipt
 
 
@@ -53,7 +53,7 @@ def _add(verbs: argparse._SubParsersAction) -> None:
     add.add_argument("--cron", required=True, help="5 fields, or 6 with seconds last, e.g. '*/10 * * * * *'")
     add.add_argument("--tenant", required=True)
     add.add_argument("--tz", default="UTC", help="IANA time zone the expression is read in (default UTC)")
-    add.add_argument("--payload", default="{}", help="JSON payload of every occurrence (default {})")
+    add.add_argument("--payload", default="{}", help=f"every occurrence's {PAYLOAD_HELP}")
     add.add_argument("--priority", default="5", help="0-9 or critical/high/normal/low")
     add.add_argument("--misfire", choices=("skip", "run_once", "catch_up"), default="skip",
                      help="missed occurrences: skip (default), run_once, catch_up (capped by --max-catch-up)")
@@ -84,10 +84,7 @@ def _reschedule(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_schedule(args: argparse.Namespace) -> int:
-    try:
-        payload = json.loads(args.payload)
-    except ValueError as e:
-        raise ConfigError(f"--payload: not JSON: {e}") from e
+    payload = read_payload(args.payload)
     with Client(settings_from(args)) as client:
         receipt = client.add_schedule(args.schedule_id, args.task_type, args.cron, tenant=args.tenant,
                                       payload=payload, timezone=args.tz, priority=args.priority,
@@ -179,11 +176,7 @@ def schedule_json(v: ScheduleView, upcoming: int = 0) -> dict[str, Any]:
 
 
 def _do_reschedule(args: argparse.Namespace) -> int:
-    run_at = None
-    if args.run_at:
-        run_at = datetime.fromisoformat(args.run_at)
-        if run_at.tzinfo is None:
-            raise ConfigError(f"--run-at: give a time zone, e.g. {args.run_at}+00:00")
+    run_at = parse_time(args.run_at, "run_at")
     with Client(settings_from(args)) as client:
         receipt = client.reschedule(args.job_id, run_at=run_at, delay=args.delay, tenant=args.tenant,
                                     reason=args.reason, wait=args.wait or None)

@@ -57,6 +57,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, CroniterError, croniter
 
 from engine.contract.ids import validate_name, validate_task_type, validate_tenant_id
+from engine.contract.validation import MAX_CATCH_UP
 from engine.domain.lanes import parse_priority
 from engine.errors import ValidationError
 
@@ -158,8 +159,9 @@ def _policy(field: str, kind: type[P], value: object) -> P:
 
 
 def _validate_misfire_limits(max_catch_up: object, grace_us: object) -> None:
-    if not isinstance(max_catch_up, int) or isinstance(max_catch_up, bool) or max_catch_up < 1:
-        raise ValidationError(f"max_catch_up: must be an int >= 1, got {max_catch_up!r}")
+    if not isinstance(max_catch_up, int) or isinstance(max_catch_up, bool) or not 1 <= max_catch_up <= MAX_CATCH_UP:
+        raise ValidationError(f"max_catch_up: must be an int from 1 to {MAX_CATCH_UP}, got {max_catch_up!r}",
+                              "max_catch_up")
     if not isinstance(grace_us, int) or isinstance(grace_us, bool) or grace_us < 0:
         raise ValidationError(f"misfire_grace_us: must be an int >= 0 (microseconds), got {grace_us!r}")
 

@@ -15,6 +15,7 @@ from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.switch import type_switch
 from engine.contract.ids import child_job_id
+from engine.contract.validation import check_job_command, check_submit, invalid, shown
 from engine.domain.jobs import JobView, reported
 from engine.domain.jobs import replace as replace_job
 from engine.domain.lanes import lane_for
@@ -135,7 +136,19 @@ def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit
 
 @_decide.register
 def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
-    return _command(given.command.body, given, job, ctx)
+    body = given.command.body
+    if not isinstance(body, m.SubmitJob):  # a SubmitJob's rules are its admission's (_admit)
+        try:
+            check_job_command(given.command, ctx.now)
+        except ValidationError as e:
+            refusal = m.CommandRefused(type(body).__name__, job.state.value if job else "unknown", str(e))
+            return [Emit(given.command.job_id, _tenant(given.command, job), refusal)]
+    return _command(body, given, job, ctx)
+
+
+def _tenant(cmd: m.Command, job: JobView | None) -> str:
+    """The tenant of the events a command causes: the job's, when the job exists."""
+    return job.tenant_id if job is not None else cmd.tenant_id
 
 
 @type_switch
@@ -156,13 +169,12 @@ class Send:
 @_command.register
 def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
-    if job is not None:
+    if job is not None:  # a JobRejected here would read as the existing job's status
         return [_existing(body, cmd, job)]
     try:
         submitted = _admit(body, given, ctx)
     except ValidationError as e:
-        reason, _, detail = str(e).partition(": ")
-        return _rejected(cmd, body, m.JobRejected(body.task_type, reason, detail))
+        return _rejected(cmd, body, m.JobRejected(body.task_type, e.reason, str(e)))
     full = _over_limit(ctx.limits)
     if full is not None:
         reason, detail, depth = full
@@ -177,17 +189,18 @@ def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideCo
 
 def _rejected(cmd: m.Command, body: m.SubmitJob, rejection: m.JobRejected) -> list[Emit | Send]:
     out: list[Emit | Send] = [Emit(cmd.job_id, cmd.tenant_id, rejection)]
-    if body.parent_job_id:
+    if body.parent_job_id and rejection.reason != "invalid_parent_job_id":
         out.append(report_to_parent(body.parent_job_id, cmd.job_id, cmd.tenant_id, "rejected",
                                     f"{rejection.reason}: {rejection.detail}", cmd.issued_at))
     return out
 
 
 def _existing(body: m.SubmitJob, cmd: m.Command, job: JobView) -> Emit:
+    """A SubmitJob for a job that exists: a duplicate (same idempotency key) or a refusal; never a second job."""
     if body.idempotency_key is not None and body.idempotency_key == job.idempotency_key:
-        return Emit(cmd.job_id, cmd.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
+        return Emit(cmd.job_id, job.tenant_id, m.DuplicateSubmitted(body.idempotency_key, cmd.command_id))
     refusal = m.CommandRefused("SubmitJob", job.state.value, "a job with this id already exists")
-    return Emit(cmd.job_id, cmd.tenant_id, refusal)
+    return Emit(cmd.job_id, job.tenant_id, refusal)
 
 
 def _over_limit(limits: Limits) -> tuple[str, str, int] | None:
@@ -202,26 +215,18 @@ def _over_limit(limits: Limits) -> tuple[str, str, int] | None:
 
 
 def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobSubmitted:
-    """The JobSubmitted for an acceptable SubmitJob; ValidationError('reason: detail') if not."""
+    """The JobSubmitted for an acceptable SubmitJob; ValidationError naming the field if not.
+
+    A handler for the task type first (so every other rejection names a registered task type:
+    a metric label a producer cannot multiply), then engine.contract.validation's rules.
+    """
     if ctx.tasks is not None and body.task_type not in ctx.tasks:
-        raise ValidationError(f"unknown_task_type: no handler is registered for task type {body.task_type!r}")
-    size = len(body.payload.data)
-    if size > ctx.max_payload_bytes:
-        raise ValidationError(f"payload_too_large: payload is {size} bytes; the limit is {ctx.max_payload_bytes}")
-    if not 0 <= body.priority <= 9:
-        raise ValidationError(f"invalid_priority: priority must be 0-9, got {body.priority}")
-    if not given.command.tenant_id:
-        raise ValidationError("invalid_tenant: tenant_id must not be empty")
-    if body.scope not in (None, "tenant", "global") and not (body.scope or "").startswith("product:"):
-        raise ValidationError(f"invalid_scope: scope must be tenant, global or product:<name>, got {body.scope!r}")
+        raise invalid("task_type", f"no handler is registered for task type {shown(body.task_type)}",
+                      "unknown_task_type")
+    check_submit(given.command, ctx.now, ctx.max_payload_bytes)
     policy = ctx.policy(body.task_type)
-    try:
-        lane = lane_for(body.priority, body.lane, policy.lane)
-    except ValidationError as e:
-        raise ValidationError(f"invalid_lane: {e}") from None
+    lane = lane_for(body.priority, body.lane, policy.lane)
     attempts = body.max_attempts if body.max_attempts is not None else policy.retry.max_attempts
-    if attempts < 1:
-        raise ValidationError(f"invalid_max_attempts: max_attempts must be >= 1, got {attempts}")
     return m.JobSubmitted(
         task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
         max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
@@ -234,7 +239,7 @@ def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideCo
     cmd = given.command
     refused = _refusal("CancelJob", job, Trigger.CANCEL)
     event = refused or m.JobCancelled(body.reason, body.requested_by)
-    return [Emit(cmd.job_id, cmd.tenant_id, event)]
+    return [Emit(cmd.job_id, _tenant(cmd, job), event)]
 
 
 @_command.register
@@ -242,7 +247,7 @@ def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: Deci
     cmd = given.command
     refused = _refusal("ReplayDeadJob", job, Trigger.REPLAY)
     event = refused or m.JobReplayed(body.reason, body.requested_by)
-    return [Emit(cmd.job_id, job.tenant_id if job else cmd.tenant_id, event)]
+    return [Emit(cmd.job_id, _tenant(cmd, job), event)]
 
 
 def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRefused | None:
@@ -287,10 +292,11 @@ def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: Decide
 def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     refused = _refusal("RescheduleJob", job, Trigger.RESCHEDULE)
+    tenant = _tenant(cmd, job)
     if refused is None and body.run_at <= ctx.now:
-        return [Emit(cmd.job_id, cmd.tenant_id, m.JobRescheduled(ctx.now, body.reason)),
-                Emit(cmd.job_id, cmd.tenant_id, m.JobQueued("due"))]
-    return [Emit(cmd.job_id, cmd.tenant_id, refused or m.JobRescheduled(body.run_at, body.reason))]
+        return [Emit(cmd.job_id, tenant, m.JobRescheduled(ctx.now, body.reason)),
+                Emit(cmd.job_id, tenant, m.JobQueued("due"))]
+    return [Emit(cmd.job_id, tenant, refused or m.JobRescheduled(body.run_at, body.reason))]
 
 
 @_decide.register

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from engine.contract.validation import check_lane, check_priority
 from engine.errors import ValidationError
 
 
@@ -26,25 +27,18 @@ def parse_priority(value: int | str) -> int:
     if isinstance(value, str):
         if value.lower() in PRIORITY_ALIASES:
             return PRIORITY_ALIASES[value.lower()]
-        if not value.isdigit():
-            raise ValidationError(f"priority: expected 0-9 or one of {sorted(PRIORITY_ALIASES)}, got {value!r}")
+        if not (value.isascii() and value.isdigit()):
+            raise ValidationError(f"priority: expected 0-9 or one of {sorted(PRIORITY_ALIASES)}, got {value!r}",
+                                  "priority")
         value = int(value)
-    if isinstance(value, bool) or not 0 <= value <= 9:
-        raise ValidationError(f"priority: expected 0-9, got {value!r}")
-    return value
+    return check_priority(value)
 
 
 def lane_for(priority: int, requested: str | None = None, pinned: str | None = None) -> Lane:
     """The lane of a job: the task type's pin, else BATCH if asked, else by priority."""
-    choice = pinned or requested
+    choice = check_lane(pinned or requested)
     if choice:
-        try:
-            lane = Lane(choice.upper())
-        except ValueError:
-            raise ValidationError(f"lane: unknown lane {choice!r}; expected one of HIGH, NORMAL, LOW, BATCH") from None
-        if lane is Lane.DEAD:
-            raise ValidationError("lane: DEAD is the dead-letter queue, not a lane to submit to")
-        return lane
+        return Lane(choice)
     if priority >= 8:
         return Lane.HIGH
     return Lane.NORMAL if priority >= 4 else Lane.LOW

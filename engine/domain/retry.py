@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
+
+from engine.contract.validation import MAX_AHEAD_US
 
 US = 1_000_000
 
@@ -26,12 +29,12 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
-        if self.base_delay < 0 or self.max_delay < self.base_delay:
-            raise ValueError(f"need 0 <= base_delay <= max_delay, got {self.base_delay}, {self.max_delay}")
+        if not 0 <= self.base_delay <= self.max_delay <= MAX_AHEAD_US / US:  # False for NaN too
+            raise ValueError(f"need 0 <= base_delay <= max_delay <= 100 years, got {self.base_delay}, {self.max_delay}")
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter must be within [0, 1], got {self.jitter}")
-        if self.multiplier < 1.0:
-            raise ValueError(f"multiplier must be >= 1, got {self.multiplier}")
+        if not 1.0 <= self.multiplier < math.inf:
+            raise ValueError(f"multiplier must be a finite number >= 1, got {self.multiplier}")
 
 
 def should_retry(policy_max_attempts: int, attempt: int, retryable: bool) -> bool:
@@ -45,9 +48,16 @@ def backoff_us(policy: RetryPolicy, attempt: int, job_id: str) -> int:
     The jitter is drawn from a hash of (job id, attempt), so the same decision replayed
     anywhere gives the same delay, and jobs that failed together spread out.
     """
-    raw = policy.base_delay * policy.multiplier ** max(0, attempt - 1)
-    capped = min(raw, policy.max_delay)
-    return int(capped * (1.0 - policy.jitter * _unit(job_id, attempt)) * US)
+    return int(_capped_delay(policy, attempt) * (1.0 - policy.jitter * _unit(job_id, attempt)) * US)
+
+
+def _capped_delay(policy: RetryPolicy, attempt: int) -> float:
+    """``base_delay * multiplier ** (attempt - 1)`` seconds, at most ``max_delay`` (however many attempts)."""
+    try:
+        raw = policy.base_delay * policy.multiplier ** max(0, attempt - 1)
+    except OverflowError:  # float power past 1e308: far beyond any cap
+        return policy.max_delay
+    return min(raw, policy.max_delay)
 
 
 def _unit(job_id: str, attempt: int) -> float:

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from engine.contract import messages as m
 from engine.domain.switch import type_switch
 from engine.contract.ids import occurrence_job_id
+from engine.contract.validation import check_payload, check_schedule_command, invalid, shown
 from engine.domain.cron import Schedule, due_occurrences, next_after_run, next_occurrences
 from engine.domain.decide import CommandInput, Emit, Send
 from engine.errors import ValidationError
@@ -184,6 +185,10 @@ def decide_schedule(view: ScheduleView | None, given: ScheduleInput, ctx: Schedu
     if isinstance(given, ScheduleDue):
         return decide_due(view, ctx)
     cmd, body = given.command, given.command.body
+    try:
+        check_schedule_command(cmd)
+    except ValidationError as e:
+        return _refuse(cmd, type(body).__name__, view, str(e))
     sid = getattr(body, "schedule_id", "")
     if cmd.job_id != envelope_id(sid):  # else another partition's owner would decide for the schedule
         return _refuse(cmd, type(body).__name__, view, f"a schedule's commands carry job_id {envelope_id(sid)!r}, "
@@ -223,9 +228,9 @@ def _(body: m.UpsertSchedule, cmd: m.Command, view: ScheduleView | None, ctx: Sc
 def admit_schedule(body: m.UpsertSchedule, ctx: ScheduleContext) -> Schedule:
     """The cron definition of an acceptable UpsertSchedule; ValidationError naming the field if not."""
     if ctx.tasks is not None and body.task_type not in ctx.tasks:
-        raise ValidationError(f"task_type: no handler is registered for task type {body.task_type!r}")
-    if len(body.payload.data) > ctx.max_payload_bytes:
-        raise ValidationError(f"payload: {len(body.payload.data)} bytes; the limit is {ctx.max_payload_bytes}")
+        raise invalid("task_type", f"no handler is registered for task type {shown(body.task_type)}",
+                      "unknown_task_type")
+    check_payload(body.payload, ctx.max_payload_bytes)
     return Schedule(schedule_id=body.schedule_id, tenant_id=body.tenant_id, task_type=body.task_type,
                     cron=body.cron, timezone=body.timezone, payload=body.payload.data,
                     content_type=body.payload.content_type, priority=body.priority, enabled=body.enabled,

@@ -18,9 +18,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import FencedError, KafkaUnavailableError, TransactionAbortedError, ValidationError
+from engine.errors import EpochqError, FencedError, KafkaUnavailableError, TransactionAbortedError, ValidationError
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+TRANSIENT_READ_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+                        KafkaError.REQUEST_TIMED_OUT}
+"""Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving)."""
 TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
@@ -93,7 +97,11 @@ def events_reader(settings: Settings, name: str) -> Consumer:
 
 
 def command_producer(settings: Settings) -> Producer:
-    """The client's idempotent producer to ``<ns>.commands`` with Java-compatible partitioning."""
+    """The client's idempotent producer to ``<ns>.commands`` with Java-compatible partitioning.
+
+    librdkafka picks the partition (``murmur2_random``: Kafka's murmur2 of the key, in C) and
+    reports deliveries only when they fail: a successful one costs no Python call.
+    """
     return Producer({
         "bootstrap.servers": settings.require_bootstrap(),
         "enable.idempotence": True,
@@ -102,20 +110,46 @@ def command_producer(settings: Settings) -> Producer:
         "partitioner": "murmur2_random",
         "compression.type": "lz4",
         "message.max.bytes": MAX_MESSAGE_BYTES,
+        "delivery.report.only.error": True,
     })
 
 
-def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int,
+def produce_error(err: KafkaError, what: str) -> EpochqError:
+    """The typed error for a librdkafka error on a client's produce, raised or in a delivery report.
+
+    Too large: ``ValidationError`` naming ``payload`` (fix the input); a fatal producer error, or
+    anything else: ``KafkaUnavailableError`` saying what happened (retry, or a new client).
+    """
+    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        return ValidationError(f"payload: {what} is larger than Kafka accepts ({err.str()}); keep payloads under "
+                               "max_payload_bytes", "payload", "payload_too_large")
+    if err.fatal():
+        return KafkaUnavailableError(f"{what}: the producer failed for good ({err.name()}: {err.str()}); "
+                                     "close this client and create a new one")
+    return KafkaUnavailableError(f"{what}: {err.name()}: {err.str()}")
+
+
+def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int = -1,
             on_delivery: Any = None) -> None:
-    """Produce one record to an explicit partition, waiting for queue space when it is full."""
+    """Produce one record (to ``partition``, or -1: the producer's partitioner), waiting for queue space.
+
+    A client's produce: its caller translates a ``KafkaException`` with :func:`produce_error`."""
     while True:
         try:
             producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
             return
         except BufferError:
             producer.poll(0.05)
-        except KafkaException as e:
-            raise translate(e) from e
+
+
+def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int,
+                  on_delivery: Any = None) -> None:
+    """An owner's produce inside its transaction: :func:`produce`, errors translated by :func:`translate`
+    (a zombie's fatal error is ``FencedError``)."""
+    try:
+        produce(producer, topic, value, key, partition, on_delivery)
+    except KafkaException as e:
+        raise translate(e) from e
 
 
 def call(fn: Any, *args: Any) -> Any:
@@ -141,14 +175,21 @@ def translate(error: KafkaException) -> Exception:
 
 
 def end_offsets(consumer: Consumer, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> dict[int, int]:
-    """The high watermark of each partition."""
-    out = {}
-    for p in partitions:
+    """The high watermark of each partition; transient errors are retried until ``timeout``."""
+    deadline = time.monotonic() + timeout
+    return {p: _end_offset(consumer, TopicPartition(topic, p), deadline) for p in partitions}
+
+
+def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
+    while True:
         try:
-            out[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)[1]
+            return int(consumer.get_watermark_offsets(tp, timeout=max(0.5, deadline - time.monotonic()),
+                                                      cached=False)[1])
         except KafkaException as e:
-            raise KafkaUnavailableError(f"cannot read the end of {topic}[{p}]: {e}") from e
-    return out
+            err: KafkaError = e.args[0]
+            if err.code() not in TRANSIENT_READ_CODES or time.monotonic() >= deadline:
+                raise KafkaUnavailableError(f"cannot read the end of {tp.topic}[{tp.partition}]: {err.str()}") from e
+            time.sleep(0.1)
 
 
 def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 0,

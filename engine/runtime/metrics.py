@@ -183,8 +183,10 @@ class EngineMetrics:
     def _rejected_one(self, event: m.Event, job: JobView | None) -> None:
         body = event.body
         assert isinstance(body, m.JobRejected)
-        # an unknown task type is whatever a producer wrote: keep it out of the label set
-        task_type = UNKNOWN if body.reason == "unknown_task_type" or not body.task_type else body.task_type
+        # an unknown task type is whatever a producer wrote: keep it out of the label set (admission checks the
+        # task type first, so other reasons name a registered one; wrong_partition is decided before admission)
+        unchecked = body.reason in ("unknown_task_type", "wrong_partition")
+        task_type = UNKNOWN if unchecked or not body.task_type else body.task_type
         key = (task_type, body.reason)
         child = self._rejected.get(key)
         if child is None:

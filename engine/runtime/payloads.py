@@ -2,7 +2,9 @@
 
 Decoding is by content type; a payload that cannot be decoded or does not match the task
 type's model raises ``engine.errors.ValidationError`` (dead-letter, never retry). A result
-that cannot be encoded raises ``TypeError``: the attempt failed, the payload was fine.
+that cannot be encoded raises ``TypeError``: the attempt failed, the payload was fine. A
+result over ``MAX_RESULT_BYTES`` raises ``ValidationError``: it could never be written in its
+``JobSucceeded`` event (the broker's record limit), and the same handler would return it again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from engine.contract.messages import Payload
+from engine.contract.validation import MAX_RESULT_BYTES
 from engine.errors import ValidationError
 
 JSON = "application/json"
@@ -85,7 +88,15 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def encode_result(value: Any) -> bytes | None:
-    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON."""
+    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON; at most ``MAX_RESULT_BYTES``."""
+    raw = _result_bytes(value)
+    if raw is not None and len(raw) > MAX_RESULT_BYTES:
+        raise ValidationError(f"result: the handler returned {len(raw):,} bytes; a result is at most "
+                              f"{MAX_RESULT_BYTES:,} (it is written into the JobSucceeded event)", "result")
+    return raw
+
+
+def _result_bytes(value: Any) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, BaseModel):

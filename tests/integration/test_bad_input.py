@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
 from engine.client import Client
+from engine.commands import now_us
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.runtime.joblog import scan_partition, with_fencing
-from engine.contract.codec import decode_event_at
+from engine.contract.codec import decode_event_at, encode_command
+from engine.contract.ids import new_command_id, new_job_id
+from engine.contract.partitioner import partition_for
+from engine.errors import ValidationError
 from engine.runtime import kafka
-from tests.integration.conftest import start_engine
+from engine.runtime.joblog import scan_partition
+from tests.integration.conftest import ROOT, start_engine
 
 
 def partition_events(settings: Settings, p: int) -> list[m.Event]:
@@ -37,8 +45,10 @@ def test_bad_input_is_recorded_and_nothing_else_is_lost(settings: Settings, clie
     assert unknown.status == "rejected" and unknown.reason == "unknown_task_type"
     assert "no.such.task" in unknown.error
 
-    too_big = client.submit("echo", {"blob": "x" * (600 * 1024)}, tenant="acme").wait(30)
-    assert too_big.status == "rejected" and too_big.reason == "payload_too_large"
+    too_big = submit_command(new_job_id(), payload=m.Payload(b"x" * (600 * 1024)))  # the client would refuse it
+    produce_raw(settings, [too_big])
+    (rejected,) = [e.body for e in decided(settings, too_big)]
+    assert isinstance(rejected, m.JobRejected) and rejected.reason == "payload_too_large"
 
     invalid = client.submit("email.send", {"to": "a@b.c"}, tenant="acme").wait(30)
     assert invalid.status == "dead" and invalid.reason == "validation_failed" and invalid.attempts == 1
@@ -51,4 +61,102 @@ def test_bad_input_is_recorded_and_nothing_else_is_lost(settings: Settings, clie
     assert len(quarantined) == 3
     assert {q.raw for q in quarantined} == {b"not avro at all", b"\xc3\x01" + b"\x00" * 8 + b"junk", b""}
     assert all(q.topic == settings.commands_topic and q.partition == 1 and q.error for q in quarantined)
+    assert engine.proc.poll() is None
+
+
+def produce_raw(settings: Settings, commands: list[m.Command]) -> None:
+    """What any producer can send: well-formed Avro, to the job's partition, with no client-side checks."""
+    producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "acks": "all"})
+    for command in commands:
+        producer.produce(settings.commands_topic, encode_command(command), command.job_id.encode(),
+                         partition=partition_for(command.job_id, 3))
+    assert producer.flush(10) == 0
+
+
+def decided(settings: Settings, command: m.Command, timeout: float = 30.0) -> list[m.Event]:
+    """The events the engine wrote because of ``command`` (its causation id), once there are any."""
+    p, deadline = partition_for(command.job_id, 3), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [e for e in partition_events(settings, p) if e.causation_id == command.command_id]
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"no decision on {command.body} in {timeout}s")
+
+
+def submit_command(job_id: str, tenant: str = "acme", **fields: object) -> m.Command:
+    body = m.SubmitJob(**{"task_type": "echo", "payload": m.Payload(b"{}"), **fields})  # type: ignore[arg-type]
+    return m.Command(new_command_id(), job_id, tenant, now_us(), body)
+
+
+def test_records_that_would_crash_later_steps_are_rejected_naming_the_field(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    bad = [
+        ("run_at", submit_command(new_job_id(), run_at=-1_000_000)),  # crashed the dispatcher on every restart
+        ("run_at", submit_command(new_job_id(), run_at=2**62)),
+        ("job_id", submit_command("")),  # was admitted, then ignored by the fold: never ran, never ended
+        ("job_id", submit_command("j" * 8000)),
+        ("tenant_id", submit_command(new_job_id(), tenant="\u200f\u202eacme")),
+        ("tenant_id", submit_command(new_job_id(), tenant="ac\x00me")),
+        ("max_attempts", submit_command(new_job_id(), max_attempts=10**9)),
+        ("priority", submit_command(new_job_id(), priority=-3)),
+    ]
+    later = client.submit("echo", {}, tenant="acme", delay=3600)
+    reschedule = m.Command(new_command_id(), later.job_id, "acme", now_us(), m.RescheduleJob(-5))
+    produce_raw(settings, [command for _, command in bad] + [reschedule])
+
+    for field, command in bad:
+        (rejected,) = [e.body for e in decided(settings, command)]
+        reason = "invalid_tenant" if field == "tenant_id" else f"invalid_{field}"
+        assert isinstance(rejected, m.JobRejected) and rejected.reason == reason, rejected
+        assert rejected.detail.startswith(f"{field}: "), rejected
+    (refused,) = [e.body for e in decided(settings, reschedule)]
+    assert isinstance(refused, m.CommandRefused) and refused.reason.startswith("run_at: ")
+
+    fine = client.submit("echo", {"v": 1}, tenant="acme").wait(30)
+    assert fine.status == "completed" and fine.result["payload"] == {"v": 1}
+    assert engine.proc.poll() is None and "Traceback" not in engine.logs()
+
+
+def epochq(settings: Settings, *args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
+           "--namespace", settings.namespace]
+    return subprocess.run(cmd, cwd=ROOT, input=stdin.decode() if stdin else None, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("size", [2_000_000, 9_000_000])
+def test_the_client_refuses_a_large_payload_before_producing_it(settings: Settings, client: Client, size: int) -> None:
+    end = kafka.end_offsets(client._reader, settings.commands_topic, range(3))
+    with pytest.raises(ValidationError) as caught:
+        client.submit("echo", {"blob": "x" * size}, tenant="acme")
+    assert caught.value.reason == "payload_too_large" and str(caught.value).startswith("payload: is ")
+    assert kafka.end_offsets(client._reader, settings.commands_topic, range(3)) == end  # nothing produced
+
+
+def test_the_cli_takes_large_payloads_from_a_file_or_stdin_and_says_what_is_wrong_in_one_line(  # type: ignore[no-untyped-def]
+        settings: Settings, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    blob = '{"blob": "' + "x" * 300_000 + '"}'  # over the 128 KiB one argument can carry
+    (tmp_path / "blob.json").write_text(blob)
+    for flag, stdin in ((f"@{tmp_path / 'blob.json'}", None), ("-", blob.encode())):
+        done = epochq(settings, "submit", "echo", "--tenant", "acme", "--payload", flag, "--wait", stdin=stdin)
+        assert done.returncode == 0 and ": completed" in done.stdout, done.stderr
+
+    (tmp_path / "huge.json").write_text('{"blob": "' + "x" * 3_000_000 + '"}')
+    for args, words in ((("--payload", f"@{tmp_path / 'huge.json'}"), "payload: is 3,000,011 bytes"),
+                        (("--payload", "@/no/such.json"), "payload: cannot read"),
+                        (("--payload", "{oops"), "payload: the text given is not JSON"),
+                        (("--delay", "-5"), "delay: must be a finite number of seconds >= 0"),
+                        (("--run-at", "2026-13-01"), "run_at: '2026-13-01' is not an ISO-8601 time"),
+                        (("--run-at", "0001-01-01T00:00:00+00:00"), "run_at: 0001-01-01T00:00:00Z"),
+                        (("--priority", "99"), "priority: must be 0-9"),
+                        (("--tenant", " "), "tenant_id: must not start or end with a space")):
+        failed = epochq(settings, "submit", "echo", "--tenant", "acme", *args)
+        ours = [line for line in failed.stderr.splitlines() if not line.startswith("%")]  # not librdkafka's logs
+        assert failed.returncode == 2 and failed.stdout == "", (args, failed)
+        assert len(ours) == 1 and ours[0].startswith(f"epochq: error: {words}"), (args, failed.stderr)
     assert engine.proc.poll() is None

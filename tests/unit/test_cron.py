@@ -173,7 +173,7 @@ INSTANTS = st.integers(utc(2026, 1, 1), utc(2027, 1, 1))
 @given(ZONES, CRONS, st.sampled_from(POLICIES), INSTANTS, st.integers(1, 40) | st.just(72))
 def test_looking_back_agrees_with_looking_forward(zone: str, cron: str, policy: str, start: int, hours: int) -> None:
     """Catch-up (a backward scan from now) sees exactly the occurrences a forward scan lists."""
-    sched = schedule(cron, zone, dst_policy=policy, misfire_policy="catch_up", max_catch_up=10_000)
+    sched = schedule(cron, zone, dst_policy=policy, misfire_policy="catch_up", max_catch_up=1000)  # the cap
     now = start + hours * HOUR
     listed = next_occurrences(sched, start, 9 * hours + 9)
     forward = [o for o in listed if o <= now]

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.contract import messages as m
+from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, RequeueOrphan, StartAttempt, TaskPolicy, TimerFired,
-    decide,
+    AttemptFinished, CommandInput, DecideContext, Emit, RequeueOrphan, Send, StartAttempt, TaskPolicy,
+    TimerFired, decide,
 )
 from engine.domain.jobs import JobView, evolve
 from engine.domain.lifecycle import JobState
@@ -54,6 +55,8 @@ def test_admission_rejects_with_reason() -> None:
         "invalid_priority": submit(priority=12),
         "invalid_lane": submit(lane="DEAD"),
         "invalid_tenant": submit(tenant=""),
+        "invalid_run_at": submit(run_at=-1),
+        "invalid_job_id": submit(""),
     }
     for reason, cmd in cases.items():
         job, bodies = run(None, CommandInput(cmd, 1))
@@ -61,10 +64,35 @@ def test_admission_rejects_with_reason() -> None:
         assert isinstance(bodies[0], m.JobRejected) and bodies[0].reason == reason, bodies
 
 
+def test_a_rejection_detail_names_the_field() -> None:
+    (rejected,) = decide(None, CommandInput(submit(run_at=-1_000_000), 1), CTX)
+    assert rejected.body.detail.startswith("run_at: 1969-12-31T23:59:59Z (-1000000 µs) is before 1970")
+
+
+def test_a_past_run_at_means_now() -> None:
+    job, bodies = run(None, CommandInput(submit(run_at=1), 1))
+    assert bodies[1] == m.JobQueued("submitted") and job is not None and job.state is JobState.QUEUED
+
+
+def test_other_commands_with_a_bad_field_are_refused_naming_it() -> None:
+    job = queued_job()
+    for cmd, field in ((command("job-1", m.RescheduleJob(-5)), "run_at"), (command("", m.CancelJob()), "job_id"),
+                       (command("job-1", m.CancelJob(), tenant="a\tb"), "tenant_id")):
+        (refused,) = decide(job, CommandInput(cmd, 2), CTX)
+        assert isinstance(refused.body, m.CommandRefused) and refused.body.reason.startswith(f"{field}: ")
+
+
 def test_duplicate_idempotency_key_creates_no_second_job() -> None:
-    job, _ = run(None, CommandInput(submit(key="k1"), 1))
-    again, bodies = run(job, CommandInput(submit(key="k1"), 2))
+    derived = job_id_for_key("acme", "k1")
+    job, _ = run(None, CommandInput(submit(derived, key="k1"), 1))
+    again, bodies = run(job, CommandInput(submit(derived, key="k1"), 2))
     assert isinstance(bodies[0], m.DuplicateSubmitted) and again == job
+
+
+def test_a_key_with_an_id_not_derived_from_it_is_rejected() -> None:
+    job, bodies = run(None, CommandInput(submit("job-1", key="k1"), 1))
+    assert job is None and bodies[0].reason == "invalid_job_id"
+    assert bodies[0].detail.startswith("job_id: ") and job_id_for_key("acme", "k1") in bodies[0].detail
 
 
 def test_failures_retry_with_growing_delays_then_dead_letter() -> None:
@@ -115,3 +143,18 @@ def test_orphan_requeued_only_under_a_newer_epoch() -> None:
     assert bodies == [m.JobRequeued(1, 1)] and job.state is JobState.QUEUED
     job, (started,) = run(job, StartAttempt("job-1"), newer)
     assert started.attempt == 2
+
+
+def test_a_child_rejected_for_a_bad_tenant_is_still_reported_to_its_parent() -> None:
+    scoped = m.Command("c-1", "parent", "ops", 0, m.SubmitJob("email.send", m.Payload(b"{}"), scope="global"))
+    out = decide(None, CommandInput(scoped, 1), replace(CTX, scope_tenants=("bad\x00tenant",)))
+    parent = None
+    for emit in out:
+        if isinstance(emit, Emit):
+            parent = evolve(parent, event(emit.body, "parent", tenant="ops", at=NOW))
+    (child,) = [o.command for o in out if isinstance(o, Send)]
+    rejected, report = decide(None, CommandInput(child, 2), CTX)
+    assert isinstance(rejected, Emit) and rejected.body.reason == "invalid_tenant"
+    assert isinstance(report, Send) and isinstance(report.command.body, m.ReportChild)
+    (reported,) = decide(parent, CommandInput(report.command, 3), CTX)[:1]
+    assert isinstance(reported.body, m.ChildReported) and reported.body.status == "rejected"

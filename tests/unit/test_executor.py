@@ -21,6 +21,7 @@ from engine.domain.lanes import Lane
 from engine.errors import ValidationError
 from engine.runtime.context import JobContext
 from engine.runtime.executor import Executor, Outcome, RunRequest, RunResult
+from engine.contract.validation import MAX_RESULT_BYTES
 from engine.runtime.payloads import decode_payload, encode_result, load_payload
 
 SLOTS = {Lane.HIGH: 2, Lane.NORMAL: 2, Lane.LOW: 1, Lane.BATCH: 1}
@@ -121,6 +122,7 @@ def app(gate: threading.Event) -> App:
     app.register("hold", lambda ctx, payload: gate.wait(5) and "done")
     app.register("ctx", lambda ctx, payload: ctx.fields())
     app.register("unencodable", lambda ctx, payload: {"x": float("nan")})
+    app.register("huge", lambda ctx, payload: "x" * (MAX_RESULT_BYTES + 1))
     return app
 
 
@@ -254,6 +256,12 @@ def test_an_unencodable_result_fails_the_attempt(executor: Executor) -> None:
     outcome = run_one(executor, request("unencodable"))
     assert (outcome.kind, outcome.error_type) == ("failed", "TypeError")
     assert "not JSON-encodable" in outcome.message
+
+
+def test_a_result_too_large_for_its_event_dead_letters_at_once(executor: Executor) -> None:
+    outcome = run_one(executor, request("huge"))
+    assert (outcome.kind, outcome.error_type, outcome.retryable) == ("invalid", "ValidationError", False)
+    assert outcome.message.startswith("result: the handler returned 524,291 bytes; a result is at most 524,288")
 
 
 def test_a_timeout_fails_once_frees_the_slot_and_drops_the_late_result(

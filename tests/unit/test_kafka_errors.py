@@ -29,7 +29,7 @@ class Refusing:
 ])
 def test_produce_raises_the_typed_error(error: KafkaError, typed: type) -> None:
     with pytest.raises(typed):
-        kafka.produce(Refusing(error), "t", b"v", b"k", 0)  # type: ignore[arg-type]
+        kafka.produce_owned(Refusing(error), "t", b"v", b"k", 0)  # type: ignore[arg-type]
 
 
 def test_a_fatal_fenced_transaction_error_is_fenced() -> None:

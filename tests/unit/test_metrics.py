@@ -143,6 +143,13 @@ def test_rejections_and_quarantines(metrics: EngineMetrics) -> None:
     assert value(metrics, "epochq_commands_quarantined_total") == 1
 
 
+def test_task_types_a_producer_made_up_never_become_label_values(metrics: EngineMetrics) -> None:
+    for n in range(3):
+        metrics.observe(event(m.JobRejected(f"made.up.{n}", "wrong_partition"), f"job-{n}"), "applied", None, None)
+    unknown = {"task_type": "unknown", "lane": "none", "reason": "wrong_partition"}
+    assert value(metrics, "epochq_jobs_rejected_total", unknown) == 3
+
+
 def test_dead_letter_alert_flips_at_the_threshold_with_one_warning(
         metrics: EngineMetrics, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="epochq.metrics")

@@ -74,7 +74,7 @@ class Writer:
             self._produce_events(written, producer)
             for command in staged.commands:
                 target = partition_for(command.job_id, self.partitions)
-                kafka.produce(producer, self.commands_topic, encode_command(command), command.job_id.encode(), target)
+                kafka.produce_owned(producer, self.commands_topic, encode_command(command), command.job_id.encode(), target)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, e)
         return written
@@ -86,7 +86,7 @@ class Writer:
         for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
             key = event.job_id.encode() if event.job_id else None
             report = written.delivered(i) if i == 0 or i == last else None
-            kafka.produce(producer, topic, raw, key, p, report)
+            kafka.produce_owned(producer, topic, raw, key, p, report)
 
     def _commit(self, written: Written, group: Any) -> None:
         producer: Producer = written.partition.producer  # type: ignore[assignment]

@@ -1,0 +1,1 @@
+"""epochq beside its peers: bench/peers/compare.py."""
