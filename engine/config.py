@@ -33,7 +33,9 @@ class Settings(BaseModel):
     namespace: str = Field(default="epochq", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
     state_dir: Path = Field(default_factory=default_state_dir)
     owner_id: str | None = Field(default=None, description="This engine instance's name")
-    max_payload_bytes: int = Field(default=512 * 1024, gt=0, le=16 * 1024 * 1024)
+    max_payload_bytes: int = Field(default=512 * 1024, gt=0, le=768 * 1024,
+                                   description="largest job payload (and handler result) accepted; at most 768 KiB, "
+                                               "so every event fits Kafka's default 1 MB record limit")
 
     @field_validator("bootstrap")
     @classmethod

@@ -211,3 +211,11 @@ def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_ev
     assert commit(Written(rig.partition, staged, None, 10, 10 + n)) is Verdict.OUT_OF_ORDER  # a gap inside
     assert commit(Written(rig.partition, staged, None, 10, 10 + n - 1)) is Verdict.COMMITTED
     assert rig.store.applied_offset() == 10 + n - 1 and rig.partition.next_offset == 10 + n + 1
+
+
+def test_a_huge_undecodable_command_is_quarantined_with_its_head_kept(rig: Rig) -> None:
+    rig.admit(b"\xc3\x01" + b"x" * 300_000)  # what a broker's default 1 MB limit lets through, and more
+    body = rig.partition.staged.events[-1].body
+    assert isinstance(body, m.CommandQuarantined)
+    assert len(body.raw) == 64 * 1024 and "300002 bytes" in body.error
+    assert len(rig.partition.staged.raws[-1]) < 100_000  # the event fits any broker's record limit

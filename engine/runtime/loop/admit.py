@@ -19,7 +19,7 @@ from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, Task
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.schedules import is_schedule_command
 from engine.errors import DecodeError, ValidationError
-from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
 from projections.views import keys as k
 from projections.views.counters import read_int
@@ -55,7 +55,7 @@ class Admission:
             command = decode_command_at(raw, self.topic, partition.number, offset)
         except DecodeError as e:
             log.warning("quarantined %s", e)
-            body = m.CommandQuarantined(self.topic, partition.number, offset, e.reason, raw or b"")
+            body = quarantined(self.topic, partition.number, offset, e.reason, raw)
             partition.stage(Emit(None, None, body), ctx.now)
             return
         seen.append(command)

@@ -34,7 +34,6 @@ from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
 from engine.domain.jobs import JobView
 from engine.errors import ProjectionCorruptedError, ValidationError
-from engine.runtime.kafka import MAX_MESSAGE_BYTES
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
 from projections.store import ProjectionStore
@@ -44,7 +43,11 @@ from projections.views.ready import ReadyView
 
 log = logging.getLogger("epochq.partition")
 
-MAX_EVENT_BYTES = MAX_MESSAGE_BYTES - 64 * 1024
+MAX_EVENT_BYTES = 1_000_000 - 16 * 1024
+"""The largest event the owner stages: under the brokers' default record limit (message.max.bytes,
+about 1 MB), so a transaction never fails on a record the broker refuses."""
+MAX_QUARANTINED_BYTES = 64 * 1024
+"""How much of an undecodable command a CommandQuarantined keeps (its length is in the error)."""
 new_event = builder(m.Event)
 """The largest event the owner stages: below the producer's message limit with room for headers."""
 
@@ -71,6 +74,15 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.FENCED: frozenset({S.CLOSED}),
     S.CLOSED: frozenset(),
 }
+
+
+def quarantined(topic: str, partition: int, offset: int, error: str, raw: bytes | None) -> m.CommandQuarantined:
+    """The event that sets an undecidable command aside, keeping at most MAX_QUARANTINED_BYTES of it."""
+    raw = raw or b""
+    if len(raw) > MAX_QUARANTINED_BYTES:
+        error = f"{error} (the record is {len(raw)} bytes; its first {MAX_QUARANTINED_BYTES} are kept)"
+        raw = raw[:MAX_QUARANTINED_BYTES]
+    return m.CommandQuarantined(topic, partition, offset, error, raw)
 
 
 class IllegalTransition(RuntimeError):

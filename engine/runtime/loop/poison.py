@@ -19,7 +19,7 @@ from collections.abc import Callable
 from engine.contract import messages as m
 from engine.domain.decide import DecideContext, Emit
 from engine.domain.lifecycle import JobState, Trigger, allows
-from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.partition import Partition, quarantined
 
 log = logging.getLogger("epochq.poison")
 
@@ -64,7 +64,7 @@ class PoisonDesk:
             emit = Emit(command.job_id, command.tenant_id, rejected)
             if partition.attempt(partition.stage, emit, ctx.now, command.command_id) is None:
                 return
-        body = m.CommandQuarantined(topic, partition.number, offset, f"{REASON}: {describe(error)}", raw)
+        body = quarantined(topic, partition.number, offset, f"{REASON}: {describe(error)}", raw)
         if partition.attempt(partition.stage, Emit(None, None, body), ctx.now) is not None:
             log.error("partition %d: the command at offset %d could not be quarantined either; skipped",
                       partition.number, offset)
