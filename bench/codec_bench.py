@@ -8,7 +8,7 @@ path (dataclass -> dict -> ``schemaless_writer`` and back, the codec before the 
 still used for older schema versions) in alternating runs, and prints the median of the runs
 and the ratio. Times are CPU time of this process (``time.process_time``), which other load on
 the machine disturbs far less than wall-clock time. The garbage collector is set up as
-``epochq engine run`` sets it up (engine/runtime/gctuning.py: start-up objects frozen, young
+``epochq engine run`` sets it up (engine/runtime/observe/gctuning.py: start-up objects frozen, young
 collections every 10,000 allocations); ``--default-gc`` keeps CPython's defaults.
 """
 
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (the median is printed)")
     parser.add_argument("--default-gc", action="store_true", help="keep CPython's default GC thresholds")
     args = parser.parse_args()
-    if not args.default_gc:  # what engine/runtime/gctuning.py does in an engine process
+    if not args.default_gc:  # what engine/runtime/observe/gctuning.py does in an engine process
         gc.collect()
         gc.freeze()
         gc.set_threshold(10_000, 20, 20)

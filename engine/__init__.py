@@ -17,7 +17,7 @@ _WHERE = {
     "Client": "engine.client",
     "Outcome": "engine.client",
     "RetryPolicy": "engine.domain.retry",
-    "JobContext": "engine.runtime.context",
+    "JobContext": "engine.runtime.execution.context",
     "errors": "engine.errors",
 }
 

@@ -22,7 +22,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.joblog import LoggedEvent, job_events, with_fencing
+from engine.runtime.read.joblog import LoggedEvent, job_events, with_fencing
 from engine.schedule_client import ScheduleMethods
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}

@@ -13,7 +13,7 @@ from engine.domain.lanes import Lane
 from engine.domain.timerouter import Windows
 from engine.errors import ConfigError
 from engine.runtime.kafka import default_owner_id
-from engine.runtime.logs import configure_logging
+from engine.runtime.observe.logs import configure_logging
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,7 +113,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_one(args: argparse.Namespace) -> int:
-    from engine.runtime.gctuning import tune_for_latency
+    from engine.runtime.observe.gctuning import tune_for_latency
     from engine.runtime.loop import Engine, EngineOptions
 
     settings = settings_from(args)
@@ -124,6 +124,6 @@ def _run_one(args: argparse.Namespace) -> int:
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
-    tune_for_latency()  # a whole process of its own: engine/runtime/gctuning.py
+    tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
     engine.run()
     return 0

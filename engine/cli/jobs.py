@@ -11,7 +11,7 @@ from engine.cli.common import (
     PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
 )
 from engine.client import Client, Outcome
-from engine.runtime.joblog import LoggedEvent, job_history
+from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 from engine.cli.audit import _instant
 from engine.cli.common import add_connection_flags, print_json, settings_from
-from engine.runtime.lateness import QUANTILES, report
+from engine.runtime.read.lateness import QUANTILES, report
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,8 +17,8 @@ from engine.cli.audit import CSV_COLUMNS
 from engine.client import Client, JobHandle
 from engine.config import Settings
 from engine.contract.partitioner import partition_for
-from engine.runtime.audit import AuditFilter, AuditSummary, audit_events
-from engine.runtime.joblog import job_events
+from engine.runtime.read.audit import AuditFilter, AuditSummary, audit_events
+from engine.runtime.read.joblog import job_events
 from tests.integration.conftest import start_engine
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from engine.client import Client
 from engine.config import Settings
 from engine.contract.ids import occurrence_job_id
-from engine.runtime.lateness import percentile
+from engine.runtime.read.lateness import percentile
 from projections.query import find_job
 from projections.schedule_query import due_entry, find_schedule
 from tests.integration.conftest import events_by_job, start_engine, verify_partition

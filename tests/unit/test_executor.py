@@ -19,10 +19,10 @@ from engine.app import App
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
-from engine.runtime.context import JobContext
-from engine.runtime.executor import Executor, Outcome, RunRequest, RunResult
+from engine.runtime.execution.context import JobContext
+from engine.runtime.execution.executor import Executor, Outcome, RunRequest, RunResult
 from engine.contract.validation import MAX_RESULT_BYTES
-from engine.runtime.payloads import decode_payload, encode_result, load_payload
+from engine.runtime.execution.payloads import decode_payload, encode_result, load_payload
 
 SLOTS = {Lane.HIGH: 2, Lane.NORMAL: 2, Lane.LOW: 1, Lane.BATCH: 1}
 
@@ -272,7 +272,7 @@ def test_a_timeout_fails_once_frees_the_slot_and_drops_the_late_result(
     assert outcome.duration_us >= 90_000
     assert executor.free_slots(Lane.NORMAL) == 2 and executor.in_flight() == 0
     gate.set()
-    with caplog.at_level(logging.INFO, logger="engine.runtime.executor"):
+    with caplog.at_level(logging.INFO, logger="engine.runtime.execution.executor"):
         assert executor.wait_results(0.3) == []
     assert "discarded the late result" in caplog.text  # {"late": true} came, and was dropped
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engine.runtime.lanethreads import LaneThreads
+from engine.runtime.execution.lanethreads import LaneThreads
 
 
 def test_sequential_calls_reuse_one_idle_thread():

@@ -16,9 +16,9 @@ from prometheus_client import CollectorRegistry
 from engine.contract import messages as m
 from engine.domain.jobs import JobView, evolve
 from engine.errors import ConfigError
-from engine.runtime.context import JobContext
-from engine.runtime.logs import JsonFormatter, KeyValueFormatter, configure_logging, job_extra
-from engine.runtime.metrics import EngineMetrics
+from engine.runtime.execution.context import JobContext
+from engine.runtime.observe.logs import JsonFormatter, KeyValueFormatter, configure_logging, job_extra
+from engine.runtime.observe.metrics import EngineMetrics
 from tests.unit.factories import event
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"

@@ -19,7 +19,7 @@ from engine.domain.lanes import Lane
 from engine.domain.lifecycle import JobState
 from engine.domain.timerouter import Windows
 from engine.errors import FencedError, TransactionAbortedError
-from engine.runtime.executor import Outcome, RunRequest, RunResult
+from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
 from engine.runtime.loop import outcomes
 from engine.runtime.loop import partition as partition_module
 from engine.runtime.loop.admit import Admission

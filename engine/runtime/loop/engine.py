@@ -28,7 +28,7 @@ from engine.domain.decide import DecideContext, TaskPolicy
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
-from engine.runtime.executor import Executor, RunRequest
+from engine.runtime.execution.executor import Executor, RunRequest
 from engine.runtime.loop import outcomes
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
@@ -40,7 +40,7 @@ from engine.runtime.loop.options import EngineOptions
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.write import Writer, Written
-from engine.runtime.metrics import EngineMetrics
+from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
 from projections.views import keys as k

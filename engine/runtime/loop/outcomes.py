@@ -11,7 +11,7 @@ import logging
 
 from engine.domain import fence
 from engine.domain.decide import AttemptFinished, DecideContext, Emit
-from engine.runtime.executor import RunResult
+from engine.runtime.execution.executor import RunResult
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.poison import PoisonDesk

@@ -2,7 +2,7 @@
 
 Every partition is scanned from offset 0 up to its end as it was when the export started, in
 log order (partition by partition, offset by offset), with the fold's fencing verdicts
-(:func:`engine.runtime.joblog.with_fencing`, the same as ``epochq history``). An event is
+(:func:`engine.runtime.read.joblog.with_fencing`, the same as ``epochq history``). An event is
 exported when its job belongs to the tenant (and has the task type, when one is asked for) and
 it occurred in ``[since, until)``. Because nothing here reads RocksDB, an audit works after a
 projection directory was deleted, and it is what a rebuild would see.
@@ -21,7 +21,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.joblog import LoggedEvent, scan_partition, with_fencing
+from engine.runtime.read.joblog import LoggedEvent, scan_partition, with_fencing
 from engine.runtime.topics import partition_count
 
 Progress = Callable[[int, int], None]

@@ -3,7 +3,7 @@
 Text: ``2024-05-01T12:00:00.123Z INFO epochq.work message job_id=… tenant=… epoch=3 partition=0``.
 JSON: one object per line with ``time``, ``level``, ``logger``, ``message`` and the same fields.
 The fields come from the record's ``extra=`` — :func:`job_extra` for the engine's own lines,
-``JobContext.logger`` (:mod:`engine.runtime.context`) for handler lines.
+``JobContext.logger`` (:mod:`engine.runtime.execution.context`) for handler lines.
 """
 
 from __future__ import annotations

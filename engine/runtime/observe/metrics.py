@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from engine.contract import messages as m
 from engine.domain.jobs import JobView
-from engine.runtime.gctuning import PauseWatch
+from engine.runtime.observe.gctuning import PauseWatch
 from projections.evolve import APPLIED, FENCED
 
 __all__ = ["EngineMetrics", "LATENESS_BUCKETS", "PROCESSING_BUCKETS", "NO_LANE"]

@@ -20,7 +20,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.joblog import scan_partition
+from engine.runtime.read.joblog import scan_partition
 from projections.query import partition_dirs
 from projections.store import ProjectionStore
 from projections.views.jobs import read_job

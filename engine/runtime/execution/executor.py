@@ -29,10 +29,10 @@ from engine.app import App, TaskSpec, is_class_handler
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
-from engine.runtime.aio import AsyncRunner
-from engine.runtime.context import JobContext
-from engine.runtime.lanethreads import LaneThreads
-from engine.runtime.payloads import encode_result, load_payload
+from engine.runtime.execution.aio import AsyncRunner
+from engine.runtime.execution.context import JobContext
+from engine.runtime.execution.lanethreads import LaneThreads
+from engine.runtime.execution.payloads import encode_result, load_payload
 
 log = logging.getLogger(__name__)
 
