@@ -258,7 +258,8 @@ def restore_rate(settings: Settings, partition: int) -> tuple[int, float]:
     """(events, seconds) to rebuild one partition's projection from the log into a fresh store."""
     path = Path(tempfile.mkdtemp(prefix="epochq-restore-")) / "store"
     t0 = time.monotonic()
-    store = rebuild_into(settings, partition, path)
+    with kafka.KafkaLog(settings) as log:
+        store = rebuild_into(log, settings.events_topic, partition, path)
     elapsed = time.monotonic() - t0
     events = store.applied_offset() + 1
     store.close()
@@ -282,9 +283,8 @@ def main() -> None:
                         help="jobs per second coming due in phase 2; several (e.g. 300,1000) run one after another")
     parser.add_argument("--due-seconds", type=int, default=60)
     parser.add_argument("--lead", type=float, default=10.0, help="seconds ahead of its due time each is submitted")
-    parser.add_argument("--concurrency", type=int, default=256,
-                        help="the engine's NORMAL slots: a slot is held until the next tick records the outcome, "
-                             "so 1,000 jobs/s needs well over 1,000 x a tick (32 capped it at 500-700 jobs/s)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="the engine's NORMAL slots (default: the engine's own default, no flag passed)")
     parser.add_argument("--skip-restore", action="store_true", help="do not time a partition's restore")
     parser.add_argument("--hold-minutes", type=float, default=0.0,
                         help="stop submitting after this long and hold what the engine accepted (0: all --jobs)")
@@ -303,8 +303,8 @@ def main() -> None:
         port = free_port()
         print(f"namespace {settings.namespace}, {args.partitions} partitions, state in {settings.state_dir}")
         t0 = time.monotonic()
-        with engine_process(settings, "bench.apps:app", "--concurrency", str(args.concurrency),
-                            "--metrics-port", str(port)) as proc:
+        slots = ("--concurrency", str(args.concurrency)) if args.concurrency else ()
+        with engine_process(settings, "bench.apps:app", *slots, "--metrics-port", str(port)) as proc:
             client = Client(settings)
             if args.resume:
                 held = json.loads((Path(settings.state_dir) / HELD_FILE).read_text())
