@@ -8,6 +8,7 @@ format; a store written in another format is rebuilt from the log.
 from __future__ import annotations
 
 import marshal
+import operator
 from typing import Any
 
 from engine.contract.messages import Payload
@@ -19,17 +20,20 @@ from projections.views.keys import job_key
 FORMAT = 2
 _FIELDS = JobView.__slots__
 _STATE, _PAYLOAD, _ERRORS = (_FIELDS.index(f) for f in ("state", "payload", "errors"))
+_fields_of = operator.attrgetter(*_FIELDS)
+_payload_of = operator.attrgetter("data", "content_type", "schema_name", "schema_version")
+_error_of = operator.attrgetter(*AttemptError.__slots__)
 CACHE_LIMIT = 4_000  # decoded records kept per partition: the jobs in flight, not the ones held for later
 
 
 def encode_job(job: JobView) -> bytes:
     """The stored form of a job record."""
-    values: list[Any] = [getattr(job, f) for f in _FIELDS]
-    values[_STATE] = job.state.value
-    p = job.payload
-    values[_PAYLOAD] = (p.data, p.content_type, p.schema_name, p.schema_version)
-    values[_ERRORS] = tuple(tuple(getattr(e, f) for f in AttemptError.__slots__) for e in job.errors)
-    return marshal.dumps((FORMAT, *values), 2)
+    values: list[Any] = [FORMAT, *_fields_of(job)]
+    values[_STATE + 1] = job.state.value
+    values[_PAYLOAD + 1] = _payload_of(job.payload)
+    if job.errors:
+        values[_ERRORS + 1] = tuple(_error_of(e) for e in job.errors)
+    return marshal.dumps(tuple(values), 2)
 
 
 def decode_job(raw: bytes) -> JobView:
