@@ -39,7 +39,7 @@ from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
-from engine.runtime.loop.write import Writer, Written
+from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
@@ -87,6 +87,7 @@ class Engine:
                                    lambda p: self.lifecycle.timers[p.number].desk)
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0
+        self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
 
     @property
@@ -124,21 +125,23 @@ class Engine:
             self.lifecycle.note(note)
         self.lifecycle.set_up()
         self.lifecycle.restore(now)
+        self._route(arrivals)
         t0 = time.perf_counter()
-        self._decide(arrivals, now, taking)
-        for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
-            self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
+        self._apply([w for w in self._writing if w.done])
         t1 = time.perf_counter()
-        written = self.writer.write(self._work(), self.reader.group_metadata())
+        self._decide(now, taking)
+        for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
+            self._drop_commands(partition)
+            self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
         t2 = time.perf_counter()
-        self._apply(written)
-        self.metrics.tick(t1 - t0, t2 - t1, time.perf_counter() - t2)
+        self._launch()
+        self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
         self.lifecycle.settle_revoking(self.executor.in_flight)
         self._housekeeping()
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
-        if self.lifecycle.restoring or self.inbox.commands:
+        if self.lifecycle.restoring or any(p.commands or p.results for p in self.partitions.values() if p.can_decide):
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for t in self.lifecycle.timers.values()]
@@ -147,20 +150,69 @@ class Engine:
             wait = min(wait, max(0.0, soonest / 1e6 - time.time()))
         return min(wait, max(0.0, self.executor.next_deadline() - time.time()))
 
+    # --- read: what arrived goes to its partition ----------------------------------------------
+
+    def _route(self, arrivals: Arrivals) -> None:
+        """Hand each command record and each finished attempt to its partition's queue."""
+        waiting = self.inbox.commands
+        while waiting:
+            self._route_command(*waiting.popleft())
+        results = [r for r in (self.executor.settle(item) for item in arrivals.results if item) if r]
+        for result in results + self.executor.expire():
+            partition = self.partitions.get(result.request.partition)
+            if partition is not None and partition.deciding:
+                partition.results.append(result)
+            else:
+                log.warning("dropping result of job %s attempt %d: partition %d is no longer ours",
+                            result.request.job_id, result.request.attempt, result.request.partition)
+
+    def _route_command(self, tag: int, msg: Message) -> None:
+        if msg.error():
+            log.warning("commands consumer: %s", msg.error())
+            self.inbox.decided(1)
+            return
+        partition = self.partitions.get(msg.partition())
+        if partition is not None and tag >= partition.accept_tag and partition.state is State.ACTIVE:
+            partition.commands.append((msg.offset(), msg.value()))
+            return
+        self.inbox.decided(1)  # not ours any more, or read before we rewound: dropped
+        if partition is not None and tag >= partition.accept_tag and \
+                partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
+            partition.accept_tag = self.reader.seek(partition.number, msg.offset())
+
+    def _drop_commands(self, partition: Partition) -> None:
+        self.inbox.decided(partition.drop_commands())
+
     # --- decide ------------------------------------------------------------------------------
 
-    def _decide(self, arrivals: Arrivals, now: int, taking: bool) -> None:
-        deciding = {p.number: p for p in self.partitions.values() if p.deciding}
-        ctxs = {n: p.context(self.base_ctx, now) for n, p in deciding.items()}
-        results = [r for r in (self.executor.settle(item) for item in arrivals.results if item) if r]
-        outcomes.record(self.partitions, results + self.executor.expire(), self.board, self.poison, ctxs)
+    def _decide(self, now: int, taking: bool) -> None:
+        deciding = [p for p in self.partitions.values() if p.can_decide]
+        ctxs = {p.number: p.context(self.base_ctx, now) for p in deciding}
+        for partition in deciding:
+            if partition.results:
+                results, partition.results = partition.results, []
+                outcomes.record(self.partitions, results, self.board, self.poison, ctxs)
         if not taking:
             return
-        self._commands(arrivals, ctxs)
-        active = [p for p in deciding.values() if p.state is State.ACTIVE]
+        active = [p for p in deciding if p.state is State.ACTIVE]
+        self._commands(active, ctxs)
         for partition in active:
             self._fire_timers(partition, ctxs[partition.number])
         self._dispatch(active, ctxs)
+
+    def _commands(self, active: list[Partition], ctxs: dict[int, DecideContext]) -> None:
+        """Decide waiting commands, a few per partition in turn, for at most ADMIT_BUDGET_S."""
+        budget_ends = time.perf_counter() + ADMIT_BUDGET_S
+        queued = [p for p in active if p.commands]
+        while queued and time.perf_counter() < budget_ends:
+            for partition in queued:
+                ctx, commands = ctxs[partition.number], partition.commands
+                n = min(len(commands), 32)
+                for _ in range(n):
+                    offset, raw = commands.popleft()
+                    self.admission.admit(partition, offset, raw, ctx)
+                self.inbox.decided(n)
+            queued = [p for p in queued if p.commands]
 
     def _fire_timers(self, partition: Partition, ctx: DecideContext) -> None:
         timers = self.lifecycle.timers[partition.number]
@@ -172,35 +224,14 @@ class Engine:
         if promoted:
             self.metrics.set_timers(partition.number, timers.held())
 
-    def _commands(self, arrivals: Arrivals, ctxs: dict[int, DecideContext]) -> None:
-        waiting = self.inbox.commands
-        budget_ends = time.perf_counter() + ADMIT_BUDGET_S
-        while waiting and time.perf_counter() < budget_ends:
-            n = min(len(waiting), 32)
-            for _ in range(n):
-                self._command(*waiting.popleft(), ctxs)
-            self.inbox.decided(n)
-
-    def _command(self, tag: int, msg: Message, ctxs: dict[int, DecideContext]) -> None:
-        if msg.error():
-            log.warning("commands consumer: %s", msg.error())
-            return
-        partition = self.partitions.get(msg.partition())
-        if partition is None or tag < partition.accept_tag:
-            return  # not ours any more, or read before we rewound
-        if partition.state is not State.ACTIVE:
-            if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
-                partition.accept_tag = self.reader.seek(partition.number, msg.offset())
-            return
-        self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])
-
     def _dispatch(self, active: list[Partition], ctxs: dict[int, DecideContext]) -> None:
         if not active:
             return
         self._turn += 1
+        starting = [job.lane for p in self.partitions.values() for _, job in p.staged.starts]
+        starting += [job.lane for w in self._writing for _, job in w.staged.starts]
         for lane in RUNNABLE_LANES:
-            staged = sum(1 for p in active for _, job in p.staged.starts if job.lane == lane.value)
-            free = self.executor.free_slots(lane) - staged
+            free = self.executor.free_slots(lane) - starting.count(lane.value)
             if free > 0:
                 self.dispatcher.deal(lane.value, free, rotate(active, self._turn), lambda p: ctxs[p.number])
 
@@ -214,16 +245,31 @@ class Engine:
 
     # --- write, apply, start --------------------------------------------------------------------
 
-    def _work(self) -> list[tuple[Partition, object]]:
+    def _launch(self) -> None:
+        """Start one transaction for each partition with staged work and none under way."""
         writing = (State.ACTIVE, State.REVOKING, State.CLAIMING)
-        return [(p, p.take_staged()) for p in self.partitions.values() if p.staged and p.state in writing]
+        for partition in self.partitions.values():
+            if partition.staged and partition.writing is None and partition.state in writing:
+                written = self.writer.launch(partition, partition.take_staged(), self.reader.group_metadata(),
+                                             self._wake)
+                partition.writing = written
+                self._writing.append(written)
+
+    def _wake(self) -> None:
+        self.inbox.put_result(None)  # a commit thread finished: the loop applies it next tick
 
     def _apply(self, written: list[Written]) -> None:
         starts: list[RunRequest] = []
         for w in written:
+            self._writing.remove(w)
+            w.partition.writing = None
+            finish(w)
+            if self.partitions.get(w.partition.number) is not w.partition:
+                continue  # dropped meanwhile (lost or fenced): nothing of it may be applied
             try:
                 verdict = commit(w)
             except ProjectionCorruptedError as e:
+                self._drop_commands(w.partition)
                 self.lifecycle.corrupted(w.partition, e)
                 starts += self._requests(w)
                 continue
@@ -250,6 +296,7 @@ class Engine:
             why = "another writer's record lies between ours" if verdict is Verdict.OUT_OF_ORDER \
                 else f"transaction aborted ({w.error})"
             rewind = w.staged.first_command_offset if verdict is Verdict.ABORTED else None
+            self._drop_commands(partition)
             self.lifecycle.resync(partition, why, rewind)
 
     def _observe(self, w: Written) -> None:
@@ -304,6 +351,9 @@ class Engine:
 
     def shutdown(self) -> None:
         """Close what is still held, leave the group, stop every thread."""
+        for w in self._writing:
+            finish(w)  # never close a store under a transaction still being committed
+        self._writing.clear()
         self.lifecycle.close_all()
         self.reader.stop()
         self.lifecycle.events.close()

@@ -85,8 +85,9 @@ class Lifecycle:
             partition = self.partitions.get(p)
             if partition is None:
                 continue
-            if partition.state is State.ACTIVE:
-                partition.move(State.REVOKING)
+            if partition.state is State.ACTIVE or (partition.writing is not None and partition.state is not
+                                                   State.REVOKING):
+                partition.move(State.REVOKING)  # a transaction under way (a claim, say) ends first
                 partition.revoke_deadline = deadline
             elif partition.state is not State.REVOKING:
                 self.close(p)
@@ -261,7 +262,9 @@ class Lifecycle:
         """Close revoking partitions whose handlers are done (or whose grace ran out); release waiting notes."""
         now = time.monotonic()
         for partition in [p for p in self.partitions.values() if p.state is State.REVOKING]:
-            if not partition.staged and (not in_flight(partition.number) or now >= partition.revoke_deadline):
+            if partition.staged or partition.writing is not None or partition.results:
+                continue  # its last decisions are still being written
+            if not in_flight(partition.number) or now >= partition.revoke_deadline:
                 self.close(partition.number)
         for note in [n for n in self._notes if not any(p in self.partitions for p in n.partitions)]:
             note.settled.set()

@@ -19,6 +19,7 @@ once that transaction committed.
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,6 +142,9 @@ class Partition:
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
         self.revoke_deadline = 0.0
         self.corrupt: ProjectionCorruptedError | None = None  # the store failed a read: wipe and restore it
+        self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
+        self.commands: collections.deque[tuple[int, Any]] = collections.deque()  # (offset, raw) to decide
+        self.results: list[Any] = []  # finished attempts to record once no transaction is under way
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -161,6 +165,17 @@ class Partition:
     def deciding(self) -> bool:
         """Whether this partition may decide (ACTIVE) or still records results (REVOKING)."""
         return self.state is State.ACTIVE or self.state is State.REVOKING
+
+    @property
+    def can_decide(self) -> bool:
+        """Whether it may decide now: active or revoking, and no transaction of its own under way."""
+        return self.writing is None and (self.state is State.ACTIVE or self.state is State.REVOKING)
+
+    def drop_commands(self) -> int:
+        """Forget the commands read but not decided (they are read again after a seek, or by the next owner)."""
+        n = len(self.commands)
+        self.commands.clear()
+        return n
 
     def last_epoch(self) -> int:
         """The newest claim's epoch in the store."""

@@ -7,11 +7,17 @@ on the brokers, so the partitions' transactions wait for them side by side.
 
 The delivery reports of a transaction's first and last event give their offsets: the apply
 step checks from them that nothing else landed between our events before it folds them.
+
+Writes do not hold the loop up: a partition's transaction is produced in the loop and
+committed on a commit thread, and the loop goes on deciding for the other partitions; the
+partition itself decides nothing more until its transaction has ended (``Written.done``)
+and the apply step has taken it.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,13 +32,19 @@ from engine.runtime.loop.partition import Partition, Staged
 
 @dataclass(slots=True)
 class Written:
-    """How one partition's transaction ended: committed (with its events' offsets) or with an error."""
+    """One partition's transaction: under way, then committed (with its events' offsets) or failed."""
 
     partition: Partition
     staged: Staged
     error: Exception | None = None
     first: int | None = None  # offset of the first event
     last: int | None = None  # offset of the last event
+    future: Future[None] | None = None  # the commit, on a commit thread
+
+    @property
+    def done(self) -> bool:
+        """Whether the transaction has ended (committed, or failed)."""
+        return self.future is None or self.future.done()
 
     def delivered(self, index: int) -> Any:
         """The delivery callback of the event at ``index`` (first or last)."""
@@ -52,18 +64,19 @@ class Writer:
         self.events_topic, self.commands_topic, self.partitions = events_topic, commands_topic, partitions
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochq-commit")
 
+    def launch(self, partition: Partition, staged: Staged, group: Any, wake: Callable[[], None]) -> Written:
+        """Produce ``staged`` as the partition's transaction and commit it on a commit thread; ``wake()`` when done."""
+        written = self._produce(partition, staged)
+        if written.error is None:
+            written.future = self._pool.submit(self._commit, written, group)
+            written.future.add_done_callback(lambda _: wake())
+        return written
+
     def write(self, work: list[tuple[Partition, Staged]], group: Any) -> list[Written]:
-        """Produce each partition's transaction, then commit them side by side."""
-        written = [self._produce(partition, staged) for partition, staged in work]
-        ready = [w for w in written if w.error is None]
-        if len(ready) == 1:
-            self._commit(ready[0], group)
-        else:
-            for future in [self._pool.submit(self._commit, w, group) for w in ready]:
-                future.result()
-        for w in ready:
-            if w.error is None and w.staged.events and (w.first is None or w.last is None):
-                w.partition.producer.poll(0)  # serve the delivery reports the commit's flush queued
+        """Write each partition's transaction and wait for all of them (shutdown, tests)."""
+        written = [self.launch(partition, staged, group, lambda: None) for partition, staged in work]
+        for w in written:
+            finish(w)
         return written
 
     def _produce(self, partition: Partition, staged: Staged) -> Written:
@@ -102,6 +115,15 @@ class Writer:
     def close(self) -> None:
         """Stop the commit threads."""
         self._pool.shutdown(wait=False)
+
+
+def finish(written: Written) -> Written:
+    """Wait for the transaction to end and collect its delivery reports (in the loop's thread)."""
+    if written.future is not None:
+        written.future.result()
+    if written.error is None and written.staged.events and (written.first is None or written.last is None):
+        written.partition.producer.poll(0)  # type: ignore[union-attr]  # serve what the commit's flush queued
+    return written
 
 
 def _abort(producer: Producer, error: Exception) -> Exception:
