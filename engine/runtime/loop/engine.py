@@ -50,7 +50,7 @@ log = logging.getLogger("epochq.engine")
 
 TENANTS_EVERY_S = 0.1
 METRICS_EVERY_S = 5.0
-ADMIT_BUDGET_S = 0.05
+ADMIT_BUDGET_S = 0.02
 """The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
 commands never holds up recording results and starting jobs for more than this."""
 
