@@ -10,14 +10,14 @@ import json
 import math
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.contract import messages as m
 from engine.contract.validation import check_delay, check_run_at, invalid
 from engine.errors import ValidationError
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
 _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False)
 _C_JSON = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # what JSONEncoder.encode builds per call

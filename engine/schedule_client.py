@@ -112,7 +112,8 @@ class ScheduleMethods:
         ``receipt.armed`` is the new due time once accepted; a job that is no longer waiting
         (running, finished, cancelled) is refused.
         """
-        return self._decided(job_id, new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason)), wait)
+        command = new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason))
+        return self._decided(job_id, command, wait)
 
     # --- internals -----------------------------------------------------------------------
 

@@ -113,7 +113,7 @@ class ProjectionStore:
         batch.put(OFFSET_KEY, str(offset).encode())
         try:
             self._db.write(batch)
-        except Exception as e:  # noqa: BLE001 - typed here, where RocksDB's errors enter
+        except Exception as e:  # typed here, where RocksDB's errors enter
             raise _translate(self.path, e) from e
         hot = self._hot
         if hot is not None:

@@ -15,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                             description="For every JobStarted in the events topic: started at minus due at. "
                                         "Exact percentiles (nearest rank) per task type.")
     parser.add_argument("--task-type", help="only this task type")
-    parser.add_argument("--since", type=_instant, help="attempts started at or after this ISO-8601 time (UTC if no zone)")
+    parser.add_argument("--since", type=_instant,
+                        help="attempts started at or after this ISO-8601 time (UTC if no zone)")
     parser.add_argument("--json", action="store_true")
     add_connection_flags(parser)
     parser.set_defaults(func=_lateness)

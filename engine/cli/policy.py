@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from projections.query import breaker_report, queue_report
@@ -48,4 +48,4 @@ def _breakers(args: argparse.Namespace) -> int:
 
 
 def _iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

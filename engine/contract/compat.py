@@ -388,7 +388,8 @@ def shipped_problems(subjects: tuple[str, ...] = ("command", "event", "tenant"))
         for (a, old), (b, new) in zip(versions, versions[1:]):
             out += [f"{subject} v{a} -> v{b}: {p}" for p in check_compatible(old, new)]
         for a, old in versions[:-2]:
-            out += [f"{subject} v{versions[-1][0]} reading v{a}: {p}" for p in resolution_problems(old, versions[-1][1])]
+            newest, schema = versions[-1]
+            out += [f"{subject} v{newest} reading v{a}: {p}" for p in resolution_problems(old, schema)]
     return out
 
 

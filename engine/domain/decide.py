@@ -255,7 +255,8 @@ def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRe
         return m.CommandRefused(command, "unknown", "no job with this id")
     if allows(job.state, trigger):
         return None
-    return m.CommandRefused(command, job.state.value, f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+    return m.CommandRefused(command, job.state.value,
+                            f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
 
 
 def fan_out(cmd: m.Command, body: m.SubmitJob, ctx: DecideContext) -> list[Emit | Send]:

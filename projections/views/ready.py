@@ -16,7 +16,6 @@ follow the fold the same way. When pending changes are dropped, the owner clears
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
 
 from projections.views import keys as k
 from projections.views.counters import backlogged

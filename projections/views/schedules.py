@@ -91,7 +91,8 @@ def decode_schedule(raw: bytes) -> ScheduleView:
     """A schedule record from its stored form."""
     values = list(marshal.loads(raw))
     if values[0] != FORMAT:
-        raise ProjectionCorruptedError(f"schedule record format {values[0]!r}, expected {FORMAT}: rebuild the projection")
+        raise ProjectionCorruptedError(
+            f"schedule record format {values[0]!r}, expected {FORMAT}: rebuild the projection")
     del values[0]
     values[_PAYLOAD] = m.Payload(*values[_PAYLOAD])
     return ScheduleView(*values)

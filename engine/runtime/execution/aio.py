@@ -25,8 +25,9 @@ class AsyncRunner:
 
     def __init__(self, name: str = "epochq-async"):
         self._loop = asyncio.new_event_loop()
-        self._pending: collections.deque[tuple[int, Callable[[], Awaitable[Any]], Report, Callable[[BaseException], Any]]] = \
-            collections.deque()
+        self._pending: collections.deque[
+            tuple[int, Callable[[], Awaitable[Any]], Report, Callable[[BaseException], Any]]
+        ] = collections.deque()
         self._lock = threading.Lock()
         self._woken = False
         self._tasks: dict[int, asyncio.Task[Any]] = {}

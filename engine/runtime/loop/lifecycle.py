@@ -237,7 +237,8 @@ class Lifecycle:
 
     def corrupted(self, partition: Partition, error: ProjectionCorruptedError) -> None:
         """The store cannot be trusted: wipe it and restore it from offset 0 (same epoch)."""
-        log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log", partition.number, error)
+        log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log",
+                  partition.number, error)
         store = partition.store
         assert store is not None
         partition.corrupt = None

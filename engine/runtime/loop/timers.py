@@ -2,8 +2,8 @@
 
 Each owned partition has three due-time indexes in its store — ``d:<due>:<job>`` (delayed
 jobs, retry backoffs, reschedules), ``D:<due>:<schedule>`` (armed schedule occurrences) and
-``w:<reopen_at>:<task type>`` (open circuit breakers' cool-downs) — and, for each, a :class:`Timeline`: the pure ``HotSet`` of
-``engine.domain.timerouter`` holding the entries due within the horizon, plus the
+``w:<reopen_at>:<task type>`` (open circuit breakers' cool-downs) — and, for each, a :class:`Timeline`: the pure
+``HotSet`` of ``engine.domain.timerouter`` holding the entries due within the horizon, plus the
 bookkeeping of its two sweeps. Every tick, per partition:
 
 1. **promotion sweep** (every ``sweep_interval``): load the slice of the disk index that
