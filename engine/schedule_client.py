@@ -147,7 +147,7 @@ def _await_decision(settings: Settings, partition: int, start: int, receipt: Rec
             for msg in consumer.consume(500, 0.1):
                 if msg.error():
                     continue
-                event = decode_event_at(msg.value(), topic, partition, msg.offset())
+                event = decode_event_at(msg.value(), topic, partition, msg.offset())  # type: ignore[arg-type]
                 if event.causation_id == receipt.command_id:
                     _take(receipt, event)
                     settle = settle or time.monotonic() + 0.3  # the rest of the decision's transaction

@@ -21,7 +21,7 @@ CSV_COLUMNS = ("offset", "partition", "time", "job_id", "tenant", "type", "epoch
                "error", "fenced", "event_id")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``audit`` subcommand."""
     parser = sub.add_parser("audit", help="export a tenant's history from the log (JSON lines or CSV)",
                             description="Every event of a tenant's jobs, read from the events topic "

@@ -16,7 +16,7 @@ from engine.runtime.kafka import default_owner_id
 from engine.runtime.observe.logs import configure_logging
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``engine`` subcommand."""
     parser = sub.add_parser("engine", help="run an engine instance")
     verbs = parser.add_subparsers(dest="verb", required=True)

@@ -14,7 +14,7 @@ from engine.client import Client, Outcome
 from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``submit``, ``status`` and ``history``."""
     submit = sub.add_parser("submit", help="submit one job")
     submit.add_argument("task_type")
@@ -98,7 +98,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
 def event_json(logged: LoggedEvent) -> dict[str, Any]:
     """The stable JSON form of one history row (documented in docs/cli.md)."""
     ev = logged.event
-    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}  # type: ignore[attr-defined]
+    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}
     detail = {key: (value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
               for key, value in body.items() if key not in ("payload", "raw")}
     return {"offset": logged.offset, "time": _iso(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,

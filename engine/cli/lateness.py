@@ -9,7 +9,7 @@ from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.runtime.read.lateness import QUANTILES, report
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``lateness`` subcommand."""
     parser = sub.add_parser("lateness", help="start lateness per task type: p50/p95/p99/p99.9, from the log",
                             description="For every JobStarted in the events topic: started at minus due at. "

@@ -9,7 +9,7 @@ from engine.cli.common import add_connection_flags, print_json, settings_from
 from projections.query import breaker_report, queue_report
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``queues`` and ``breakers``."""
     queues = sub.add_parser("queues", help="queue depth per lane and tenant, and each tenant's served share")
     queues.add_argument("--json", action="store_true")

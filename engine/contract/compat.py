@@ -321,11 +321,12 @@ def _bad_defaults(node: Any, side: _Side, path: str, seen: set[int]) -> Iterator
     if id(node) in seen or not isinstance(node, (dict, list)):
         return
     seen.add(id(node))
-    kind = kind_of(node)
-    if kind == "union":
+    if isinstance(node, list):  # a union
         for b in node:
             yield from _bad_defaults(b, side, _branch_path(path, side.at(b)[0]), seen)
-    elif kind in ("record", "error"):
+        return
+    kind = kind_of(node)
+    if kind in ("record", "error"):
         for f in node.get("fields", ()):
             here = f"{path}.{f['name']}"
             if "default" in f and not fits(f["default"], f["type"], side):

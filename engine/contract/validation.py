@@ -221,7 +221,7 @@ def check_lane(value: object) -> str | None:
 def check_scope(value: object) -> str | None:
     """None or ``tenant`` (the job's tenant), ``global`` (every tenant), ``product:<name>``."""
     if value is None or value in SCOPES:
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, str) and value.startswith(PRODUCT_SCOPE):
         try:
             check_name("product", value[len(PRODUCT_SCOPE):])

@@ -7,7 +7,7 @@ what it has written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -123,19 +123,19 @@ class RequeueOrphan:
 Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan
 
 
-def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit]:
+def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit | Send]:
     """The events that ``given`` causes for ``job`` (None: the job does not exist yet), and the
     commands to send with them (``Send``: a scoped job's children, a child's report)."""
     return notify_parent(job, _decide(given, job, ctx), ctx.now)
 
 
 @type_switch
-def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     raise TypeError(f"decide has no rule for {type(given).__name__}")
 
 
 @_decide.register
-def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     body = given.command.body
     if not isinstance(body, m.SubmitJob):  # a SubmitJob's rules are its admission's (_admit)
         try:
@@ -152,7 +152,7 @@ def _tenant(cmd: m.Command, job: JobView | None) -> str:
 
 
 @type_switch
-def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     refusal = m.CommandRefused(type(body).__name__, job.state.value if job else "unknown",
                                "this engine does not support the command")
@@ -167,7 +167,7 @@ class Send:
 
 
 @_command.register
-def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     if job is not None:  # a JobRejected here would read as the existing job's status
         return [_existing(body, cmd, job)]
@@ -235,7 +235,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
 
 
 @_command.register
-def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     refused = _refusal("CancelJob", job, Trigger.CANCEL)
     event = refused or m.JobCancelled(body.reason, body.requested_by)
@@ -243,7 +243,7 @@ def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideCo
 
 
 @_command.register
-def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     refused = _refusal("ReplayDeadJob", job, Trigger.REPLAY)
     event = refused or m.JobReplayed(body.reason, body.requested_by)
@@ -272,7 +272,7 @@ def fan_out(cmd: m.Command, body: m.SubmitJob, ctx: DecideContext) -> list[Emit 
 
 
 @_command.register
-def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     known = {child: status for _, child, status, _ in job.children} if job else {}
     if job is None or body.child_job_id not in known:
@@ -281,7 +281,7 @@ def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: Decide
     if known[body.child_job_id] == body.status:
         return []
     report = m.ChildReported(body.child_job_id, body.child_tenant, body.status, body.error)
-    out = [Emit(job.job_id, job.tenant_id, report)]
+    out: list[Emit | Send] = [Emit(job.job_id, job.tenant_id, report)]
     done, failed, pending = replace_job(job, children=reported(job.children, report)).child_counts()
     if pending == 0 and (job.state is JobState.RUNNING or (job.state is JobState.PARTIAL and failed == 0)):
         outcome = "completed" if failed == 0 else ("failed" if done == 0 else "partial")
@@ -290,7 +290,7 @@ def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: Decide
 
 
 @_command.register
-def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     refused = _refusal("RescheduleJob", job, Trigger.RESCHEDULE)
     tenant = _tenant(cmd, job)
@@ -301,7 +301,7 @@ def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: Deci
 
 
 @_decide.register
-def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     if job is None or job.state not in (JobState.SCHEDULED, JobState.RETRYING):
         return []
     if job.due_at is not None and job.due_at > ctx.now:
@@ -311,7 +311,7 @@ def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
 
 
 @_decide.register
-def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     if job is None or job.state is not JobState.QUEUED:
         return []
     due = job.due_at if job.due_at is not None else job.submitted_at
@@ -319,10 +319,10 @@ def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit
 
 
 @_decide.register
-def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt:
         return []
-    emit = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
+    emit: Callable[[m.EventBody], Emit] = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
     if given.kind == "succeeded":
         return [emit(m.JobSucceeded(given.attempt, given.duration_us, given.result))]
     retryable = given.retryable and given.kind != "invalid"
@@ -331,7 +331,7 @@ def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[E
     return [emit(failed), emit(_after_failure(job, given, retryable, ctx))]
 
 
-def notify_parent(job: JobView | None, outcome: list[Emit], now: int) -> list[Emit | Send]:
+def notify_parent(job: JobView | None, outcome: list[Emit | Send], now: int) -> list[Emit | Send]:
     """Add a ReportChild for the parent when ``outcome`` brings a scoped job's child to a final state."""
     if job is None or not job.parent_job_id:
         return list(outcome)
@@ -339,7 +339,9 @@ def notify_parent(job: JobView | None, outcome: list[Emit], now: int) -> list[Em
     errors = [f"{e.body.error_type}: {e.body.message}" for e in outcome
               if isinstance(e, Emit) and isinstance(e.body, m.JobFailed)]
     for emit in outcome:
-        status = final.get(type(emit.body)) if isinstance(emit, Emit) else None  # type: ignore[arg-type]
+        if not isinstance(emit, Emit):
+            continue
+        status = final.get(type(emit.body))
         if status is not None:
             error = errors[-1] if errors else getattr(emit.body, "reason", "")
             return [*outcome, report_to_parent(job.parent_job_id, job.job_id, job.tenant_id, status, error, now)]
@@ -362,7 +364,7 @@ def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: D
 
 
 @_decide.register
-def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
     return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]

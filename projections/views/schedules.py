@@ -113,4 +113,4 @@ def all_schedules(reader: Any) -> Iterator[ScheduleView]:
 def read_occurrence(reader: Any, job_id: str) -> tuple[str, int] | None:
     """(schedule id, occurrence) if ``job_id`` was submitted for a schedule."""
     raw = reader.get(occurrence_key(job_id))
-    return None if raw is None else tuple(marshal.loads(raw))  # type: ignore[return-value]
+    return None if raw is None else tuple(marshal.loads(raw))

@@ -417,7 +417,8 @@ class Executor:
         """Time out up to ``room`` attempts past their deadline (each reported once)."""
         now = time.time()
         with self._lock:
-            late, heap = [], self._deadlines
+            late: list[int] = []
+            heap = self._deadlines
             while heap and heap[0][0] <= now and len(late) < room:
                 _, token = heapq.heappop(heap)
                 if token in self._running:

@@ -37,7 +37,7 @@ from engine.runtime.loop.dispatch import Dispatcher, rotate
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.write import Writer, Written
 from engine.runtime.observe.metrics import EngineMetrics
@@ -76,7 +76,7 @@ class Engine:
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
         self.tenants = TenantDirectory(settings)
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
-        self.board = BreakerBoard({n: app.spec(n).breaker for n in app.task_types if app.spec(n).breaker})
+        self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
@@ -185,14 +185,16 @@ class Engine:
         if msg.error():
             log.warning("commands consumer: %s", msg.error())
             return
-        partition = self.partitions.get(msg.partition())
+        # The stubs type partition(), offset() and value() as optional, for error messages; a record has the
+        # first two, and a null value goes to admission as it is (set aside there as poison).
+        partition = self.partitions.get(msg.partition())  # type: ignore[arg-type]
         if partition is None or tag < partition.accept_tag:
             return  # not ours any more, or read before we rewound
         if partition.state is not State.ACTIVE:
             if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
-                partition.accept_tag = self.reader.seek(partition.number, msg.offset())
+                partition.accept_tag = self.reader.seek(partition.number, msg.offset())  # type: ignore[arg-type]
             return
-        self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])
+        self.admission.admit(partition, msg.offset(), msg.value(), ctxs[partition.number])  # type: ignore[arg-type]
 
     def _dispatch(self, active: list[Partition], ctxs: dict[int, DecideContext]) -> None:
         if not active:
@@ -214,7 +216,7 @@ class Engine:
 
     # --- write, apply, start --------------------------------------------------------------------
 
-    def _work(self) -> list[tuple[Partition, object]]:
+    def _work(self) -> list[tuple[Partition, Staged]]:
         writing = (State.ACTIVE, State.REVOKING, State.CLAIMING)
         return [(p, p.take_staged()) for p in self.partitions.values() if p.staged and p.state in writing]
 
@@ -288,7 +290,7 @@ class Engine:
         held = [p for p in self.partitions.values() if p.deciding and p.store is not None]
         depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
                   for lane in RUNNABLE_LANES}
-        self.metrics.set_depths(depths, sum(1 for p in held for _ in p.store.scan(k.DEAD)))  # type: ignore[union-attr]
+        self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()

@@ -156,7 +156,7 @@ class Lifecycle:
         if restorer.next_offset >= partition.restore_target:
             return True
         tp = TopicPartition(self.settings.events_topic, partition.number)
-        position = kafka.call(self.events.position, [tp])[0].offset
+        position: int = kafka.call(self.events.position, [tp])[0].offset
         return position != OFFSET_INVALID and position >= partition.restore_target
 
     def _restored(self, partition: Partition, now: int) -> None:

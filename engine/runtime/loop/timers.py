@@ -129,6 +129,7 @@ class PartitionTimers:
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
         store, now = self.partition.store, ctx.now
+        assert store is not None, "an active partition has its store open"
         promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
             self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)

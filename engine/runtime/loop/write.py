@@ -63,7 +63,9 @@ class Writer:
                 future.result()
         for w in ready:
             if w.error is None and w.staged.events and (w.first is None or w.last is None):
-                w.partition.producer.poll(0)  # serve the delivery reports the commit's flush queued
+                producer = w.partition.producer
+                assert producer is not None, "a partition that wrote has its producer"
+                producer.poll(0)  # serve the delivery reports the commit's flush queued
         return written
 
     def _produce(self, partition: Partition, staged: Staged) -> Written:
