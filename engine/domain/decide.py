@@ -235,7 +235,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
 
 
 @_command.register
-def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     refused = _refusal("CancelJob", job, Trigger.CANCEL)
     event = refused or m.JobCancelled(body.reason, body.requested_by)
@@ -243,7 +243,7 @@ def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideCo
 
 
 @_command.register
-def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     refused = _refusal("ReplayDeadJob", job, Trigger.REPLAY)
     event = refused or m.JobReplayed(body.reason, body.requested_by)
@@ -272,7 +272,7 @@ def fan_out(cmd: m.Command, body: m.SubmitJob, ctx: DecideContext) -> list[Emit 
 
 
 @_command.register
-def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     known = {child: status for _, child, status, _ in job.children} if job else {}
     if job is None or body.child_job_id not in known:
@@ -281,7 +281,7 @@ def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: Decide
     if known[body.child_job_id] == body.status:
         return []
     report = m.ChildReported(body.child_job_id, body.child_tenant, body.status, body.error)
-    out: list[Emit | Send] = [Emit(job.job_id, job.tenant_id, report)]
+    out = [Emit(job.job_id, job.tenant_id, report)]
     done, failed, pending = replace_job(job, children=reported(job.children, report)).child_counts()
     if pending == 0 and (job.state is JobState.RUNNING or (job.state is JobState.PARTIAL and failed == 0)):
         outcome = "completed" if failed == 0 else ("failed" if done == 0 else "partial")
@@ -290,7 +290,7 @@ def _(body: m.ReportChild, given: CommandInput, job: JobView | None, ctx: Decide
 
 
 @_command.register
-def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
     refused = _refusal("RescheduleJob", job, Trigger.RESCHEDULE)
     tenant = _tenant(cmd, job)
@@ -301,7 +301,7 @@ def _(body: m.RescheduleJob, given: CommandInput, job: JobView | None, ctx: Deci
 
 
 @_decide.register
-def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state not in (JobState.SCHEDULED, JobState.RETRYING):
         return []
     if job.due_at is not None and job.due_at > ctx.now:
@@ -311,7 +311,7 @@ def _(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit |
 
 
 @_decide.register
-def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state is not JobState.QUEUED:
         return []
     due = job.due_at if job.due_at is not None else job.submitted_at
@@ -319,7 +319,7 @@ def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit
 
 
 @_decide.register
-def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt:
         return []
     emit: Callable[[m.EventBody], Emit] = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
@@ -364,7 +364,7 @@ def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: D
 
 
 @_decide.register
-def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
+def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
     return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]
