@@ -1,10 +1,10 @@
-# epochq: `make demo` runs the engine on a local Kafka; `make test` runs the whole suite.
+# epochq: `make demo` runs the engine on a local Kafka; `make test` runs the static checks and the whole suite.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit integration jars bench bench-peers clean
+.PHONY: demo test check unit integration jars bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,8 +15,13 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -c "from engine.broker.fetch import ensure_jars; print('kafka jars:', ensure_jars())"
 
-test: jars
+test: jars check
 	$(BIN)/python -m pytest -q
+
+check: $(STAMP)  # the static checks (pyproject.toml): lint, types, layering; any failure fails `make test`
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
@@ -45,4 +50,4 @@ bench-peers: jars $(PEERS)/node_modules/.package-lock.json  # BullMQ beside epoc
 	$(BIN)/python $(PEERS)/compare.py $(PEERS_FLAGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import engine_process, follow_events, fresh_settings, local_broker, percentile  # noqa: E402
-from engine.client import Client  # noqa: E402
-from engine.contract import messages as m  # noqa: E402
-from engine.runtime.tenants import set_tenant  # noqa: E402
+from bench.harness import engine_process, follow_events, fresh_settings, local_broker, percentile
+from engine.client import Client
+from engine.contract import messages as m
+from engine.runtime.tenants import set_tenant
 
 WEIGHTS = {**{f"q{i:02d}": 1.0 for i in range(50)}, **{f"q{i:02d}": 2.0 for i in range(50, 80)},
            **{f"q{i:02d}": 5.0 for i in range(80, 100)}}
@@ -63,7 +63,8 @@ def delays(bootstrap: str, seconds: float, noisy: int, fifo: bool) -> tuple[floa
     expected = int(seconds) * 100
     extra = ("--fifo",) if fifo else ()
     with engine_process(settings, "bench.apps:app", "--concurrency", "16", *extra):
-        follower = threading.Thread(target=follow_events, args=(settings, 6, lambda e: _started(e, started, issued, expected), 600))
+        follower = threading.Thread(target=follow_events,
+                                    args=(settings, 6, lambda e: _started(e, started, issued, expected), 600))
         follower.start()
         for _ in range(int(seconds)):
             tick = time.monotonic()
@@ -96,7 +97,8 @@ def main() -> None:
         shares(bootstrap)
         print(f"2. quiet tenants (100 x 1 job/s, {args.seconds:g} s; 16 NORMAL slots, 20 ms jobs) "
               "submit->start delay, ms:")
-        for label, noisy, fifo in (("alone, fair", 0, False), (f"with noisy {args.noisy_rate}/s, fair", args.noisy_rate, False),
+        for label, noisy, fifo in (("alone, fair", 0, False),
+                                   (f"with noisy {args.noisy_rate}/s, fair", args.noisy_rate, False),
                                    (f"with noisy {args.noisy_rate}/s, FIFO", args.noisy_rate, True)):
             p50, p99 = delays(bootstrap, args.seconds, noisy, fifo)
             print(f"   {label:28} p50 {p50:8.1f}  p99 {p99:8.1f}")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     cpu_seconds, engine_process, follow_events, fresh_settings, local_broker, median, percentile,
 )
-from engine.client import Client  # noqa: E402
-from engine.contract import messages as m  # noqa: E402
+from engine.client import Client
+from engine.contract import messages as m
 
 
 def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int | None, rate: int = 0,
@@ -88,7 +88,8 @@ def main() -> None:
             r = one_run(bootstrap, args.jobs, args.partitions, args.concurrency, args.rate, args.engines, args.task,
                         tuple(args.engine_args.split()))
             results.append(r)
-            print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, engine CPU {r['cpu_us_per_job']:6.0f} µs/job, "
+            print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, "
+                  f"engine CPU {r['cpu_us_per_job']:6.0f} µs/job, "
                   f"submit {r['submit_per_s']:8.0f}/s, "
                   f"submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  ({r['elapsed_s']:.1f} s)")
     offered = f"offered {args.rate}/s" if args.rate else "submitted at once"

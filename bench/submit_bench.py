@@ -17,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import engine.client  # noqa: E402
-from bench.harness import fresh_settings, local_broker, median  # noqa: E402
-from engine.client import Client  # noqa: E402
-from engine.commands import new_command  # noqa: E402
-from engine.contract import messages as m  # noqa: E402
-from engine.contract.codec import encode_command  # noqa: E402
+import engine.client
+from bench.harness import fresh_settings, local_broker, median
+from engine.client import Client
+from engine.commands import new_command
+from engine.contract import messages as m
+from engine.contract.codec import encode_command
 
 
 def jobs_of(count: int, start: int = 0) -> list[dict[str, object]]:

@@ -31,17 +31,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import TopicPartition  # noqa: E402
-from rocksdict import Options, Rdict  # noqa: E402
+from confluent_kafka import TopicPartition
+from rocksdict import Options, Rdict
 
-from bench.harness import engine_process, fresh_settings, local_broker, partitions_of, percentile  # noqa: E402
-from engine.broker.state import load_state  # noqa: E402
-from engine.client import Client  # noqa: E402
-from engine.config import Settings, load_settings  # noqa: E402
-from engine.contract import messages as m  # noqa: E402
-from engine.contract.codec import decode_event_at  # noqa: E402
-from engine.runtime import kafka  # noqa: E402
-from projections.rebuild import rebuild_into  # noqa: E402
+from bench.harness import engine_process, fresh_settings, local_broker, partitions_of, percentile
+from engine.broker.state import load_state
+from engine.client import Client
+from engine.config import Settings, load_settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.runtime import kafka
+from projections.rebuild import rebuild_into
 
 SECOND = 1_000_000
 DAY = 86_400 * SECOND
@@ -148,11 +148,13 @@ def hold(client: Client, pid: int, port: int, jobs: int, budget_s: float) -> dic
         progress.accepted = int(metric_sum(scrape(port), "epochq_jobs_submitted_total"))
         while marks and progress.accepted >= marks[0]:
             figures[f"rss_at_{marks[0]}"] = rss = rss_mb(pid)
-            print(f"  {marks[0]:>9,} accepted after {time.monotonic() - t0:7.1f} s: engine RSS {rss:.0f} MB", flush=True)
+            print(f"  {marks[0]:>9,} accepted after {time.monotonic() - t0:7.1f} s: engine RSS {rss:.0f} MB",
+                  flush=True)
             marks.pop(0)
         if budget_s and not progress.stop and time.monotonic() - t0 > budget_s:
             progress.stop = True
-            print(f"  time budget of {budget_s:.0f} s spent: submission stops at {progress.submitted:,} jobs", flush=True)
+            print(f"  time budget of {budget_s:.0f} s spent: submission stops at {progress.submitted:,} jobs",
+                  flush=True)
         if not submitter.is_alive() and progress.accepted >= progress.submitted:
             break
         time.sleep(0.5)
@@ -335,7 +337,8 @@ def main() -> None:
         events, restore_s = (0, 0.0) if args.skip_restore else restore_rate(settings, 0)
     print()
     n = int(held["held"])
-    print(f"future jobs held:                        {n:10d}" + ("" if n == args.jobs else f" (of {args.jobs}: time budget)"))
+    held_of = "" if n == args.jobs else f" (of {args.jobs}: time budget)"
+    print(f"future jobs held:                        {n:10d}{held_of}")
     print(f"submit rate (one process, submit_many):  {n / held['submit_s']:10.0f} jobs/s")
     print(f"engine acceptance (decided and folded):  {n / held['accept_s']:10.0f} jobs/s "
           f"({held['accept_s']:.0f} s for {n})")

@@ -221,7 +221,7 @@ def _payload_annotation(name: str, fn: Callable[..., Any]) -> Any:
     target = getattr(fn, "__func__", fn)
     try:
         return typing.get_type_hints(target).get(params[1].name)
-    except Exception:  # another parameter's annotation may not resolve; try only ours
+    except Exception:  # noqa: BLE001 - another parameter's annotation may not resolve; try only ours
         return _eval_annotation(name, target, params[1].annotation)
 
 
@@ -229,7 +229,7 @@ def _eval_annotation(name: str, fn: Any, annotation: Any) -> Any:
     if not isinstance(annotation, str):
         return annotation
     try:
-        return eval(annotation, getattr(fn, "__globals__", {}))  # what get_type_hints does
+        return eval(annotation, getattr(fn, "__globals__", {}))  # noqa: S307 - what get_type_hints does
     except Exception as e:
         raise ValueError(
             f"task {name!r}: cannot resolve the payload annotation {annotation!r} ({e}); pass model= explicitly"

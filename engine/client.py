@@ -146,10 +146,11 @@ class JobHandle:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
-                records = [(msg.offset(), decode_event_at(msg.value(), topic, self.partition, msg.offset()))
+                # offset() and value() are typed optional for error messages: a record has both
+                records = [(msg.offset(), decode_event_at(msg.value(), topic, self.partition, msg.offset()))  # type: ignore[arg-type]
                            for msg in consumer.consume(500, min(remaining, 0.2))
                            if not msg.error() and msg.key() in (key, None)]  # None: ownership claims
-                for logged in with_fencing(records, self.job_id, mid_log=True):
+                for logged in with_fencing(records, self.job_id, mid_log=True):  # type: ignore[arg-type]
                     outcome.apply(logged)
         finally:
             consumer.close()

@@ -10,17 +10,18 @@ import json
 import math
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.contract import messages as m
 from engine.contract.validation import check_delay, check_run_at, invalid
 from engine.errors import ValidationError
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_US = timedelta(microseconds=1)
 _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=False)
-_C_JSON = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # what JSONEncoder.encode builds per call
+# what JSONEncoder.encode builds per call (typeshed does not declare the C encoder)
+_C_JSON = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # type: ignore[attr-defined]
     None, _JSON.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
 
 

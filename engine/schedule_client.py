@@ -112,7 +112,8 @@ class ScheduleMethods:
         ``receipt.armed`` is the new due time once accepted; a job that is no longer waiting
         (running, finished, cancelled) is refused.
         """
-        return self._decided(job_id, new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason)), wait)
+        command = new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason))
+        return self._decided(job_id, command, wait)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -146,7 +147,7 @@ def _await_decision(settings: Settings, partition: int, start: int, receipt: Rec
             for msg in consumer.consume(500, 0.1):
                 if msg.error():
                     continue
-                event = decode_event_at(msg.value(), topic, partition, msg.offset())
+                event = decode_event_at(msg.value(), topic, partition, msg.offset())  # type: ignore[arg-type]
                 if event.causation_id == receipt.command_id:
                     _take(receipt, event)
                     settle = settle or time.monotonic() + 0.3  # the rest of the decision's transaction

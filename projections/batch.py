@@ -66,11 +66,12 @@ class Batch:
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed pairs under ``prefix`` merged with the staged ones, in key order."""
         staged = {k: v for k, v in self.changes.items() if k.startswith(prefix)}
-        merged = dict(self.store.scan(prefix))
+        merged: dict[bytes, bytes | None] = dict(self.store.scan(prefix))
         merged.update(staged)
         for key in sorted(merged):
-            if merged[key] is not None:
-                yield key, merged[key]  # type: ignore[misc]
+            value = merged[key]
+            if value is not None:
+                yield key, value
 
     # --- savepoints ------------------------------------------------------------------------
 

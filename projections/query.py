@@ -6,12 +6,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
 from projections.store import ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job, read_job
+
+if TYPE_CHECKING:
+    from projections.views.breakers import BreakerRecord
 
 
 def partition_dirs(settings: Settings) -> list[tuple[int, Path]]:
@@ -82,14 +86,14 @@ def dead_letters(settings: Settings, where: DeadFilter | None = None) -> list[Jo
     return sorted(out, key=lambda j: (j.finished_at or 0, j.job_id))
 
 
-def queue_report(settings: Settings) -> dict[str, dict]:
+def queue_report(settings: Settings) -> dict[str, dict[str, Any]]:
     """Per lane: queued jobs, and per tenant its queued jobs, starts served and share of starts."""
     from engine.domain.lanes import RUNNABLE_LANES
     from projections.views.counters import backlogged, read_int
 
-    report: dict[str, dict] = {}
+    report: dict[str, dict[str, Any]] = {}
     for lane in (ln.value for ln in RUNNABLE_LANES):
-        tenants: dict[str, dict] = {}
+        tenants: dict[str, dict[str, float]] = {}
         depth = 0
         for _, path in partition_dirs(settings):
             with read_store(path) as store:
@@ -107,15 +111,15 @@ def queue_report(settings: Settings) -> dict[str, dict]:
     return report
 
 
-def breaker_report(settings: Settings) -> list:
+def breaker_report(settings: Settings) -> list[BreakerRecord]:
     """Each task type's newest breaker status across the partitions of the state directory."""
     from projections.views.breakers import all_breakers
 
-    newest: dict[str, object] = {}
+    newest: dict[str, BreakerRecord] = {}
     for _, path in partition_dirs(settings):
         with read_store(path) as store:
             for record in all_breakers(store):
                 old = newest.get(record.task_type)
-                if old is None or record.since > old.since:  # type: ignore[attr-defined]
+                if old is None or record.since > old.since:
                     newest[record.task_type] = record
-    return sorted(newest.values(), key=lambda r: r.task_type)  # type: ignore[attr-defined]
+    return sorted(newest.values(), key=lambda r: r.task_type)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions,
                       WriteBatch, WriteBufferManager)
 
 from engine.errors import ProjectionCorruptedError
+
+if TYPE_CHECKING:
+    from engine.domain.jobs import JobView
 
 OFFSET_KEY = b"m:offset"
 HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
@@ -64,7 +68,7 @@ class ProjectionStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.read_only() if read_only else AccessType.read_write()
         self._db = Rdict(str(self.path), _options(), access_type=access)
-        self.job_cache: dict = {}  # job id -> decoded JobView, as committed; the fold is the only writer
+        self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
 
     def applied_offset(self) -> int:
@@ -113,7 +117,7 @@ class ProjectionStore:
         batch.put(OFFSET_KEY, str(offset).encode())
         try:
             self._db.write(batch)
-        except Exception as e:  # noqa: BLE001 - typed here, where RocksDB's errors enter
+        except Exception as e:  # typed here, where RocksDB's errors enter
             raise _translate(self.path, e) from e
         hot = self._hot
         if hot is not None:

@@ -77,7 +77,7 @@ def _docker_answers() -> bool:
             return bool(client.ping())
         finally:
             client.close()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure to reach Docker means no Docker
         return False
 
 

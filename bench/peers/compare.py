@@ -29,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.harness import ROOT, local_broker, median, percentile  # noqa: E402
-from bench.peers import epochq_side  # noqa: E402
-from bench.peers.redis_server import redis_server  # noqa: E402
+from bench.harness import ROOT, local_broker, median, percentile
+from bench.peers import epochq_side
+from bench.peers.redis_server import redis_server
 
 HERE = Path(__file__).resolve().parent
 NODE_TIMEOUT_S = 900

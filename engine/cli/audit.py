@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterable
 from contextlib import nullcontext
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from engine.cli.common import add_connection_flags, settings_from
@@ -21,7 +21,7 @@ CSV_COLUMNS = ("offset", "partition", "time", "job_id", "tenant", "type", "epoch
                "error", "fenced", "event_id")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``audit`` subcommand."""
     parser = sub.add_parser("audit", help="export a tenant's history from the log (JSON lines or CSV)",
                             description="Every event of a tenant's jobs, read from the events topic "
@@ -47,7 +47,7 @@ def _instant(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r} (e.g. 2026-05-01T00:00:00Z)") from None
     if at.tzinfo is None:
-        at = at.replace(tzinfo=timezone.utc)
+        at = at.replace(tzinfo=UTC)
     return int(at.timestamp()) * 1_000_000 + at.microsecond
 
 

@@ -15,7 +15,7 @@ from engine.errors import ConfigError
 from projections.query import DeadFilter, dead_letters, find_job
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``dlq`` subcommand."""
     parser = sub.add_parser("dlq", help="list, show and replay dead-lettered jobs")
     verbs = parser.add_subparsers(dest="verb", required=True)

@@ -16,7 +16,7 @@ from engine.runtime.kafka import default_owner_id
 from engine.runtime.observe.logs import configure_logging
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``engine`` subcommand."""
     parser = sub.add_parser("engine", help="run an engine instance")
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--log-level", default="INFO")
     run.add_argument("--log-format", choices=["text", "json"], default="text",
                      help="key=value text or one JSON object per line")
-    run.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port (docs/metrics.md)")
+    run.add_argument("--metrics-port", type=int, default=None,
+                     help="serve Prometheus metrics on this port (docs/metrics.md)")
     run.add_argument("--metrics-addr", default="127.0.0.1", help="address the metrics endpoint binds (0.0.0.0: all)")
     run.add_argument("--dlq-alert-threshold", type=int, default=100,
                      help="dead-letter depth that sets epochq_dead_letter_alert and logs a warning (0: off)")

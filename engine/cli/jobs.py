@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.cli.common import (
@@ -14,7 +14,7 @@ from engine.client import Client, Outcome
 from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``submit``, ``status`` and ``history``."""
     submit = sub.add_parser("submit", help="submit one job")
     submit.add_argument("task_type")
@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     submit.add_argument("--json", action="store_true")
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)
-    for name, fn, text in (("status", _status, "a job's current status"), ("history", _history, "every event of a job")):
+    for name, fn, text in (("status", _status, "a job's current status"),
+                           ("history", _history, "every event of a job")):
         parser = sub.add_parser(name, help=text)
         parser.add_argument("job_id")
         parser.add_argument("--json", action="store_true")
@@ -97,7 +98,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
 def event_json(logged: LoggedEvent) -> dict[str, Any]:
     """The stable JSON form of one history row (documented in docs/cli.md)."""
     ev = logged.event
-    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}  # type: ignore[attr-defined]
+    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}
     detail = {key: (value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
               for key, value in body.items() if key not in ("payload", "raw")}
     return {"offset": logged.offset, "time": _iso(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,
@@ -109,7 +110,7 @@ def event_json(logged: LoggedEvent) -> dict[str, Any]:
 def _iso(us: int) -> str:
     """A time in µs as ISO-8601 UTC; the bare number when no date has it (a record admitted before the rules)."""
     try:
-        return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     except (OverflowError, ValueError, OSError):
         return f"{us} µs"
 

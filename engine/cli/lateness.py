@@ -9,13 +9,14 @@ from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.runtime.read.lateness import QUANTILES, report
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``lateness`` subcommand."""
     parser = sub.add_parser("lateness", help="start lateness per task type: p50/p95/p99/p99.9, from the log",
                             description="For every JobStarted in the events topic: started at minus due at. "
                                         "Exact percentiles (nearest rank) per task type.")
     parser.add_argument("--task-type", help="only this task type")
-    parser.add_argument("--since", type=_instant, help="attempts started at or after this ISO-8601 time (UTC if no zone)")
+    parser.add_argument("--since", type=_instant,
+                        help="attempts started at or after this ISO-8601 time (UTC if no zone)")
     parser.add_argument("--json", action="store_true")
     add_connection_flags(parser)
     parser.set_defaults(func=_lateness)

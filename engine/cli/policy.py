@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from projections.query import breaker_report, queue_report
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``queues`` and ``breakers``."""
     queues = sub.add_parser("queues", help="queue depth per lane and tenant, and each tenant's served share")
     queues.add_argument("--json", action="store_true")
@@ -48,4 +48,4 @@ def _breakers(args: argparse.Namespace) -> int:
 
 
 def _iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

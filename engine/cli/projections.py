@@ -12,7 +12,7 @@ from engine.runtime.topics import partition_count
 from projections.rebuild import rebuild_live, verify
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``projections`` subcommand."""
     parser = sub.add_parser("projections", help="rebuild projections from the log, or verify them")
     verbs = parser.add_subparsers(dest="verb", required=True)

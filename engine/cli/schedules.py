@@ -18,7 +18,7 @@ from engine.errors import ValidationError
 from engine.schedule_client import Receipt
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``schedules`` and ``reschedule``."""
     parser = sub.add_parser("schedules", help="recurring schedules: cron expression in a time zone")
     verbs = parser.add_subparsers(dest="verb", required=True)
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _reschedule(sub)
 
 
-def _add(verbs: argparse._SubParsersAction) -> None:
+def _add(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add = verbs.add_parser("add", help="create or replace a schedule")
     add.add_argument("schedule_id")
     add.add_argument("--task", required=True, dest="task_type", help="task type of each occurrence's job")
@@ -66,7 +66,7 @@ def _add(verbs: argparse._SubParsersAction) -> None:
     add.set_defaults(func=_add_schedule)
 
 
-def _reschedule(sub: argparse._SubParsersAction) -> None:
+def _reschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("reschedule", help="move a scheduled job to another due time")
     parser.add_argument("job_id")
     when = parser.add_mutually_exclusive_group(required=True)

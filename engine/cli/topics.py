@@ -8,7 +8,7 @@ from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.runtime.topics import check_topics, describe_topics, ensure_topics
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``topics`` subcommand."""
     parser = sub.add_parser("topics", help="create or check the namespace's topics")
     verbs = parser.add_subparsers(dest="verb", required=True)

@@ -321,11 +321,12 @@ def _bad_defaults(node: Any, side: _Side, path: str, seen: set[int]) -> Iterator
     if id(node) in seen or not isinstance(node, (dict, list)):
         return
     seen.add(id(node))
-    kind = kind_of(node)
-    if kind == "union":
+    if isinstance(node, list):  # a union
         for b in node:
             yield from _bad_defaults(b, side, _branch_path(path, side.at(b)[0]), seen)
-    elif kind in ("record", "error"):
+        return
+    kind = kind_of(node)
+    if kind in ("record", "error"):
         for f in node.get("fields", ()):
             here = f"{path}.{f['name']}"
             if "default" in f and not fits(f["default"], f["type"], side):
@@ -388,7 +389,8 @@ def shipped_problems(subjects: tuple[str, ...] = ("command", "event", "tenant"))
         for (a, old), (b, new) in zip(versions, versions[1:]):
             out += [f"{subject} v{a} -> v{b}: {p}" for p in check_compatible(old, new)]
         for a, old in versions[:-2]:
-            out += [f"{subject} v{versions[-1][0]} reading v{a}: {p}" for p in resolution_problems(old, versions[-1][1])]
+            newest, schema = versions[-1]
+            out += [f"{subject} v{newest} reading v{a}: {p}" for p in resolution_problems(old, schema)]
     return out
 
 

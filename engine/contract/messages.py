@@ -8,7 +8,7 @@ Avro's ``timestamp-micros`` carries on the wire.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TypeAlias
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +120,8 @@ class ReportOccurrence:
     status: str
 
 
-CommandBody = Union[SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule,
-                    PauseSchedule, ResumeSchedule, RemoveSchedule, ReportOccurrence]
+CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
+                          | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,13 +356,13 @@ class OccurrenceSkipped:
     reason: str
 
 
-EventBody = Union[
-    OwnershipClaimed, JobSubmitted, JobRejected, DuplicateSubmitted, JobScheduled, JobQueued,
-    JobStarted, JobSucceeded, JobFailed, JobRetryScheduled, JobDeadLettered, JobCancelled,
-    JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
-    BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted, SchedulePaused,
-    ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
-]
+EventBody: TypeAlias = (
+    OwnershipClaimed | JobSubmitted | JobRejected | DuplicateSubmitted | JobScheduled | JobQueued
+    | JobStarted | JobSucceeded | JobFailed | JobRetryScheduled | JobDeadLettered | JobCancelled
+    | JobReplayed | JobRequeued | CommandRefused | CommandQuarantined | BreakerOpened | BreakerHalfOpened
+    | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
+    | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped
+)
 
 
 @dataclass(frozen=True, slots=True)

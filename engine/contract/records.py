@@ -11,7 +11,12 @@ import dataclasses
 import operator
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 _PRIMITIVES = frozenset({"boolean", "int", "long", "float", "double", "bytes", "string"})
 
@@ -91,7 +96,7 @@ def records_of(node: Any, found: dict[str, dict[str, Any]] | None = None) -> dic
     return found
 
 
-def builder(cls: type) -> Callable[..., Any]:
+def builder(cls: type[T]) -> Callable[..., T]:
     """A positional constructor of the frozen slotted dataclass ``cls``, every field required.
 
     It fills a plain slotted twin of ``cls`` and then sets its ``__class__`` (see

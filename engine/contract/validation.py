@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from engine.contract import messages as m
 from engine.errors import ValidationError
@@ -166,7 +166,7 @@ def check_run_at(value: object, now: int, field: str = "run_at") -> int | None:
 def iso_us(us: int) -> str:
     """A time in µs since 1970 for a message: ISO-8601 UTC and the number (just the number out of range)."""
     try:
-        text = (datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=us)).isoformat()
+        text = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)).isoformat()
     except OverflowError:
         return f"{us} µs"
     return f"{text.replace('+00:00', 'Z')} ({us} µs)"
@@ -221,7 +221,7 @@ def check_lane(value: object) -> str | None:
 def check_scope(value: object) -> str | None:
     """None or ``tenant`` (the job's tenant), ``global`` (every tenant), ``product:<name>``."""
     if value is None or value in SCOPES:
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, str) and value.startswith(PRODUCT_SCOPE):
         try:
             check_name("product", value[len(PRODUCT_SCOPE):])

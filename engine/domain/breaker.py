@@ -149,7 +149,8 @@ def may_start(state: BreakerState, policy: BreakerPolicy, now_us: int) -> Decisi
     return Decision(True, on_started(apply(state, half)), half, "half-open: this job is the probe")
 
 
-def on_cooled_down(state: BreakerState, policy: BreakerPolicy, now_us: int) -> tuple[BreakerState, BreakerHalfOpened | None]:
+def on_cooled_down(state: BreakerState, policy: BreakerPolicy,
+                   now_us: int) -> tuple[BreakerState, BreakerHalfOpened | None]:
     """The breaker when its cool-down timer fires at ``now_us``: half-open, waiting for its probe.
 
     A stale timer (the breaker already half-open or closed, or re-opened later) changes nothing.

@@ -7,7 +7,7 @@ what it has written.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -123,19 +123,19 @@ class RequeueOrphan:
 Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan
 
 
-def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit]:
+def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit | Send]:
     """The events that ``given`` causes for ``job`` (None: the job does not exist yet), and the
     commands to send with them (``Send``: a scoped job's children, a child's report)."""
     return notify_parent(job, _decide(given, job, ctx), ctx.now)
 
 
 @type_switch
-def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _decide(given: object, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     raise TypeError(f"decide has no rule for {type(given).__name__}")
 
 
 @_decide.register
-def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     body = given.command.body
     if not isinstance(body, m.SubmitJob):  # a SubmitJob's rules are its admission's (_admit)
         try:
@@ -152,7 +152,7 @@ def _tenant(cmd: m.Command, job: JobView | None) -> str:
 
 
 @type_switch
-def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _command(body: object, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     refusal = m.CommandRefused(type(body).__name__, job.state.value if job else "unknown",
                                "this engine does not support the command")
@@ -167,7 +167,7 @@ class Send:
 
 
 @_command.register
-def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+def _(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit | Send]:
     cmd = given.command
     if job is not None:  # a JobRejected here would read as the existing job's status
         return [_existing(body, cmd, job)]
@@ -255,7 +255,8 @@ def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRe
         return m.CommandRefused(command, "unknown", "no job with this id")
     if allows(job.state, trigger):
         return None
-    return m.CommandRefused(command, job.state.value, f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+    return m.CommandRefused(command, job.state.value,
+                            f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
 
 
 def fan_out(cmd: m.Command, body: m.SubmitJob, ctx: DecideContext) -> list[Emit | Send]:
@@ -321,7 +322,7 @@ def _(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[Emit
 def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt:
         return []
-    emit = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
+    emit: Callable[[m.EventBody], Emit] = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
     if given.kind == "succeeded":
         return [emit(m.JobSucceeded(given.attempt, given.duration_us, given.result))]
     retryable = given.retryable and given.kind != "invalid"
@@ -330,7 +331,7 @@ def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[E
     return [emit(failed), emit(_after_failure(job, given, retryable, ctx))]
 
 
-def notify_parent(job: JobView | None, outcome: list[Emit], now: int) -> list[Emit | Send]:
+def notify_parent(job: JobView | None, outcome: list[Emit | Send], now: int) -> list[Emit | Send]:
     """Add a ReportChild for the parent when ``outcome`` brings a scoped job's child to a final state."""
     if job is None or not job.parent_job_id:
         return list(outcome)
@@ -338,7 +339,9 @@ def notify_parent(job: JobView | None, outcome: list[Emit], now: int) -> list[Em
     errors = [f"{e.body.error_type}: {e.body.message}" for e in outcome
               if isinstance(e, Emit) and isinstance(e.body, m.JobFailed)]
     for emit in outcome:
-        status = final.get(type(emit.body)) if isinstance(emit, Emit) else None  # type: ignore[arg-type]
+        if not isinstance(emit, Emit):
+            continue
+        status = final.get(type(emit.body))
         if status is not None:
             error = errors[-1] if errors else getattr(emit.body, "reason", "")
             return [*outcome, report_to_parent(job.parent_job_id, job.job_id, job.tenant_id, status, error, now)]

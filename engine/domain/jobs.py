@@ -206,7 +206,8 @@ def _(body: m.ChildReported, job: JobView, at: int) -> dict[str, object]:
     return dict(children=reported(job.children, body))
 
 
-def reported(children: tuple[tuple[str, str, str, str], ...], body: m.ChildReported) -> tuple[tuple[str, str, str, str], ...]:
+def reported(children: tuple[tuple[str, str, str, str], ...],
+             body: m.ChildReported) -> tuple[tuple[str, str, str, str], ...]:
     """A scoped job's children table after one child's report."""
     return tuple((t, c, body.status, body.error) if c == body.child_job_id else (t, c, s, e) for t, c, s, e in children)
 

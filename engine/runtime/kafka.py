@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -152,7 +152,7 @@ def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | Non
         raise translate(e) from e
 
 
-def call(fn: Any, *args: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any) -> Any:
     """Run a client call, translating its librdkafka error into a typed one."""
     try:
         return fn(*args)
@@ -193,7 +193,8 @@ def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
 
 
 def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 0,
-                   stop: int | None = None, idle_s: float = 1.0) -> Iterator[tuple[int, bytes | None, bytes]]:
+                   stop: int | None = None,
+                   idle_s: float = 1.0) -> Generator[tuple[int, bytes | None, bytes], None, None]:
     """(offset, key, value) of every committed record from ``start`` up to the end as it was."""
     end = stop if stop is not None else end_offsets(consumer, topic, [partition])[partition]
     if start >= end:

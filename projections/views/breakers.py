@@ -39,7 +39,8 @@ def fold_breaker(batch: Any, event: m.Event) -> bool:
     key = k.BREAKER + body.task_type.encode()
     old = read_breaker(batch, body.task_type)
     opened = event.occurred_at if status is BreakerStatus.OPEN else (old.opened_at if old else None)
-    reopen = body.reopen_at if status is BreakerStatus.OPEN else (old.reopen_at if old and status is not BreakerStatus.CLOSED else None)
+    reopen = body.reopen_at if status is BreakerStatus.OPEN else (
+        old.reopen_at if old and status is not BreakerStatus.CLOSED else None)
     if status is BreakerStatus.CLOSED:
         opened = None
     batch.put(key, marshal.dumps((status.value, event.occurred_at, opened, reopen, body.reason), 2))

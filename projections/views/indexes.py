@@ -6,6 +6,8 @@ the keys the old record implied and adding the ones the new record implies.
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
 from projections.views import keys as k
@@ -37,12 +39,12 @@ def ready_entry(job: JobView) -> bytes:
     return k.ready_key(job.lane, job.tenant_id, job.priority, due, job.submitted_at, job.job_id)
 
 
-_last: list[object] = [None, {}]  # the newest record worked out and its entries: the next event's "before"
+_last: list[Any] = [None, {}]  # the newest record worked out and its entries: the next event's "before"
 
 
 def index_changes(before: JobView | None, after: JobView | None) -> dict[bytes, bytes | None]:
     """Puts and deletes (None) that move the indexes from ``before`` to ``after``."""
-    old = _last[1] if before is not None and _last[0] is before else index_entries(before)
+    old: dict[bytes, bytes] = _last[1] if before is not None and _last[0] is before else index_entries(before)
     new = index_entries(after)
     _last[0], _last[1] = after, new
     changes: dict[bytes, bytes | None] = {key: None for key in old if key not in new}

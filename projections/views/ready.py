@@ -16,10 +16,13 @@ follow the fold the same way. When pending changes are dropped, the owner clears
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from projections.views import keys as k
 from projections.views.counters import backlogged
+
+if TYPE_CHECKING:
+    from projections.store import ProjectionStore
 
 WINDOW = 128  # entries read from the store at a time, per (lane, tenant)
 
@@ -53,7 +56,7 @@ class ReadyWindow:
 class ReadyView:
     """One store's ready windows and backlog counts, in memory."""
 
-    def __init__(self, store):  # type: ignore[no-untyped-def]
+    def __init__(self, store: ProjectionStore):
         self.store = store
         self.windows: dict[bytes, ReadyWindow] = {}
         self.backlogs: dict[str, dict[str, int]] = {}

@@ -91,7 +91,8 @@ def decode_schedule(raw: bytes) -> ScheduleView:
     """A schedule record from its stored form."""
     values = list(marshal.loads(raw))
     if values[0] != FORMAT:
-        raise ProjectionCorruptedError(f"schedule record format {values[0]!r}, expected {FORMAT}: rebuild the projection")
+        raise ProjectionCorruptedError(
+            f"schedule record format {values[0]!r}, expected {FORMAT}: rebuild the projection")
     del values[0]
     values[_PAYLOAD] = m.Payload(*values[_PAYLOAD])
     return ScheduleView(*values)
@@ -112,4 +113,4 @@ def all_schedules(reader: Any) -> Iterator[ScheduleView]:
 def read_occurrence(reader: Any, job_id: str) -> tuple[str, int] | None:
     """(schedule id, occurrence) if ``job_id`` was submitted for a schedule."""
     raw = reader.get(occurrence_key(job_id))
-    return None if raw is None else tuple(marshal.loads(raw))  # type: ignore[return-value]
+    return None if raw is None else tuple(marshal.loads(raw))

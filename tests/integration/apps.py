@@ -58,7 +58,8 @@ def send_email(ctx, payload: Email) -> dict:  # type: ignore[no-untyped-def]
     return {"sent_to": payload.to}
 
 
-@app.task("fragile", retry=RetryPolicy(max_attempts=1), breaker=BreakerPolicy(failure_threshold=3, window_s=30, cooldown_s=3.0))
+@app.task("fragile", retry=RetryPolicy(max_attempts=1),
+          breaker=BreakerPolicy(failure_threshold=3, window_s=30, cooldown_s=3.0))
 def fragile(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     """Fails while the file named in the payload is missing; its breaker opens after 3 failures."""
     mark("fragile", ctx)

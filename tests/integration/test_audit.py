@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from engine.cli.audit import CSV_COLUMNS
@@ -23,7 +23,7 @@ from tests.integration.conftest import start_engine
 
 
 def iso(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat()
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat()
 
 
 def now_us() -> int:
@@ -49,7 +49,8 @@ def expected_ids(settings: Settings, job_ids: list[str], since: int | None, unti
     per_partition: dict[int, list[tuple[int, str]]] = defaultdict(list)
     for job_id in job_ids:
         for logged in job_events(settings, job_id):
-            if (since is None or logged.event.occurred_at >= since) and (until is None or logged.event.occurred_at < until):
+            at = logged.event.occurred_at
+            if (since is None or at >= since) and (until is None or at < until):
                 per_partition[partition_for(job_id, 3)].append((logged.offset, logged.event.event_id))
     return {p: [event_id for _, event_id in sorted(rows)] for p, rows in per_partition.items()}
 
@@ -69,7 +70,8 @@ def run_audit(settings: Settings, state_dir: Path, *flags: str) -> subprocess.Co
     return run
 
 
-def test_audit_of_a_tenant_over_a_time_range_equals_its_jobs_histories(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_audit_of_a_tenant_over_a_time_range_equals_its_jobs_histories(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
     before = submit_batch(client, tmp_path, "before")

@@ -32,7 +32,8 @@ def partition_events(settings: Settings, p: int) -> list[m.Event]:
         consumer.close()
 
 
-def test_bad_input_is_recorded_and_nothing_else_is_lost(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_recorded_and_nothing_else_is_lost(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
 

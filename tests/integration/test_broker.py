@@ -128,7 +128,8 @@ def run_cli(*argv: str) -> int:
     return int(args.func(args))
 
 
-def test_stale_state_is_not_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stale_state_is_not_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("EPOCHQ_BROKER_HOME", str(tmp_path))
     dead = NodeInfo(1, 2**22 + 12345, 1, 2, tmp_path / "broker" / "node-1")
     save_state(BrokerInfo("127.0.0.1:1", "x", (dead,), tmp_path))
@@ -140,7 +141,8 @@ def test_stale_state_is_not_running(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert not broker.state_path().exists()
 
 
-def test_start_on_a_taken_port_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_start_on_a_taken_port_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     import socket
 
     monkeypatch.setenv("EPOCHQ_BROKER_HOME", str(tmp_path))

@@ -11,7 +11,8 @@ from engine.config import Settings
 from tests.integration.conftest import start_engine, verify_partition
 
 
-def test_jobs_complete_fail_retry_dead_letter_and_replay(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_jobs_complete_fail_retry_dead_letter_and_replay(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
 

@@ -91,7 +91,8 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
     producer.produce(settings.events_topic, encode_event(stale), handle.job_id.encode(),
                      partition=handle.partition)
     producer.flush(10)
-    wait_for(lambda: any(e.event.event_id == "zombie-1" for e in job_events(settings, handle.job_id)), 20, "the stale write")
+    wait_for(lambda: any(e.event.event_id == "zombie-1" for e in job_events(settings, handle.job_id)), 20,
+             "the stale write")
     zombie = next(e for e in job_events(settings, handle.job_id) if e.event.event_id == "zombie-1")
     assert zombie.fenced and client.status(handle.job_id).status == "completed"
     time.sleep(1)

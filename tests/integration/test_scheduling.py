@@ -51,7 +51,8 @@ class Finishes:
         self.consumer.close()
 
 
-def test_a_flood_from_one_tenant_does_not_starve_another(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_flood_from_one_tenant_does_not_starve_another(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "8"))
     engine.wait_active(3)
     follow = Finishes(settings)
@@ -61,7 +62,7 @@ def test_a_flood_from_one_tenant_does_not_starve_another(settings: Settings, cli
         follow.until(lambda: len(follow.done["quiet"]) >= 100, 60)
         alone = max(follow.done["quiet"]) - t0
 
-        for start in range(0, 10_000, 2000):
+        for _ in range(0, 10_000, 2000):
             client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "noisy"} for _ in range(2000)])
         follow.until(lambda: len(follow.done["noisy"]) >= 200, 60)
         t1 = time.monotonic()
@@ -82,7 +83,8 @@ def test_a_flood_from_one_tenant_does_not_starve_another(settings: Settings, cli
         follow.close()
 
 
-def test_high_lane_is_not_blocked_by_a_full_batch_lane(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_high_lane_is_not_blocked_by_a_full_batch_lane(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--slots", "BATCH=2"))
     engine.wait_active(3)
     bulk = client.submit_many([{"task_type": "bulk", "payload": {"seconds": 3}, "tenant": "acme"} for _ in range(10)])
@@ -100,7 +102,8 @@ def test_backpressure_rejection_reaches_the_client(settings: Settings, client: C
     set_tenant(settings, "small", weight=1.0, max_queued=5)
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "1"))
     engine.wait_active(3)
-    handles = client.submit_many([{"task_type": "slow", "payload": {"seconds": 2}, "tenant": "small"} for _ in range(20)])
+    slow = {"task_type": "slow", "payload": {"seconds": 2}, "tenant": "small"}
+    handles = client.submit_many([dict(slow) for _ in range(20)])
     outcomes = [h.wait(10) for h in handles]
     rejected = [o for o in outcomes if o.status == "rejected"]
     assert rejected and all(o.reason == "tenant_queue_full" for o in rejected)
@@ -110,7 +113,8 @@ def test_backpressure_rejection_reaches_the_client(settings: Settings, client: C
     assert len(rejected) <= 20 - 5
 
 
-def test_breaker_opens_holds_jobs_and_a_probe_closes_it(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_breaker_opens_holds_jobs_and_a_probe_closes_it(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "1"))
     engine.wait_active(3)
     fix = tmp_path / "fixed"

@@ -41,7 +41,8 @@ def commands_on_the_log(settings: Settings) -> list[bytes]:
         consumer.close()
 
 
-def test_v1_and_v2_producers_interleaved_all_complete(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_v1_and_v2_producers_interleaved_all_complete(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     v1, v2 = codec_for(1), codec_for(2)
     assert (v1.catalog.current.version, v2.catalog.current.version) == (1, 2)
     engine = start_engine(engines, settings, "solo", tmp_path)

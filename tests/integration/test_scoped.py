@@ -48,7 +48,8 @@ def test_a_product_scoped_job_reports_each_tenant(settings: Settings, client: Cl
     assert json.loads(shown.stdout)["children"]["crm-3"]["status"] == "dead"
 
 
-def test_replaying_the_failed_child_completes_the_parent(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_replaying_the_failed_child_completes_the_parent(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     for tenant in ("a", "b"):
         set_tenant(settings, tenant, weight=1.0, product="p")
     engine = start_engine(engines, settings, "solo", tmp_path)

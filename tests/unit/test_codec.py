@@ -8,7 +8,7 @@ import functools
 import io
 import json
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -247,7 +247,7 @@ def test_fingerprint_is_little_endian_crc64_avro() -> None:
 
 def test_plain_fastavro_record_decodes_through_the_codec() -> None:
     schema = shipped_schema("event")  # with its logical types: timestamps given as datetimes
-    at = datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    at = datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     datum = {"event_id": "e", "job_id": "j", "tenant_id": "t", "epoch": 2, "owner": "o",
              "occurred_at": at, "body": ("io.epochq.event.JobRetryScheduled", {"next_attempt": 3, "due_at": at})}
     micros = int(at.timestamp()) * 1_000_000 + at.microsecond
@@ -260,7 +260,7 @@ def test_codec_output_decodes_with_plain_fastavro() -> None:
     raw = encode_event(original)
     parsed = fastavro.parse_schema(shipped_schema("event"))
     datum = fastavro.schemaless_reader(io.BytesIO(raw[HEADER_SIZE:]), parsed, return_record_name=True)
-    assert datum["occurred_at"] == datetime.fromtimestamp(T0 / 1e6, timezone.utc)
+    assert datum["occurred_at"] == datetime.fromtimestamp(T0 / 1e6, UTC)
     name, body = datum["body"]
     assert name == "io.epochq.event.JobSubmitted"
     assert body["payload"]["data"] == PAYLOAD.data and body["idempotency_key"] == "k"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -31,8 +31,8 @@ def test_due_times_from_run_at_or_delay() -> None:
     (None, -5, "delay"),
     (float("nan"), None, "run_at"),
     (datetime(2027, 1, 1), None, "run_at"),  # naive
-    (datetime(1, 1, 1, tzinfo=timezone.utc), None, "run_at"),
-    (datetime(9999, 1, 1, tzinfo=timezone.utc), None, "run_at"),
+    (datetime(1, 1, 1, tzinfo=UTC), None, "run_at"),
+    (datetime(9999, 1, 1, tzinfo=UTC), None, "run_at"),
     ("tomorrow", None, "run_at"),
     (1.0, 1.0, "run_at"),  # both
 ])
@@ -80,7 +80,7 @@ def test_cli_payload_errors_are_one_line_naming_payload(text: str, words: str) -
 
 
 def test_cli_times_need_iso_and_a_zone() -> None:
-    assert parse_time("2026-12-01T09:00:00+01:00", "run_at") == datetime(2026, 12, 1, 8, tzinfo=timezone.utc)
+    assert parse_time("2026-12-01T09:00:00+01:00", "run_at") == datetime(2026, 12, 1, 8, tzinfo=UTC)
     assert parse_time(None, "run_at") is None
     for text in ("tomorrow", "2026-12-01T09:00:00"):
         with pytest.raises(ValidationError, match="^run_at: "):

@@ -112,7 +112,8 @@ def test_failures_retry_with_growing_delays_then_dead_letter() -> None:
 
 def test_validation_failure_dead_letters_at_once() -> None:
     job, _ = run(queued_job(), StartAttempt("job-1"))
-    job, bodies = run(job, AttemptFinished("job-1", 1, "invalid", 5, error_type="ValidationError", message="to: missing"))
+    job, bodies = run(job, AttemptFinished("job-1", 1, "invalid", 5, error_type="ValidationError",
+                                           message="to: missing"))
     assert job.state is JobState.DEAD and job.dead_reason == "validation_failed"
     assert bodies[0].retryable is False
 

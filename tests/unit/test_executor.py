@@ -435,7 +435,8 @@ def test_async_handlers_run_on_the_event_loop_and_report_like_threads() -> None:
     app.register("aslow", _async_slow, timeout=0.1)
     ex = Executor(app, SLOTS)
     try:
-        ex.submit_many([request("aok", job_id="j1"), request("aboom", job_id="j2"), request("aslow", job_id="j3", lane=Lane.HIGH)])
+        ex.submit_many([request("aok", job_id="j1"), request("aboom", job_id="j2"),
+                        request("aslow", job_id="j3", lane=Lane.HIGH)])
         got: dict[str, RunResult] = {}
         deadline = time.monotonic() + 5
         while len(got) < 3 and time.monotonic() < deadline:

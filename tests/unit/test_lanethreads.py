@@ -65,7 +65,7 @@ def test_a_lane_needs_a_thread():
 
 
 def _wait_idle(lane: LaneThreads) -> None:
-    _until(lambda: lane._idle > 0)  # noqa: SLF001 - the reuse this test is about
+    _until(lambda: lane._idle > 0)  # private: the reuse this test is about
 
 
 def _until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]

@@ -33,7 +33,6 @@ from engine.runtime.loop.write import Written
 from projections.evolve import fold
 from projections.batch import Batch
 from projections.store import open_store
-from projections.views import keys as k
 from tests.unit.factories import submit
 
 TASKS = {"email.send": TaskPolicy()}

@@ -1,4 +1,7 @@
-"""Recurring schedules and the time router's engine side: decide/evolve, the schedules view, timelines, reports, pings."""
+"""Recurring schedules and the time router's engine side.
+
+Decide/evolve, the schedules view, timelines, reports, pings.
+"""
 
 from __future__ import annotations
 

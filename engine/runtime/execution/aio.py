@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -25,15 +26,16 @@ class AsyncRunner:
 
     def __init__(self, name: str = "epochq-async"):
         self._loop = asyncio.new_event_loop()
-        self._pending: collections.deque[tuple[int, Callable[[], Awaitable[Any]], Report, Callable[[BaseException], Any]]] = \
-            collections.deque()
+        self._pending: collections.deque[
+            tuple[int, Callable[[], Coroutine[Any, Any, Any]], Report, Callable[[BaseException], Any]]
+        ] = collections.deque()
         self._lock = threading.Lock()
         self._woken = False
         self._tasks: dict[int, asyncio.Task[Any]] = {}
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit_many(self, attempts: list[tuple[int, Callable[[], Awaitable[Any]], Report,
+    def submit_many(self, attempts: list[tuple[int, Callable[[], Coroutine[Any, Any, Any]], Report,
                                               Callable[[BaseException], Any]]]) -> None:
         """Run each ``attempt()`` as a task; ``report((token, outcome, finished_at))`` when it ends.
 
@@ -73,8 +75,7 @@ class AsyncRunner:
             token, attempt, report, on_error = self._pending.popleft()
             task = self._loop.create_task(attempt())
             self._tasks[token] = task
-            task.add_done_callback(lambda t, token=token, report=report, on_error=on_error:
-                                   self._done(token, t, report, on_error))
+            task.add_done_callback(functools.partial(self._done, token, report=report, on_error=on_error))
 
     def _done(self, token: int, task: asyncio.Task[Any], report: Report,
               on_error: Callable[[BaseException], Any]) -> None:

@@ -134,7 +134,7 @@ def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, pa
     started = time.perf_counter_ns()
     try:
         value = _validated(handler, model, ctx.task_type, payload)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         return Outcome.from_exception(e, _since(started))
     if not is_class_handler(handler):
         return _call(lambda: handler(ctx, value), started)
@@ -159,7 +159,7 @@ def _before_then_execute(handler: Any, ctx: JobContext, value: Any) -> Any:
 def _call(fn: Callable[[], Any], started_ns: int) -> Outcome:
     try:
         result = encode_result(fn())
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         return Outcome.from_exception(e, _since(started_ns))
     return Outcome.succeeded(result, _since(started_ns))
 
@@ -179,7 +179,7 @@ async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: Jo
     started = time.perf_counter_ns()
     try:
         value = _validated(handler, model, ctx.task_type, payload)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         return Outcome.from_exception(e, _since(started))
     try:
         if is_class_handler(handler):
@@ -190,7 +190,7 @@ async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: Jo
         else:
             returned = await handler(ctx, value)
         outcome = Outcome.succeeded(encode_result(returned), _since(started))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         outcome = Outcome.from_exception(e, _since(started))
     if is_class_handler(handler):
         _after_execute(handler, ctx, value, outcome)
@@ -327,7 +327,7 @@ class Executor:
         started = time.perf_counter_ns()
         try:
             outcome = self._attempt(spec, ctx, payload)
-        except BaseException as e:  # never lose a result: the slot would be held until the deadline
+        except BaseException as e:  # noqa: BLE001 - never lose a result: the slot would be held until the deadline
             outcome = Outcome.from_exception(e, _since(started))
         self._report((token, outcome, time.time()))
 
@@ -417,7 +417,8 @@ class Executor:
         """Time out up to ``room`` attempts past their deadline (each reported once)."""
         now = time.time()
         with self._lock:
-            late, heap = [], self._deadlines
+            late: list[int] = []
+            heap = self._deadlines
             while heap and heap[0][0] <= now and len(late) < room:
                 _, token = heapq.heappop(heap)
                 if token in self._running:

@@ -88,7 +88,10 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def encode_result(value: Any) -> bytes | None:
-    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON; at most ``MAX_RESULT_BYTES``."""
+    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON.
+
+    At most ``MAX_RESULT_BYTES``.
+    """
     raw = _result_bytes(value)
     if raw is not None and len(raw) > MAX_RESULT_BYTES:
         raise ValidationError(f"result: the handler returned {len(raw):,} bytes; a result is at most "

@@ -33,7 +33,8 @@ class Dispatcher:
     set_aside: SetAside
     fair: bool = True
 
-    def deal(self, lane: str, free: int, partitions: list[Partition], ctx_of: Callable[[Partition], DecideContext]) -> int:
+    def deal(self, lane: str, free: int, partitions: list[Partition],
+             ctx_of: Callable[[Partition], DecideContext]) -> int:
         """Hand ``free`` slots of ``lane`` to the partitions one at a time, in turn; how many started."""
         rounds = [LaneRound(self, p, lane, ctx_of(p)) for p in partitions]
         started = 0

@@ -76,7 +76,7 @@ class Engine:
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
         self.tenants = TenantDirectory(settings)
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
-        self.board = BreakerBoard({n: app.spec(n).breaker for n in app.task_types if app.spec(n).breaker})
+        self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
@@ -336,7 +336,7 @@ class Engine:
         held = [p for p in self.partitions.values() if p.deciding and p.store is not None]
         depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
                   for lane in RUNNABLE_LANES}
-        self.metrics.set_depths(depths, sum(1 for p in held for _ in p.store.scan(k.DEAD)))  # type: ignore[union-attr]
+        self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()

@@ -157,7 +157,7 @@ class Lifecycle:
         if restorer.next_offset >= partition.restore_target:
             return True
         tp = TopicPartition(self.settings.events_topic, partition.number)
-        position = kafka.call(self.events.position, [tp])[0].offset
+        position: int = kafka.call(self.events.position, [tp])[0].offset
         return position != OFFSET_INVALID and position >= partition.restore_target
 
     def _restored(self, partition: Partition, now: int) -> None:
@@ -238,7 +238,8 @@ class Lifecycle:
 
     def corrupted(self, partition: Partition, error: ProjectionCorruptedError) -> None:
         """The store cannot be trusted: wipe it and restore it from offset 0 (same epoch)."""
-        log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log", partition.number, error)
+        log.error("partition %d: projection corrupt (%s); wiping it and restoring from the log",
+                  partition.number, error)
         store = partition.store
         assert store is not None
         partition.corrupt = None

@@ -2,8 +2,8 @@
 
 Each owned partition has three due-time indexes in its store — ``d:<due>:<job>`` (delayed
 jobs, retry backoffs, reschedules), ``D:<due>:<schedule>`` (armed schedule occurrences) and
-``w:<reopen_at>:<task type>`` (open circuit breakers' cool-downs) — and, for each, a :class:`Timeline`: the pure ``HotSet`` of
-``engine.domain.timerouter`` holding the entries due within the horizon, plus the
+``w:<reopen_at>:<task type>`` (open circuit breakers' cool-downs) — and, for each, a :class:`Timeline`: the pure
+``HotSet`` of ``engine.domain.timerouter`` holding the entries due within the horizon, plus the
 bookkeeping of its two sweeps. Every tick, per partition:
 
 1. **promotion sweep** (every ``sweep_interval``): load the slice of the disk index that
@@ -129,6 +129,7 @@ class PartitionTimers:
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
         store, now = self.partition.store, ctx.now
+        assert store is not None, "an active partition has its store open"
         promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
             self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)

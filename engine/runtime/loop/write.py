@@ -87,7 +87,8 @@ class Writer:
             self._produce_events(written, producer)
             for command in staged.commands:
                 target = partition_for(command.job_id, self.partitions)
-                kafka.produce_owned(producer, self.commands_topic, encode_command(command), command.job_id.encode(), target)
+                kafka.produce_owned(producer, self.commands_topic, encode_command(command), command.job_id.encode(),
+                                    target)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, e)
         return written

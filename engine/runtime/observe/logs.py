@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.contract import messages as m
@@ -27,7 +27,7 @@ _MARK = "_epochq_handler"
 
 def _time(record: logging.LogRecord) -> str:
     """The record's time in UTC, ISO 8601 with milliseconds."""
-    at = datetime.fromtimestamp(record.created, tz=timezone.utc)
+    at = datetime.fromtimestamp(record.created, tz=UTC)
     return at.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

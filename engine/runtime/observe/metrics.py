@@ -149,9 +149,11 @@ class EngineMetrics:
         return series
 
     def _children(self, task_type: str, lane: str) -> _Series:
-        counters = [c.labels(task_type, lane) for c in
-                    (self.submitted, self.started, self.succeeded, self.failed, self.retried, self.dead_lettered)]
-        return _Series(*counters, self.processing.labels(task_type), self.lateness.labels(task_type))
+        def of(counter: Counter) -> Counter:
+            return counter.labels(task_type, lane)
+
+        return _Series(of(self.submitted), of(self.started), of(self.succeeded), of(self.failed), of(self.retried),
+                       of(self.dead_lettered), self.processing.labels(task_type), self.lateness.labels(task_type))
 
     def _submitted(self, event: m.Event, job: JobView | None) -> None:
         self._of(event, job).submitted.inc()

@@ -21,7 +21,8 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import LoggedEvent, scan_partition, with_fencing
+from engine.runtime.kafka import scan_partition
+from engine.runtime.read.joblog import LoggedEvent, with_fencing
 from engine.runtime.topics import partition_count
 
 Progress = Callable[[int, int], None]

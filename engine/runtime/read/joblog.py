@@ -46,7 +46,7 @@ def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEv
 
 
 def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: int) -> Iterator[tuple[int, m.Event]]:
-    for offset, key, value in records:
+    for offset, _key, value in records:
         try:
             yield offset, decode_event_at(value, topic, p, offset)
         except DecodeError:

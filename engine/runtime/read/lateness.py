@@ -20,7 +20,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import scan_partition
+from engine.runtime.kafka import scan_partition
 from projections.query import partition_dirs
 from projections.store import ProjectionStore
 from projections.views.jobs import read_job
@@ -28,7 +28,7 @@ from projections.views.jobs import read_job
 QUANTILES = (50.0, 95.0, 99.0, 99.9)
 
 
-def percentile(ordered: list[int] | array, q: float) -> int:
+def percentile(ordered: list[int] | array[int], q: float) -> int:
     """The q-th percentile (0..100) of sorted values, by nearest rank (an observed value, never interpolated)."""
     if not ordered:
         raise ValueError("percentile of no values")
@@ -54,7 +54,7 @@ class Lateness:
         return out
 
 
-def summarize(task_type: str, values: array) -> Lateness:
+def summarize(task_type: str, values: array[int]) -> Lateness:
     """Exact percentiles of a task type's lateness values (µs)."""
     ordered = sorted(values)
     return Lateness(task_type, len(ordered), {q: percentile(ordered, q) for q in QUANTILES}, ordered[-1],
@@ -62,12 +62,12 @@ def summarize(task_type: str, values: array) -> Lateness:
 
 
 def collect(settings: Settings, task_type: str | None = None, since_us: int | None = None,
-            partitions: list[int] | None = None) -> dict[str, array]:
+            partitions: list[int] | None = None) -> dict[str, array[int]]:
     """Lateness values (µs, attempts started at or after ``since_us``) per task type, from every partition."""
     consumer = kafka.events_reader(settings, "lateness")
     topic = settings.events_topic
     stores = dict(partition_dirs(settings))
-    values: dict[str, array] = {}
+    values: dict[str, array[int]] = {}
     try:
         count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
         for p in partitions if partitions is not None else range(count):
