@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 VTIME_SCALE = 1_000_000
 """Virtual-time units per unit of ``cost / weight`` (a job of cost 1 at weight 1)."""
@@ -111,10 +111,11 @@ class TenantHead:
         if not 0 <= priority <= MAX_PRIORITY or due_at < 0 or arrival_at < 0 or len(due) != 20 or len(arrival) != 20:
             raise ValueError(f"not a queued job's order: {order[:64]!r}")
         head = _HeadSlots()  # filled with plain stores, then made a TenantHead: its checks ran above
-        head.tenant, head.weight, head.priority, head.due_at, head.arrival = tenant, weight, priority, due_at, arrival_at
-        head.cost, head.units, head.key = 1.0, units, order[:len(inverse) + 42]
+        head.tenant, head.weight, head.priority = tenant, weight, priority
+        head.due_at, head.arrival, head.cost, head.units = due_at, arrival_at, 1.0, units
+        head.key = order[:len(inverse) + 42]
         head.__class__ = cls
-        return head
+        return cast(TenantHead, head)
 
 
 _HeadSlots: Any = type("_TenantHeadSlots", (), {"__slots__": TenantHead.__slots__})

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import cast
 
 from confluent_kafka import Message
 
@@ -172,14 +173,17 @@ class Engine:
             log.warning("commands consumer: %s", msg.error())
             self.inbox.decided(1)
             return
-        partition = self.partitions.get(msg.partition())
+        # The stubs type partition() and offset() as optional, for error messages; a record has both, and a
+        # null value goes to admission as it is (quarantined there).
+        number, offset = cast(int, msg.partition()), cast(int, msg.offset())
+        partition = self.partitions.get(number)
         if partition is not None and tag >= partition.accept_tag and partition.state is State.ACTIVE:
-            partition.commands.append((msg.offset(), msg.value()))
+            partition.commands.append((offset, msg.value()))
             return
         self.inbox.decided(1)  # not ours any more, or read before we rewound: dropped
         if partition is not None and tag >= partition.accept_tag and \
                 partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
-            partition.accept_tag = self.reader.seek(partition.number, msg.offset())
+            partition.accept_tag = self.reader.seek(partition.number, offset)
 
     def _drop_commands(self, partition: Partition) -> None:
         self.inbox.decided(partition.drop_commands())
