@@ -29,6 +29,12 @@ TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
 PREFETCH_MESSAGES = 5000
+FETCH_QUEUE_BACKOFF_MS = 10
+"""How long librdkafka waits before fetching again once the prefetch queue passed its bounds.
+
+Its default (1,000 ms) idles a reader that empties its queue faster than that: with 5,000
+messages prefetched, reading the log capped at about 45,000 records/s (bench/restore_rate.py).
+"""
 """What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
 librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
 commands would otherwise hold in the engine's memory."""
@@ -77,6 +83,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "fetch.wait.max.ms": 10,
         "queued.max.messages.kbytes": PREFETCH_KB,
         "queued.min.messages": PREFETCH_MESSAGES,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
     })
 
 
@@ -93,6 +100,7 @@ def events_reader(settings: Settings, name: str) -> Consumer:
         "fetch.min.bytes": 1,
         "queued.max.messages.kbytes": PREFETCH_KB,
         "queued.min.messages": PREFETCH_MESSAGES,
+        "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
     })
 
 
