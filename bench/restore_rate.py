@@ -31,12 +31,12 @@ from engine.contract.codec import decode_event_at, encode_event
 from engine.runtime import kafka
 from projections.rebuild import rebuild_into
 
-DAY_MS = 86_400_000
+DAY_US = 86_400_000_000
 PAYLOAD = m.Payload(b'{"to": "someone@example.com", "template": "welcome"}')
 
 
 def job_events(n: int, now: int) -> list[m.Event]:
-    """The ``n``-th job's events: held for later when ``n`` is even, finished when odd."""
+    """The ``n``-th job's events (times in µs from ``now``): held for a day when ``n`` is even, finished when odd."""
     job_id, tenant, owner = f"job-{n:09d}", f"tenant-{n % 100}", "bench-owner"
     seq = n * 4
 
@@ -44,7 +44,7 @@ def job_events(n: int, now: int) -> list[m.Event]:
         return m.Event(f"0-1-{seq + i}", job_id, tenant, 1, owner, now + n, body)
 
     if n % 2 == 0:
-        due = now + DAY_MS + n
+        due = now + DAY_US + n * 1000
         return [event(m.JobSubmitted("email.send", PAYLOAD, 5, "normal", 3, due), 0),
                 event(m.JobScheduled(due), 1)]
     return [event(m.JobSubmitted("email.send", PAYLOAD, 5, "normal", 3), 0),
@@ -57,7 +57,7 @@ def write_log(settings: Settings, jobs: int) -> int:
     """Produce the synthetic log into partition 0 of the events topic; how many events."""
     producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "linger.ms": 20,
                          "batch.size": 1_000_000, "compression.type": "lz4", "acks": "all"})
-    now = int(time.time() * 1000)
+    now = time.time_ns() // 1000
     claim = m.Event("0-1-claim", None, None, 1, "bench-owner", now, m.OwnershipClaimed(0, "bench-owner"))
     producer.produce(settings.events_topic, encode_event(claim), partition=0)
     count = 1

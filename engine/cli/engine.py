@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="seconds between promotion sweeps that top the in-memory timers up")
     run.add_argument("--overdue-interval", type=float, default=30.0,
                      help="seconds between overdue sweeps of the on-disk due index (the safety net)")
+    run.add_argument("--standby", action="store_true",
+                     help="keep warm copies of the partitions other instances own, so a takeover only catches up "
+                          "(docs/operations.md); needs a state directory of its own")
     run.set_defaults(func=_run)
 
 
@@ -106,6 +109,9 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if processes > 1:
+        if args.standby:
+            raise ConfigError("--standby: the processes of --processes share one state directory, where each "
+                              "would hold the others' stores; run standby instances with a --state-dir of their own")
         load_app(args.app)  # a typo fails here, once, not in every child
         owner = args.owner_id or default_owner_id()
         argvs = supervisor.child_argvs(sys.argv[1:], processes, owner, args.metrics_port)
@@ -121,7 +127,8 @@ def _run_one(args: argparse.Namespace) -> int:
     options = EngineOptions(lane_slots=lane_slots(args.concurrency, args.slots), grace_s=args.grace,
                             session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,
                             metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold,
-                            windows=windows(args.horizon, args.sweep_interval, args.overdue_interval))
+                            windows=windows(args.horizon, args.sweep_interval, args.overdue_interval),
+                            standby=args.standby)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

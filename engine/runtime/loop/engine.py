@@ -40,6 +40,7 @@ from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.tenants import TenantDirectory
@@ -52,6 +53,8 @@ log = logging.getLogger("epochq.engine")
 TENANTS_EVERY_S = 0.1
 METRICS_EVERY_S = 5.0
 ADMIT_BUDGET_S = 0.02
+STANDBY_BUDGET_S = 0.01
+"""The longest a tick spends folding standby copies (``--standby``): they follow, the owned partitions lead."""
 """The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
 commands never holds up recording results and starting jobs for more than this."""
 
@@ -86,6 +89,8 @@ class Engine:
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
                                    lambda p: self.lifecycle.timers[p.number].desk)
+        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count)
+                         if options.standby else None)
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0
         self._writing: list[Written] = []  # transactions under way
@@ -124,6 +129,8 @@ class Engine:
         now = now_us()
         for note in arrivals.notes:
             self.lifecycle.note(note)
+        if self.standbys is not None:
+            self.standbys.follow(set(self.partitions))  # hand over the copies of partitions now assigned
         self.lifecycle.set_up()
         self.lifecycle.restore(now)
         self._route(arrivals)
@@ -138,6 +145,8 @@ class Engine:
         self._launch()
         self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
         self.lifecycle.settle_revoking(self.executor.in_flight)
+        if self.standbys is not None and taking:
+            self.standbys.step(STANDBY_BUDGET_S)
         self._housekeeping()
 
     def _wait(self) -> float:
@@ -341,6 +350,8 @@ class Engine:
         depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
                   for lane in RUNNABLE_LANES}
         self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
+        restoring = sum(1 for p in self.partitions.values() if p.state in (State.ASSIGNED, State.RESTORING))
+        self.metrics.set_copies(restoring, len(self.standbys.copies) if self.standbys is not None else 0)
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()
@@ -360,6 +371,9 @@ class Engine:
             finish(w)  # never close a store under a transaction still being committed
         self._writing.clear()
         self.lifecycle.close_all()
+        if self.standbys is not None:
+            self.standbys.close()
+            self.standbys.consumer.close()
         self.reader.stop()
         self.lifecycle.events.close()
         self.tenants.close()

@@ -29,3 +29,4 @@ class EngineOptions:
     session_timeout_ms: int = 6000
     windows: Windows = field(default_factory=Windows)  # the time router's horizon and sweep intervals
     idle_s: float = 0.05  # the longest the loop sleeps with nothing to do (timers wake it sooner)
+    standby: bool = False  # keep warm copies of the partitions this instance does not own (loop/standby.py)

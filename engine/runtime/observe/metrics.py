@@ -105,6 +105,10 @@ class EngineMetrics:
         self.partitions_owned = Gauge("epochq_partitions_owned", "Job partitions this instance owns", registry=r)
         self.partition_epoch = Gauge("epochq_partition_epoch", "The epoch this instance owns a partition under",
                                      ("partition",), registry=r)
+        self.restoring = Gauge("epochq_partitions_restoring", "Assigned partitions whose store is being restored "
+                               "from the log before this instance claims them", registry=r)
+        self.standbys = Gauge("epochq_standby_partitions", "Partitions this instance keeps a warm standby copy of "
+                              "(engine run --standby)", registry=r)
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
@@ -231,6 +235,11 @@ class EngineMetrics:
             self.partition_epoch.labels(str(partition)).set(epoch)
         self._owned = set(epochs)
         self.partitions_owned.set(len(epochs))
+
+    def set_copies(self, restoring: int, standbys: int) -> None:
+        """Record how many partitions are restoring and how many are followed as standbys."""
+        self.restoring.set(restoring)
+        self.standbys.set(standbys)
 
     def set_timers(self, partition: int, held: tuple[int, int] | None) -> None:
         """Record the (job, schedule) timers a partition holds in memory; None: the partition is gone."""

@@ -1,0 +1,121 @@
+"""Warm standbys: read-only copies of the partitions this instance does not own.
+
+With ``epochq engine run --standby`` an instance follows the events topic of every partition
+it does not hold and folds what other owners commit into a store at the very path an owner
+would use, with the restorer a takeover uses. So when the group assigns it one of them, the
+owner's set-up finds the copy there and restores only what was committed since (Kafka
+Streams' standby replicas, ``num.standby.replicas``). A copy is never written by a
+decision: only committed events reach it, in log order, so it holds exactly what a rebuild
+of the same prefix holds.
+
+The loop gives the standbys a slice of each tick (``budget_s``); a partition it is assigned
+is handed over (its pending batch committed, its store closed) before the owner opens it.
+A store it cannot open (an owner in another process of the same state directory holds it)
+is tried again later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+from engine.config import Settings
+from engine.errors import ProjectionCorruptedError
+from engine.runtime import kafka
+from projections.restore import Restorer
+from projections.store import ProjectionStore, open_store, store_path
+
+log = logging.getLogger("epochq.standby")
+
+BATCH = 5000
+RETRY_S = 5.0
+
+
+@dataclass
+class Copy:
+    """One partition followed as a standby: its store and the restorer folding into it."""
+
+    store: ProjectionStore
+    restorer: Restorer
+
+
+class Standbys:
+    """The standby copies of one engine instance, folded a slice of time at a time."""
+
+    def __init__(self, settings: Settings, consumer: Consumer, partitions: int):
+        self.settings, self.consumer = settings, consumer
+        self.topic = settings.events_topic
+        self.all = set(range(partitions))
+        self.copies: dict[int, Copy] = {}
+        self._retry_at: dict[int, float] = {}
+
+    def follow(self, held: set[int]) -> None:
+        """Hand over the copies of partitions now ``held``; start following the others."""
+        for p in sorted(self.copies.keys() & held):
+            self._release(p)
+        now = time.monotonic()
+        for p in sorted(self.all - held - self.copies.keys()):
+            if now >= self._retry_at.get(p, 0.0):
+                self._open(p)
+
+    def step(self, budget_s: float) -> int:
+        """Fold what the owners committed, for at most about ``budget_s``; how many records."""
+        if not self.copies:
+            return 0
+        deadline, folded = time.monotonic() + budget_s, 0
+        while True:
+            messages = kafka.call(self.consumer.consume, BATCH, 0)
+            wiped: set[int] = set()
+            for msg in messages:
+                p = msg.partition()
+                copy = self.copies.get(p)
+                if copy is None or msg.error() or p in wiped:
+                    continue
+                try:
+                    folded += copy.restorer.feed(((msg.offset(), msg.value()),))
+                except ProjectionCorruptedError as e:
+                    wiped.add(p)  # the rest of this batch is ahead of the fresh store
+                    self._wipe(p, e)
+            if not messages or time.monotonic() >= deadline:
+                break
+        for copy in self.copies.values():
+            copy.restorer.finish()
+        return folded
+
+    def close(self) -> None:
+        """Commit and close every copy."""
+        for p in list(self.copies):
+            self._release(p)
+
+    def _open(self, p: int) -> None:
+        try:
+            store = open_store(store_path(self.settings.state_dir, self.settings.namespace, p))
+        except Exception as e:  # noqa: BLE001 - held by an owner in another process: try again later
+            log.debug("partition %d: standby copy not opened (%s)", p, e)
+            self._retry_at[p] = time.monotonic() + RETRY_S
+            return
+        restorer = Restorer(store, self.topic, p)
+        self.copies[p] = Copy(store, restorer)
+        kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
+        log.info("partition %d: following as a standby from offset %d", p, restorer.next_offset)
+
+    def _release(self, p: int) -> None:
+        copy = self.copies.pop(p)
+        try:
+            kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
+        except Exception as e:  # noqa: BLE001 - not assigned: nothing to undo
+            log.debug("partition %d: standby unassign skipped: %s", p, e)
+        copy.restorer.finish()
+        offset = copy.restorer.next_offset
+        copy.store.close()
+        log.info("partition %d: standby copy handed over at offset %d", p, offset)
+
+    def _wipe(self, p: int, error: ProjectionCorruptedError) -> None:
+        log.error("partition %d: standby copy corrupt (%s); wiping it and following from offset 0", p, error)
+        copy = self.copies.pop(p)
+        kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
+        copy.store.wipe()
+        self._open(p)
