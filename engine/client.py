@@ -22,7 +22,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import LoggedEvent, job_events, with_fencing
+from engine.runtime.read.joblog import LoggedEvent, job_history, with_fencing
 from engine.schedule_client import ScheduleMethods
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
@@ -207,9 +207,14 @@ class Client(ScheduleMethods):
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
 
     def status(self, job_id: str) -> Outcome:
-        """The job's current outcome, folded from its whole history in the log."""
+        """The job's current outcome, folded from its whole history in the log.
+
+        With a projection of the job's partition in ``settings.state_dir`` (an engine's, or a
+        standby's), its history index says where the job's events are, and only the log after
+        the projection's applied offset is read; otherwise the partition is scanned.
+        """
         outcome = Outcome(job_id)
-        for logged in job_events(self.settings, job_id):
+        for logged in job_history(self.settings, job_id):
             outcome.apply(logged)
         return outcome
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.store import ProjectionStore
+from projections.store import ProjectionStore, store_path
 from projections.views import keys as k
 from projections.views.jobs import decode_job, read_job
 
@@ -48,11 +48,31 @@ def find_job(settings: Settings, job_id: str) -> tuple[int, JobView] | None:
 
 def history_entries(settings: Settings, partition: int, job_id: str) -> list[tuple[int, str]]:
     """(offset, verdict) of every event of the job, from the history index: no log scan."""
-    for p, path in partition_dirs(settings):
-        if p == partition:
-            with read_store(path) as store:
-                return [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
-    return []
+    indexed = indexed_history(settings, partition, job_id)
+    return indexed.entries if indexed is not None else []
+
+
+@dataclass(frozen=True)
+class IndexedHistory:
+    """What one store knows of a job's events: where they are, and how far the store has read."""
+
+    entries: list[tuple[int, str]]  # (offset, verdict) of each event of the job folded so far
+    applied_offset: int  # events after this offset are not indexed yet: a reader scans from there
+    epoch: int  # the newest valid claim folded: the fence for the events after ``applied_offset``
+
+
+def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedHistory | None:
+    """The job's history as ``partition``'s store indexed it; None when the state directory has no such store."""
+    path = store_path(settings.state_dir, settings.namespace, partition)
+    if not path.is_dir():
+        return None
+    try:
+        with read_store(path) as store:
+            entries = [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
+            epoch = store.get(k.EPOCH)
+            return IndexedHistory(entries, store.applied_offset(), int(epoch) if epoch is not None else 0)
+    except Exception:  # noqa: BLE001 - no readable store there (being created, or not a store): scan instead
+        return None
 
 
 @dataclass(frozen=True)

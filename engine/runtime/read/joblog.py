@@ -54,13 +54,14 @@ def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: 
 
 
 def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
-                 mid_log: bool = False) -> Iterator[LoggedEvent]:
+                 mid_log: bool = False, claim: int = 0) -> Iterator[LoggedEvent]:
     """Apply the fold's fencing rule while scanning: epoch must equal the newest claim's.
 
-    ``mid_log``: the scan starts after the last claim, so the first event's epoch stands in
-    for it (a zombie cannot commit after the newer owner initialised its producer).
+    ``claim``: the newest valid claim before the scan's start, when a projection knows it.
+    ``mid_log`` (no projection at hand): the scan starts after the last claim, so the first
+    event's epoch stands in for it (a zombie cannot commit after the newer owner initialised
+    its producer).
     """
-    claim = 0
     for offset, event in events:
         if isinstance(event.body, m.OwnershipClaimed):
             if fence.claim_counts(event.epoch, claim):
@@ -75,15 +76,19 @@ def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
 def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
     """The events at the given offsets (from the history index), with the index's fenced verdicts."""
     consumer = kafka.events_reader(settings, "history")
-    topic, out = settings.events_topic, []
     try:
-        for offset, verdict in verdicts:
-            value = _fetch_one(consumer, topic, partition, offset)
-            if value is not None:
-                event = decode_event_at(value, topic, partition, offset)
-                out.append(LoggedEvent(offset, event, verdict == "fenced"))
+        return _read_at(consumer, settings.events_topic, partition, verdicts)
     finally:
         consumer.close()
+
+
+def _read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
+    out = []
+    for offset, verdict in verdicts:
+        value = _fetch_one(consumer, topic, partition, offset)
+        if value is not None:
+            event = decode_event_at(value, topic, partition, offset)
+            out.append(LoggedEvent(offset, event, verdict == "fenced"))
     return out
 
 
@@ -98,12 +103,24 @@ def _fetch_one(consumer: Consumer, topic: str, partition: int, offset: int, time
 
 
 def job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
-    """A job's events: through the projection's history index when there is one, else by a scan."""
-    from projections.query import find_job, history_entries
+    """A job's events, in log order, each marked fenced or not.
 
-    found = find_job(settings, job_id)
-    if found is not None:
-        entries = history_entries(settings, found[0], job_id)
-        if entries:
-            return events_at(settings, found[0], entries)
-    return job_events(settings, job_id)
+    With a store of the job's partition in the state directory, the events it folded are
+    read at the offsets of its history index, and only the log after its applied offset is
+    scanned; without one, the partition is scanned from offset 0.
+    """
+    from projections.query import indexed_history
+
+    consumer = kafka.events_reader(settings, "history")
+    try:
+        p = job_partition(settings, consumer, job_id)
+        indexed = indexed_history(settings, p, job_id)
+        if indexed is None:
+            records = scan_partition(consumer, settings.events_topic, p)
+            return list(with_fencing(_decoded(records, settings.events_topic, p), job_id))
+        out = _read_at(consumer, settings.events_topic, p, indexed.entries)
+        tail = scan_partition(consumer, settings.events_topic, p, indexed.applied_offset + 1)
+        out += with_fencing(_decoded(tail, settings.events_topic, p), job_id, claim=indexed.epoch)
+        return out
+    finally:
+        consumer.close()
