@@ -137,16 +137,18 @@ class Lifecycle:
         """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
         if not self._restorers:
             return
-        reset: set[int] = set()
+        by_partition: dict[int, list[tuple[int, bytes | None]]] = {}
         for msg in kafka.call(self.events.consume, RESTORE_BATCH, timeout):
-            restorer = self._restorers.get(msg.partition())
-            if restorer is None or msg.error() or msg.partition() in reset:
+            if not msg.error():
+                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
+        for p, records in by_partition.items():
+            restorer = self._restorers.get(p)
+            if restorer is None:
                 continue
             try:
-                restorer.feed(((msg.offset(), msg.value()),))
-            except ProjectionCorruptedError as e:
-                reset.add(msg.partition())  # the rest of this batch is ahead of the fresh store
-                self.corrupted(self.partitions[msg.partition()], e)
+                restorer.feed(records)
+            except ProjectionCorruptedError as e:  # the rest of these records is ahead of the fresh store
+                self.corrupted(self.partitions[p], e)
         for p in list(self._restorers):
             partition = self.partitions.get(p)
             if partition is not None and partition.state is State.RESTORING and self._caught_up(partition):
