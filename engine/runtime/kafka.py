@@ -224,6 +224,31 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
         consumer.unassign()
 
 
+SEEK_GAP = 20_000
+"""Reading through this many unwanted offsets costs about what a seek (a new fetch) does."""
+
+
+def records_at(consumer: Consumer, topic: str, partition: int,
+               offsets: list[int]) -> Generator[tuple[int, bytes], None, None]:
+    """(offset, value) of the records at the sorted ``offsets``, read in runs: a gap past SEEK_GAP seeks."""
+    wanted = set(offsets)
+    for first, last in offset_runs(offsets, SEEK_GAP):
+        for offset, _key, value in scan_partition(consumer, topic, partition, first, last + 1):
+            if offset in wanted:
+                yield offset, value
+
+
+def offset_runs(offsets: list[int], gap: int) -> list[tuple[int, int]]:
+    """The sorted ``offsets`` as (first, last) runs whose neighbours lie at most ``gap`` apart."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and offset - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
+
+
 class KafkaLog:
     """The log as ``projections.rebuild.LogReader`` sees it: committed records of one partition at a time."""
 
