@@ -208,15 +208,16 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
     if start >= end:
         return
     consumer.assign([TopicPartition(topic, partition, start)])
-    last_seen = time.monotonic()
+    last_seen, following = time.monotonic(), start
     try:
         while time.monotonic() - last_seen < idle_s:
-            for msg in call(consumer.consume, 5000, 0.2):
+            # no more than the offsets left: consume() waits its whole timeout for a batch it cannot fill
+            for msg in call(consumer.consume, min(SCAN_BATCH, end - following), 0.05):
                 if msg.error():
                     continue
-                last_seen = time.monotonic()
+                last_seen, following = time.monotonic(), msg.offset() + 1
                 yield msg.offset(), msg.key(), msg.value()
-                if msg.offset() + 1 >= end:
+                if following >= end:
                     return
             if call(consumer.position, [TopicPartition(topic, partition)])[0].offset >= end:
                 return
@@ -224,6 +225,7 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
         consumer.unassign()
 
 
+SCAN_BATCH = 5000
 SEEK_GAP = 20_000
 """Reading through this many unwanted offsets costs about what a seek (a new fetch) does."""
 
