@@ -16,6 +16,8 @@ from typing import Any
 from engine.config import Settings
 from engine.runtime.kafka import KafkaLog
 from projections.rebuild import Verification, rebuild_live, verify
+from projections.restore import Restorer
+from projections.store import open_store, store_path
 
 Overall = Callable[[int, int], None]
 """Called with (offsets reached, offsets in all) over every partition, while they run and at the end."""
@@ -78,3 +80,19 @@ def _reporter(slot: int) -> Callable[[int, int, int], None]:
         _reached[slot] = offset
 
     return report
+
+
+def restore_store(settings: Settings, partition: int, target: int) -> None:
+    """Fold ``partition``'s log into its store in the state directory, from its applied offset up to ``target``.
+
+    The entry point of a restore process (engine/runtime/loop/bulk.py): the owner opens the
+    store after it, and restores in its loop only what was committed meanwhile.
+    """
+    store = open_store(store_path(settings.state_dir, settings.namespace, partition))
+    try:
+        restorer = Restorer(store, settings.events_topic, partition)
+        with KafkaLog(settings, "restore") as log:
+            restorer.feed(log.records(settings.events_topic, partition, restorer.next_offset, target))
+        restorer.finish()
+    finally:
+        store.close()
