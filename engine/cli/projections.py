@@ -7,9 +7,13 @@ import sys
 
 from engine.cli.common import add_connection_flags, settings_from
 from engine.config import Settings
+from engine.errors import StoreLockedError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
-from projections.rebuild import rebuild_live, verify
+from projections.rebuild import holding, replace_store, verify
+
+LOCKED_EXIT = 3
+"""The exit status of a rebuild refused because an engine (or another process) holds a store."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +25,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument("--partition", type=int)
     which.add_argument("--all", action="store_true")
     rebuild.add_argument("--verify", action="store_true",
-                         help="rebuild into a temporary store and compare with the live one; exit 1 on any difference")
+                         help="rebuild into a temporary store and compare with the live one (read-only, safe while "
+                              "engines run); exit 1 on any difference")
     add_connection_flags(rebuild)
     rebuild.set_defaults(func=_rebuild)
 
@@ -43,9 +48,15 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _replace(log: KafkaLog, settings: Settings, partitions: list[int]) -> int:
-    for p in partitions:
-        applied = rebuild_live(log, settings, p, _progress)
-        print(f"partition {p}: rebuilt up to offset {applied}")
+    try:
+        with holding(settings, partitions):  # all or none: --all rebuilds nothing if one store is held
+            for p in partitions:
+                applied = replace_store(log, settings, p, _progress)
+                print(f"partition {p}: rebuilt up to offset {applied}")
+    except StoreLockedError as e:
+        print(f"epochq: refused: {e}; stop it first (--verify reads without the lock and works meanwhile)",
+              file=sys.stderr)
+        return LOCKED_EXIT
     return 0
 
 
