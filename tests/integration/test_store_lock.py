@@ -114,3 +114,26 @@ def test_a_standby_holds_the_locks_of_its_copies_and_hands_them_over(  # type: i
     seen = holders(settings, b.state_dir)
     assert all(re.fullmatch(rf"engine b \(pid {b.proc.pid}\)", seen[q] or "") for q in range(3)), seen
     run_jobs(client, 30)
+
+
+def test_processes_sharing_a_state_directory_each_lock_their_own_stores(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    group = start_engine(engines, settings, "pair", tmp_path, extra=("--processes", "2"))
+    group.wait_active(3)
+    wait_for(lambda: "as pair-0" in group.logs() and "as pair-1" in group.logs(), 60, "both members to own partitions")
+    assert run_jobs(client, 60) == {0, 1, 2}
+
+    def members() -> set[str]:
+        return {re.sub(r" \(pid \d+\)$", "", h or "") for h in holders(settings, group.state_dir).values()}
+
+    wait_for(lambda: members() == {"engine pair-0", "engine pair-1"}, 30, "each member to lock the stores it owns")
+    pids = {int(m) for h in holders(settings, group.state_dir).values() for m in re.findall(r"pid (\d+)", h or "")}
+    assert len(pids) == 2 and group.proc.pid not in pids  # the children hold them, not the supervisor
+    refused = rebuild(settings, group.state_dir, "--all")
+    assert refused.returncode == 3 and "held by engine pair-" in refused.stderr, refused
+
+    group.signal(signal.SIGTERM)
+    assert group.proc.wait(40) == 0
+    assert all(h is None for h in holders(settings, group.state_dir).values())
+    done = rebuild(settings, group.state_dir, "--all")
+    assert done.returncode == 0 and done.stdout.count("rebuilt up to offset") == 3, done
