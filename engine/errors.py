@@ -6,6 +6,8 @@
 - ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
 - ``FencedError``: a newer owner took the partition; drop its state and hand it over.
 - ``ProjectionCorruptedError``: a store is unusable; wipe it and rebuild from the log.
+- ``StoreLockedError``: another process (or another opener in this one) holds a partition's
+  store; wait until it lets go (an engine tries again), or stop it first (the CLI refuses).
 - ``TopicMismatchError``: the topics on the broker contradict the contract; refuse to start.
 - ``BrokerError``: the local broker could not be fetched, started or reached.
 - ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
@@ -71,6 +73,15 @@ class FencedError(EpochqError):
 
 class ProjectionCorruptedError(EpochqError):
     """A projection store cannot be trusted (e.g. data without an applied offset)."""
+
+
+class StoreLockedError(EpochqError):
+    """A partition's store is held by someone else: its lock file names the holder."""
+
+    def __init__(self, partition: int | None, path: str, holder: str):
+        self.partition, self.path, self.holder = partition, path, holder
+        which = f"partition {partition}" if partition is not None else "store"
+        super().__init__(f"{which}: the store at {path} is held by {holder}")
 
 
 class TopicMismatchError(EpochqError):

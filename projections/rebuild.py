@@ -9,11 +9,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from engine.config import Settings
+from projections.lock import StoreLock, holder_name
 from projections.restore import Restorer
 from projections.store import ProjectionStore, open_store, store_path
 
@@ -70,8 +72,29 @@ def _reporting(records: Iterator[tuple[int, bytes | None]], partition: int, end:
             progress(partition, offset + 1, end)
 
 
+@contextmanager
+def holding(settings: Settings, partitions: list[int]) -> Iterator[None]:
+    """Hold the locks of the stores of ``partitions``: all of them, or none and StoreLockedError.
+
+    Held from before a staging store is built until the rebuild has replaced the live one, so
+    an engine, a standby or another rebuild that has one of them open makes the rebuild refuse
+    before it touches anything, and none of them can open a store while it is being replaced.
+    """
+    holder = holder_name("epochq projections rebuild")
+    with ExitStack() as stack:
+        for p in partitions:
+            stack.enter_context(StoreLock.acquire(store_path(settings.state_dir, settings.namespace, p), holder))
+        yield
+
+
 def rebuild_live(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
-    """Replace the live store of ``partition`` by a rebuild; returns its applied offset."""
+    """Replace the live store of ``partition`` by a rebuild, under its lock; returns its applied offset."""
+    with holding(settings, [partition]):
+        return replace_store(log, settings, partition, progress)
+
+
+def replace_store(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
+    """Replace the live store of ``partition`` by a rebuild; the caller holds its lock (:func:`holding`)."""
     live = store_path(settings.state_dir, settings.namespace, partition)
     staging = live.with_name(live.name + ".rebuild")
     store = rebuild_into(log, settings.events_topic, partition, staging, progress=progress)

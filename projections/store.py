@@ -11,6 +11,7 @@ from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache
                       WriteBatch, WriteBufferManager)
 
 from engine.errors import ProjectionCorruptedError
+from projections.lock import StoreLock
 
 if TYPE_CHECKING:
     from engine.domain.jobs import JobView
@@ -61,11 +62,16 @@ def _options() -> Options:
 
 
 class ProjectionStore:
-    """The RocksDB store of one partition; every commit carries the applied log offset."""
+    """The RocksDB store of one partition; every commit carries the applied log offset.
 
-    def __init__(self, path: Path, read_only: bool = False):
+    A store opened with a :class:`~projections.lock.StoreLock` lets go of it when closed or
+    wiped (after its files are gone), never earlier.
+    """
+
+    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None):
         self.path = Path(path)
         self.read_only = read_only
+        self.lock = lock
         if read_only and not self.path.exists():
             raise ProjectionCorruptedError(f"no projection at {self.path}: run `epochq projections rebuild`")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -137,13 +143,36 @@ class ProjectionStore:
         yield from self._db.items()
 
     def close(self) -> None:
-        """Release the RocksDB handle."""
-        self._db.close()
+        """Release the RocksDB handle, then the store's lock."""
+        try:
+            self._db.close()
+        finally:
+            self._release()
 
     def wipe(self) -> None:
-        """Close and delete the store, so it can be rebuilt from offset 0."""
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Close and delete the store, so it can be rebuilt from offset 0; then release its lock."""
+        try:
+            self._db.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            self._release()
+
+    def reset(self) -> ProjectionStore:
+        """Delete this store and open it again empty, at the same path, its lock held throughout."""
+        lock, self.lock = self.lock, None
+        try:
+            self._db.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return _opened(self.path, lock)
+
+    def _release(self) -> None:
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
 
 
 def _translate(path: Path, error: Exception) -> Exception:
@@ -157,12 +186,26 @@ def _successor(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix and prefix[-1] < 255 else prefix + b"\xff"
 
 
-def open_store(path: Path) -> ProjectionStore:
-    """Open a store for writing; a corrupted one (data, no offset) is wiped and reopened empty."""
-    store = ProjectionStore(path)
+def open_store(path: Path, lock: StoreLock | None = None) -> ProjectionStore:
+    """Open a store for writing (under ``lock``); a corrupted one (data, no offset) is wiped and reopened empty."""
+    store = _opened(path, lock)
     try:
         store.check()
     except ProjectionCorruptedError:
-        store.wipe()
-        store = ProjectionStore(path)
+        store = store.reset()
     return store
+
+
+def open_locked(path: Path, holder: str) -> ProjectionStore:
+    """Take the store's lock as ``holder`` (or raise StoreLockedError), then open it for writing."""
+    return open_store(path, StoreLock.acquire(path, holder))
+
+
+def _opened(path: Path, lock: StoreLock | None) -> ProjectionStore:
+    """The store at ``path`` opened for writing; ``lock`` released if it cannot be opened."""
+    try:
+        return ProjectionStore(path, lock=lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise

@@ -8,10 +8,14 @@ from collections.abc import Iterable
 
 from engine.cli.common import add_connection_flags, settings_from
 from engine.config import Settings
+from engine.errors import StoreLockedError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
 from engine.runtime.rebuilds import default_workers, rebuild_each, verify_each
-from projections.rebuild import Verification, rebuild_live, verify
+from projections.rebuild import Verification, holding, replace_store, verify
+
+LOCKED_EXIT = 3
+"""The exit status of a rebuild refused because an engine (or another process) holds a store."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument("--partition", type=int)
     which.add_argument("--all", action="store_true")
     rebuild.add_argument("--verify", action="store_true",
-                         help="rebuild into a temporary store and compare with the live one; exit 1 on any difference")
+                         help="rebuild into a temporary store and compare with the live one (read-only, safe while "
+                              "engines run); exit 1 on any difference")
     rebuild.add_argument("--parallel", type=_workers, metavar="N",
                          help="with --all: partitions rebuilt at once, one process each (default: the number of cores)")
     add_connection_flags(rebuild)
@@ -66,18 +71,32 @@ def _rebuild(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     partitions = [args.partition] if not args.all else list(range(partition_count(settings)))
     workers = args.parallel or default_workers(len(partitions))
-    if workers > 1 and len(partitions) > 1:
-        return _in_parallel(settings, partitions, workers, args.verify)
+    workers = workers if len(partitions) > 1 else 1
+    if args.verify:
+        return _checked(settings, partitions, workers)
+    try:
+        with holding(settings, partitions):  # all or none: --all rebuilds nothing if one store is held
+            return _replaced(settings, partitions, workers)
+    except StoreLockedError as e:
+        print(f"epochq: refused: {e}; stop it first (--verify reads without the lock and works meanwhile)",
+              file=sys.stderr)
+        return LOCKED_EXIT
+
+
+def _replaced(settings: Settings, partitions: list[int], workers: int) -> int:
+    if workers > 1:
+        print(f"rebuild: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
+        return _report(rebuild_each(settings, partitions, workers, _Overall("rebuild")))
     with KafkaLog(settings) as log:
-        step = verify if args.verify else rebuild_live
-        return _report((p, step(log, settings, p, _progress)) for p in partitions)
+        return _report((p, replace_store(log, settings, p, _progress)) for p in partitions)
 
 
-def _in_parallel(settings: Settings, partitions: list[int], workers: int, check: bool) -> int:
-    label = "verify" if check else "rebuild"
-    print(f"{label}: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
-    each = verify_each if check else rebuild_each
-    return _report(each(settings, partitions, workers, _Overall(label)))
+def _checked(settings: Settings, partitions: list[int], workers: int) -> int:
+    if workers > 1:
+        print(f"verify: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
+        return _report(verify_each(settings, partitions, workers, _Overall("verify")))
+    with KafkaLog(settings) as log:
+        return _report((p, verify(log, settings, p, _progress)) for p in partitions)
 
 
 def _report(results: Iterable[tuple[int, int | Verification]]) -> int:

@@ -15,9 +15,10 @@ from typing import Any
 
 from engine.config import Settings
 from engine.runtime.kafka import KafkaLog
-from projections.rebuild import Verification, rebuild_live, verify
+from projections.rebuild import Verification, replace_store, verify
 from projections.restore import Restorer
-from projections.store import open_store, store_path
+from projections.lock import holder_name
+from projections.store import open_locked, store_path
 
 Overall = Callable[[int, int], None]
 """Called with (offsets reached, offsets in all) over every partition, while they run and at the end."""
@@ -33,7 +34,7 @@ def default_workers(partitions: int) -> int:
 
 def rebuild_each(settings: Settings, partitions: list[int], workers: int,
                  overall: Overall | None = None) -> Iterator[tuple[int, int]]:
-    """Replace each partition's live store by a rebuild; yields (partition, applied offset) as each ends."""
+    """Replace each partition's live store by a rebuild (the caller holds their locks); yields as each ends."""
     yield from _each(_rebuild_one, settings, partitions, workers, overall)
 
 
@@ -67,7 +68,7 @@ def _share(reached: Any) -> None:
 
 def _rebuild_one(settings: Settings, partition: int, slot: int) -> int:
     with KafkaLog(settings, "rebuild") as log:
-        return rebuild_live(log, settings, partition, _reporter(slot))
+        return replace_store(log, settings, partition, _reporter(slot))
 
 
 def _verify_one(settings: Settings, partition: int, slot: int) -> Verification:
@@ -88,7 +89,7 @@ def restore_store(settings: Settings, partition: int, target: int) -> None:
     The entry point of a restore process (engine/runtime/loop/bulk.py): the owner opens the
     store after it, and restores in its loop only what was committed meanwhile.
     """
-    store = open_store(store_path(settings.state_dir, settings.namespace, partition))
+    store = open_locked(store_path(settings.state_dir, settings.namespace, partition), holder_name("restore process"))
     try:
         restorer = Restorer(store, settings.events_topic, partition)
         with KafkaLog(settings, "restore") as log:

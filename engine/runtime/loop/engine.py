@@ -92,7 +92,8 @@ class Engine:
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
                                    lambda p: self.lifecycle.timers[p.number].desk)
-        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count)
+        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
+                                   self.owner_id)
                          if options.standby else None)
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0

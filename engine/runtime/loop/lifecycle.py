@@ -1,10 +1,12 @@
 """Taking, holding and giving back partitions: each one moved along its state machine.
 
-Taking partition p: open p's store (it may still be held by the instance p came from: try
-again next tick), initialise p's transactional producer (this fences any zombie), restore
-the store to the end of ``events`` p, then stage ``OwnershipClaimed(last epoch + 1)``; once
-that transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs
-left running by an older epoch are re-queued.
+Taking partition p: take p's store lock and open the store (the instance p came from, a
+standby or a rebuild in another process may still hold it: wait, trying again every
+SETUP_RETRY_S and saying so in the log every LOCKED_LOG_S), initialise p's transactional
+producer (this fences any zombie), restore the store to the end of ``events`` p, then stage
+``OwnershipClaimed(last epoch + 1)``; once that transaction commits, p is ACTIVE: its
+commands are read, its timers armed, and jobs left running by an older epoch are re-queued.
+The lock is let go when the store is closed (handed back, dropped, or at exit).
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED and the rebalance
@@ -25,7 +27,7 @@ from engine.domain import fence
 from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
-from engine.errors import ProjectionCorruptedError
+from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
@@ -34,7 +36,8 @@ from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
 from projections.restore import Restorer
-from projections.store import open_store, store_path
+from projections.lock import holder_name
+from projections.store import open_locked, store_path
 from projections.views import keys as k
 from projections.views.breakers import all_breakers
 from projections.views.counters import fair_state
@@ -43,6 +46,8 @@ log = logging.getLogger("epochq.lifecycle")
 
 RESTORE_BATCH = 5000
 SETUP_RETRY_S = 0.5
+LOCKED_LOG_S = 30.0
+"""How often a partition waiting for its store lock says so again in the log (at warning)."""
 
 
 class Lifecycle:
@@ -61,6 +66,8 @@ class Lifecycle:
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
         self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
+        self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
+        self.holder = holder_name("engine", owner_id)
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -100,11 +107,14 @@ class Lifecycle:
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them."""
         for partition in [p for p in self.partitions.values() if p.state is State.ASSIGNED]:
-            if time.monotonic() < self._retry_at.get(partition.number, 0.0) or self._in_bulk(partition.number):
+            if time.monotonic() < self._retry_at.get(partition.number, 0.0):
                 continue
             try:
-                self._set_up(partition)
-            except Exception as e:  # noqa: BLE001 - e.g. the store still held by the instance it came from
+                if not self._in_bulk(partition.number):
+                    self._set_up(partition)
+            except StoreLockedError as e:
+                self._wait_for_lock(partition.number, e)
+            except Exception as e:  # noqa: BLE001 - e.g. the producer's initialisation timed out
                 log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
                 self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
 
@@ -121,9 +131,18 @@ class Lifecycle:
         applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
         return bulk.begin(p, target - applied - 1, target)
 
+    def _wait_for_lock(self, p: int, error: StoreLockedError) -> None:
+        """Another holder has p's store: try again soon, and say so now and then (never crash)."""
+        now = time.monotonic()
+        self._retry_at[p] = now + SETUP_RETRY_S
+        if now >= self._locked_logged.get(p, 0.0):
+            log.warning("partition %d: waiting for its store (%s); trying again every %.1f s",
+                        p, error, SETUP_RETRY_S)
+            self._locked_logged[p] = now + LOCKED_LOG_S
+
     def _set_up(self, partition: Partition) -> None:
         p = partition.number
-        store = open_store(store_path(self.settings.state_dir, self.settings.namespace, p))
+        store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         try:
             producer = kafka.owner_producer(self.settings, p)
         except Exception:
@@ -131,6 +150,7 @@ class Lifecycle:
             raise
         partition.open(store, producer)
         self._retry_at.pop(p, None)
+        self._locked_logged.pop(p, None)
         self._start_restore(partition)
         partition.move(State.RESTORING)
 
@@ -267,8 +287,7 @@ class Lifecycle:
         partition.forget_pending()
         if self._restorers.pop(partition.number, None) is not None:
             self._unassign_events(partition.number)
-        store.wipe()
-        partition.open(open_store(store.path), partition.producer)  # type: ignore[arg-type]
+        partition.open(store.reset(), partition.producer)  # type: ignore[arg-type]  # its lock held throughout
         if partition.state is State.RESTORING:
             self._start_restore(partition)
         else:
@@ -330,6 +349,7 @@ class Lifecycle:
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)
         self._retry_at.pop(p, None)
+        self._locked_logged.pop(p, None)
         if partition.store is not None:
             partition.store.close()
 
