@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import statistics
 import sys
@@ -64,6 +65,7 @@ class Load:
         self.settings, self.rate, self.seconds = settings, rate, seconds
         self.ids: set[str] = set()
         self.refused = 0
+        self.errors: Counter[str] = Counter()  # why submits were refused: error type and first words
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> Load:
@@ -86,8 +88,16 @@ class Load:
     def _submit(self, client: Client, jobs: list[dict[str, object]]) -> None:
         try:
             self.ids.update(h.job_id for h in client.submit_many(jobs))
-        except Exception:  # noqa: BLE001 - not acknowledged (broker down): not counted as submitted
+        except Exception as e:  # noqa: BLE001 - not acknowledged (broker down): not counted as submitted
             self.refused += len(jobs)
+            self.errors[f"{type(e).__name__}: {str(e)[:120]}"] += 1
+
+    def refusals(self) -> str:
+        """How many submits were refused, and the most common reason."""
+        if not self.refused:
+            return "0 submits refused"
+        (why, times), = self.errors.most_common(1)
+        return f"{self.refused} submits refused ({times}× {why})"
 
 
 def now_us() -> int:
@@ -141,7 +151,7 @@ def kill_trial(settings: Settings, args: argparse.Namespace, trial: int) -> tupl
         a.proc.send_signal(signal.SIGKILL)
         load.join()
         figures = settle(settings, load, at_us, moved, b.name, args.drain)
-        return figures, f"A held {sorted(moved)}; {load.refused} submits refused; namespace {settings.namespace}"
+        return figures, f"A held {sorted(moved)}; {load.refusals()}; namespace {settings.namespace}"
 
 
 def zombie_trial(settings: Settings, args: argparse.Namespace, trial: int) -> tuple[Figures, str]:
@@ -161,15 +171,15 @@ def zombie_trial(settings: Settings, args: argparse.Namespace, trial: int) -> tu
 
 
 def zombie_verdict(engine: Engine, mark: int) -> str:
-    """What the thawed engine did: stepped down (and stayed up), or exited."""
-    after = engine.log_path.read_text()[mark:]
-    fenced = sum("fenced" in line for line in after.splitlines())
-    down = sum(("handed back" in line or "dropped" in line) for line in after.splitlines())
+    """What the thawed engine did: how it stepped down (and stayed up), or that it exited."""
+    after = [line for line in engine.log_path.read_text()[mark:].splitlines() if " epochq." in line]
     if engine.proc.poll() is not None:
-        last = after.strip().splitlines()[-1:] or ["(no output)"]
-        return f"zombie EXITED with code {engine.proc.returncode}: {last[0][:200]}"
-    tracebacks = after.count("Traceback")
-    return f"zombie stayed up: {fenced} log lines on fencing, {down} step-downs, {tracebacks} tracebacks"
+        return f"zombie EXITED with code {engine.proc.returncode}: {(after or ['(no output)'])[-1][:200]}"
+    refused = sum(bool(re.search(r"partition \d+ fenced at epoch", line)) for line in after)
+    lost = sum("dropped (lost)" in line for line in after)
+    withheld = sum("dropping result of job" in line for line in after)
+    return (f"zombie stayed up: {refused} partitions' late writes refused by the broker (fenced), "
+            f"{lost} dropped on losing the group first, {withheld} results withheld")
 
 
 def broker_trial(settings: Settings, args: argparse.Namespace, trial: int, home: Path) -> tuple[Figures, str]:
@@ -188,7 +198,7 @@ def broker_trial(settings: Settings, args: argparse.Namespace, trial: int, home:
         figures = settle(settings, load, at_us, set(), None, args.drain)
         up = "engine stayed up" if engine.proc.poll() is None else f"ENGINE EXITED ({engine.proc.returncode})"
         return figures, (f"node {leader} killed, restarted {args.restart_after:.0f} s later (ready in {back:.1f} s); "
-                         f"{load.refused} submits refused; {up}")
+                         f"{load.refusals()}; {up}")
     finally:
         engine.stop()
 
@@ -215,9 +225,10 @@ def summary(name: str, results: list[Figures]) -> None:
         return f"{statistics.median(values):g}" if values else "n/a"
 
     takes = [f.takeover_s for f in results if f.takeover_s is not None]
+    take = f"{med([round(t, 1) for t in takes])} s" if takes else "n/a"
     print(f"{name} ({len(results)} trials), medians: {med([f.submitted for f in results])} submitted, "
           f"{med([f.lost for f in results])} lost, {med([f.doubles for f in results])} double terminal, "
-          f"{med([f.reexecuted for f in results])} re-executions, takeover {med([round(t, 1) for t in takes])} s, "
+          f"{med([f.reexecuted for f in results])} re-executions, takeover {take}, "
           f"longest pause {med([round(f.pause_s, 1) for f in results])} s", flush=True)
 
 
