@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from engine.domain.jobs import JobView
 
 OFFSET_KEY = b"m:offset"
+TENANT_INDEXED = b"m:tindex"
+"""Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
+made before the index existed lacks it, and readers then scan the log instead."""
 HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
 """Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
 writable store keeps the values it read in memory, kept right by its own commits (the fold is
@@ -70,6 +73,7 @@ class ProjectionStore:
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
+        self._fresh = not read_only and self.applied_offset() < 0  # its first commit marks the tenant index
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
@@ -115,6 +119,9 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
+        if self._fresh:
+            batch.put(TENANT_INDEXED, b"1")
+            self._fresh = False
         try:
             self._db.write(batch)
         except Exception as e:  # typed here, where RocksDB's errors enter

@@ -208,20 +208,47 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
     if start >= end:
         return
     consumer.assign([TopicPartition(topic, partition, start)])
-    last_seen = time.monotonic()
+    last_seen, following = time.monotonic(), start
     try:
         while time.monotonic() - last_seen < idle_s:
-            for msg in call(consumer.consume, 5000, 0.2):
+            # no more than the offsets left: consume() waits its whole timeout for a batch it cannot fill
+            for msg in call(consumer.consume, min(SCAN_BATCH, end - following), 0.05):
                 if msg.error():
                     continue
-                last_seen = time.monotonic()
+                last_seen, following = time.monotonic(), msg.offset() + 1
                 yield msg.offset(), msg.key(), msg.value()
-                if msg.offset() + 1 >= end:
+                if following >= end:
                     return
             if call(consumer.position, [TopicPartition(topic, partition)])[0].offset >= end:
                 return
     finally:
         consumer.unassign()
+
+
+SCAN_BATCH = 5000
+SEEK_GAP = 20_000
+"""Reading through this many unwanted offsets costs about what a seek (a new fetch) does."""
+
+
+def records_at(consumer: Consumer, topic: str, partition: int,
+               offsets: list[int]) -> Generator[tuple[int, bytes], None, None]:
+    """(offset, value) of the records at the sorted ``offsets``, read in runs: a gap past SEEK_GAP seeks."""
+    wanted = set(offsets)
+    for first, last in offset_runs(offsets, SEEK_GAP):
+        for offset, _key, value in scan_partition(consumer, topic, partition, first, last + 1):
+            if offset in wanted:
+                yield offset, value
+
+
+def offset_runs(offsets: list[int], gap: int) -> list[tuple[int, int]]:
+    """The sorted ``offsets`` as (first, last) runs whose neighbours lie at most ``gap`` apart."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and offset - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
 
 
 class KafkaLog:

@@ -34,6 +34,7 @@ from engine.runtime.loop import outcomes
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.dispatch import Dispatcher, rotate
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
@@ -82,8 +83,10 @@ class Engine:
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
         self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
+        bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
-                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
+                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed,
+                                   bulk)
         count = partition_count(settings)
         self.writer = Writer(settings.events_topic, settings.commands_topic, count)
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
@@ -49,7 +50,7 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 on_change: Callable[[], None] = lambda: None):
+                 on_change: Callable[[], None] = lambda: None, bulk: BulkRestores | None = None):
         self.settings, self.owner_id = settings, owner_id
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -59,6 +60,7 @@ class Lifecycle:
         self._restorers: dict[int, Restorer] = {}
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
+        self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -98,13 +100,26 @@ class Lifecycle:
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them."""
         for partition in [p for p in self.partitions.values() if p.state is State.ASSIGNED]:
-            if time.monotonic() < self._retry_at.get(partition.number, 0.0):
+            if time.monotonic() < self._retry_at.get(partition.number, 0.0) or self._in_bulk(partition.number):
                 continue
             try:
                 self._set_up(partition)
             except Exception as e:  # noqa: BLE001 - e.g. the store still held by the instance it came from
                 log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
                 self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
+
+    def _in_bulk(self, p: int) -> bool:
+        """Whether a restore process holds ``p``'s store: one running, or one started now for a long lag."""
+        bulk = self.bulk
+        if bulk is None:
+            return False
+        if bulk.busy(p):
+            return True
+        if not bulk.may_begin(p):
+            return False
+        target = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
+        applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
+        return bulk.begin(p, target - applied - 1, target)
 
     def _set_up(self, partition: Partition) -> None:
         p = partition.number
@@ -309,6 +324,8 @@ class Lifecycle:
 
     def _release(self, partition: Partition) -> None:
         p = partition.number
+        if self.bulk is not None:
+            self.bulk.forget(p)
         self.timers.pop(p, None)
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)
@@ -326,5 +343,7 @@ class Lifecycle:
         """Close whatever is still held at process exit."""
         for p in list(self.partitions):
             self.close(p)
+        if self.bulk is not None:
+            self.bulk.close()
         for note in self._notes:
             note.settled.set()
