@@ -90,7 +90,7 @@ class Load:
             self.ids.update(h.job_id for h in client.submit_many(jobs))
         except Exception as e:  # noqa: BLE001 - not acknowledged (broker down): not counted as submitted
             self.refused += len(jobs)
-            self.errors[f"{type(e).__name__}: {str(e)[:120]}"] += 1
+            self.errors[f"{type(e).__name__}: {str(e)[:200]}"] += 1
 
     def refusals(self) -> str:
         """How many submits were refused, and the most common reason."""
@@ -117,11 +117,13 @@ def settle(settings: Settings, load: Load, since_us: int, moved: set[int], new_o
     """Wait until every acknowledged job ended (at most ``drain`` s), then count from the log."""
     reader = LogReader(settings, PARTITIONS)
     try:
-        deadline = time.monotonic() + drain
+        began = time.monotonic()
         reader.catch_up()
-        while not load.ids <= reader.terminal_ids() and time.monotonic() < deadline:
+        while not load.ids <= reader.terminal_ids() and time.monotonic() - began < drain:
             time.sleep(1)
             reader.catch_up()
+        if not load.ids <= reader.terminal_ids():
+            print(f"    (jobs still without an end after waiting {drain:.0f} s: counted as lost)", flush=True)
         return count(reader, load.ids, since_us, moved, new_owner)
     finally:
         reader.close()
@@ -197,6 +199,7 @@ def broker_trial(settings: Settings, args: argparse.Namespace, trial: int, home:
         load.join()
         figures = settle(settings, load, at_us, set(), None, args.drain)
         up = "engine stayed up" if engine.proc.poll() is None else f"ENGINE EXITED ({engine.proc.returncode})"
+        up += f"; namespace {settings.namespace}, engine log {engine.log_path}"
         return figures, (f"node {leader} killed, restarted {args.restart_after:.0f} s later (ready in {back:.1f} s); "
                          f"{load.refusals()}; {up}")
     finally:
@@ -244,6 +247,8 @@ def run_scenario(name: str, trials: int, trial: Callable[[int], tuple[Figures, s
 
 def run_broker_scenario(args: argparse.Namespace) -> None:
     home = Path(tempfile.mkdtemp(prefix="epochq-chaos-cluster-"))
+    if args.keep_cluster:
+        print(f"the 3-node cluster stays up: EPOCHQ_BROKER_HOME={home} epochq broker stop", flush=True)
     try:
         began = time.monotonic()
         info = broker.start(nodes=3, home=home, timeout=600)
@@ -251,7 +256,8 @@ def run_broker_scenario(args: argparse.Namespace) -> None:
         run_scenario("broker", args.trials,
                      lambda n: broker_trial(fresh_settings(info.bootstrap, replication=3), args, n, home))
     finally:
-        broker.stop(home=home)
+        if not args.keep_cluster:
+            broker.stop(home=home)
 
 
 def main() -> None:
@@ -263,6 +269,7 @@ def main() -> None:
     parser.add_argument("--at", type=float, default=5.0, help="seconds into the load of the kill or SIGSTOP")
     parser.add_argument("--restart-after", type=float, default=10.0, help="broker: seconds before the restart")
     parser.add_argument("--drain", type=float, default=120.0, help="seconds to wait for the jobs to end")
+    parser.add_argument("--keep-cluster", action="store_true", help="broker: leave the 3-node cluster running")
     args = parser.parse_args()
     scenarios = [s.strip() for s in args.scenarios.split(",")]
     print(f"chaos {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average "

@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
+from engine.contract.partitioner import partition_for
 from engine.errors import DecodeError
 from engine.runtime import kafka
 from engine.runtime.read.joblog import LoggedEvent, with_fencing
@@ -52,10 +53,6 @@ class LogReader:
     def logged(self) -> list[LoggedEvent]:
         """Every event read so far with the fold's fencing verdict, partition after partition."""
         return [e for p in range(self.partitions) for e in with_fencing(self.records[p], None)]
-
-    def partition_of(self) -> dict[str, int]:
-        """The partition of every job id seen."""
-        return {e.job_id: p for p, recs in self.records.items() for _, e in recs if e.job_id}
 
     def terminal_ids(self) -> set[str]:
         """Job ids with at least one terminal event (fenced or not: for waiting only)."""
@@ -100,7 +97,7 @@ def count(reader: LogReader, submitted: set[str], since_us: int, moved: set[int]
 
 def _story(reader: LogReader, logged: list[LoggedEvent], job_id: str) -> str:
     """A lost job's partition and events (type, owner, epoch, fenced or not)."""
-    part = reader.partition_of().get(job_id, "?")
+    part = partition_for(job_id, reader.partitions)
     events = [f"{type(e.event.body).__name__}@{e.offset}/{e.event.owner}/e{e.event.epoch}"
               + ("/fenced" if e.fenced else "") for e in logged if e.event.job_id == job_id]
     return f"{job_id} (partition {part}): {' '.join(events) or 'no event at all'}"

@@ -131,7 +131,12 @@ class Lifecycle:
             raise
         partition.open(store, producer)
         self._retry_at.pop(p, None)
-        self._start_restore(partition)
+        try:
+            self._start_restore(partition)
+        except Exception:  # e.g. the events' end unreadable while a broker is away: the retry opens afresh
+            self._release(partition)
+            partition.store = partition.producer = None
+            raise
         partition.move(State.RESTORING)
 
     def _start_restore(self, partition: Partition) -> None:
