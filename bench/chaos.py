@@ -217,10 +217,19 @@ def leading_node(settings: Settings) -> int:
 def show(name: str, trial: int, f: Figures, note: str) -> None:
     take = f"{f.takeover_s:.1f} s" if f.takeover_s is not None else "n/a"
     print(f"  {name} #{trial}: {f.submitted} submitted, {f.lost} lost, {f.doubles} double terminal, "
-          f"{f.reexecuted} re-executions, {f.fenced} fenced events, takeover {take}, "
+          f"{f.reexecuted} re-executions{_where(f)}, {f.fenced} fenced events, takeover {take}, "
           f"longest pause in completions {f.pause_s:.1f} s — {note}", flush=True)
     for story in f.lost_story:
         print(f"    lost: {story}", flush=True)
+    for story in f.reexecuted_story:
+        print(f"    run again: {story}", flush=True)
+
+
+def _where(f: Figures) -> str:
+    """Which partitions the re-executions were on, when there were any."""
+    if not f.reexecuted_by_partition:
+        return ""
+    return " (partition " + ", ".join(f"{p}: {n}" for p, n in f.reexecuted_by_partition) + ")"
 
 
 def summary(name: str, results: list[Figures]) -> None:

@@ -75,6 +75,8 @@ class Figures:
     takeover_s: float | None
     pause_s: float
     lost_story: tuple[str, ...] = ()  # the first lost jobs, each with its events (for a look)
+    reexecuted_by_partition: tuple[tuple[int, int], ...] = ()  # (partition, re-executions), where any
+    reexecuted_story: tuple[str, ...] = ()  # the first re-executed job, with its events
 
 
 def count(reader: LogReader, submitted: set[str], since_us: int, moved: set[int], new_owner: str | None) -> Figures:
@@ -91,8 +93,18 @@ def count(reader: LogReader, submitted: set[str], since_us: int, moved: set[int]
         fenced=sum(1 for e in logged if e.fenced),
         takeover_s=_takeover(reader, since_us, moved, new_owner),
         pause_s=longest_pause(sorted(e.occurred_at for e in live if isinstance(e.body, TERMINAL))),
+        reexecuted_by_partition=_by_partition(starts, reader.partitions),
+        reexecuted_story=tuple(_story(reader, logged, j) for j in sorted(j for j, n in starts.items() if n > 1)[:1]),
         lost_story=tuple(_story(reader, logged, j) for j in sorted(j for j in submitted if terminals[j] == 0)[:3]),
     )
+
+
+def _by_partition(starts: Counter[str], partitions: int) -> tuple[tuple[int, int], ...]:
+    extra: Counter[int] = Counter()
+    for job_id, n in starts.items():
+        if n > 1:
+            extra[partition_for(job_id, partitions)] += n - 1
+    return tuple(sorted(extra.items()))
 
 
 def _story(reader: LogReader, logged: list[LoggedEvent], job_id: str) -> str:
