@@ -10,14 +10,14 @@ import fcntl
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from engine.broker import process
 from engine.broker.config import HOST, NodeSpec
 from engine.broker.errors import BrokerAlreadyRunningError, BrokerExitedError, BrokerNotRunningError
 from engine.broker.fetch import ensure_jars, require_java
-from engine.broker.ready import wait_ready
+from engine.broker.ready import wait_node_ready, wait_ready
 from engine.broker.state import (
     BrokerInfo,
     NodeInfo,
@@ -33,6 +33,7 @@ __all__ = [
     "BrokerStatus",
     "NodeStatus",
     "bootstrap_from_state",
+    "restart_node",
     "start",
     "status",
     "stop",
@@ -105,7 +106,7 @@ def stop(*, home: Path | str | None = None, keep_data: bool = False, timeout: fl
     """Stop every recorded node (SIGTERM, then SIGKILL after ``timeout``); True if any was alive."""
     root = broker_home(home)
     with _home_lock(root):
-        info = load_state(root)
+        info = _located(load_state(root))
         alive = info is not None and any(_alive(n) for n in info.nodes)
         if info is not None:
             process.signal_and_wait(info.nodes, timeout=timeout)
@@ -117,20 +118,54 @@ def stop_node(
     node_id: int, *, hard: bool = False, home: Path | str | None = None, timeout: float = 30.0
 ) -> NodeInfo:
     """Stop one node of the running cluster (SIGKILL if ``hard``); the others keep running."""
-    info = load_state(home)
-    if info is None:
-        raise BrokerNotRunningError(f"no local broker recorded in {state_path(home)}")
-    try:
-        node = info.node(node_id)
-    except KeyError:
-        raise BrokerNotRunningError(f"no node {node_id} in the local cluster") from None
-    process.signal_and_wait([node], hard=hard, timeout=timeout)
+    _, node = _recorded_node(load_state(home), node_id, home)
+    process.signal_and_wait([_locate(node)], hard=hard, timeout=timeout)
     return node
+
+
+def restart_node(
+    node_id: int,
+    *,
+    hard: bool = False,
+    home: Path | str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> NodeInfo:
+    """Stop node ``node_id`` (SIGKILL if ``hard``) and start it again on its config and data.
+
+    The state file records the new pid.  A node that is already down is just started.
+    Blocks until the node answers metadata requests, at most ``timeout`` s.
+    """
+    root = broker_home(home)
+    with _home_lock(root):
+        info, old = _recorded_node(load_state(root), node_id, root)
+        process.signal_and_wait([_locate(old)], hard=hard, timeout=30.0)
+        pid = process.launch(require_java(), ensure_jars(), old.node_dir, HEAP_MB[len(info.nodes)])
+        new = replace(old, pid=pid)
+        save_state(replace(info, nodes=tuple(new if n.node_id == node_id else n for n in info.nodes)))
+    wait_node_ready(new, timeout)
+    return new
+
+
+def _recorded_node(
+    info: BrokerInfo | None, node_id: int, home: Path | str | None
+) -> tuple[BrokerInfo, NodeInfo]:
+    """The recorded cluster and its node ``node_id``; a one-line error if there is no broker or no such node."""
+    if info is None:
+        raise BrokerNotRunningError(
+            f"no local broker recorded in {state_path(home)}: start one with `epochq broker start`"
+        )
+    try:
+        return info, info.node(node_id)
+    except KeyError:
+        ids = ", ".join(str(n.node_id) for n in info.nodes)
+        raise BrokerNotRunningError(
+            f"no node {node_id} in the local cluster at {info.bootstrap} (its nodes: {ids})"
+        ) from None
 
 
 def status(*, home: Path | str | None = None) -> BrokerStatus:
     """Report the recorded nodes and whether each pid is alive."""
-    info = load_state(home)
+    info = _located(load_state(home))
     nodes = tuple(
         NodeStatus(n.node_id, n.pid, n.port, _alive(n)) for n in (info.nodes if info else ())
     )
@@ -141,7 +176,7 @@ def status(*, home: Path | str | None = None) -> BrokerStatus:
 
 def bootstrap_from_state(home: Path | str | None = None) -> str | None:
     """Return the bootstrap address of the running local broker, or ``None``."""
-    info = load_state(home)
+    info = _located(load_state(home))
     if info is None or not any(_alive(n) for n in info.nodes):
         return None
     return info.bootstrap
@@ -151,8 +186,21 @@ def _alive(node: NodeInfo) -> bool:
     return process.pid_alive(node.pid, node.config_path)
 
 
+def _locate(node: NodeInfo) -> NodeInfo:
+    """``node`` with the pid of its live JVM, even one restarted by other means than ours."""
+    if _alive(node):
+        return node
+    found = process.find_broker_pid(node.config_path)
+    return node if found is None else replace(node, pid=found)
+
+
+def _located(info: BrokerInfo | None) -> BrokerInfo | None:
+    """``info`` with every node's live pid (see :func:`_locate`)."""
+    return None if info is None else replace(info, nodes=tuple(_locate(n) for n in info.nodes))
+
+
 def _live_state(root: Path) -> BrokerInfo | None:
-    info = load_state(root)
+    info = _located(load_state(root))
     if info is None or any(_alive(n) for n in info.nodes):
         return info
     _forget(root, keep_data=False)  # stale: every recorded pid is dead

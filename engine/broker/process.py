@@ -26,6 +26,7 @@ from engine.broker.state import NodeInfo
 __all__ = [
     "allocate_ports",
     "check_java",
+    "find_broker_pid",
     "first_error",
     "format_storage",
     "launch",
@@ -194,6 +195,31 @@ def _proc_matches(pid: int, config_path: Path | None) -> bool:
     if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
         return False
     return config_path is None or str(config_path) in cmdline
+
+
+def find_broker_pid(config_path: Path) -> int | None:
+    """Find the live broker JVM started with ``config_path``, whoever started it; ``None`` if none.
+
+    The recorded pid is lost when a node is restarted by other means (a script, by hand):
+    the node's ``server.properties`` path, last argument of its command line, still names it.
+    """
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return None
+    for entry in proc_root.iterdir():
+        if entry.name.isdigit() and _is_broker_of(entry, config_path):
+            return int(entry.name)
+    return None
+
+
+def _is_broker_of(entry: Path, config_path: Path) -> bool:
+    try:
+        args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    if BROKER_MAIN not in args or str(config_path) not in args:
+        return False
+    return pid_alive(int(entry.name), config_path)
 
 
 def signal_and_wait(nodes: Iterable[NodeInfo], hard: bool = False, timeout: float = 30.0) -> None:

@@ -16,7 +16,7 @@ from engine.broker.errors import BrokerExitedError, BrokerTimeoutError
 from engine.broker.process import first_error, log_tail, pid_alive
 from engine.broker.state import NodeInfo
 
-__all__ = ["wait_ready"]
+__all__ = ["wait_node_ready", "wait_ready"]
 
 POLL_S = 0.25
 METADATA_TIMEOUT_S = 2.0
@@ -40,6 +40,24 @@ def wait_ready(bootstrap: str, nodes: Sequence[NodeInfo], timeout: float) -> Non
             return
         if time.monotonic() >= deadline:
             raise _timeout_error(bootstrap, nodes, timeout)
+        time.sleep(POLL_S)
+
+
+def wait_node_ready(node: NodeInfo, timeout: float) -> None:
+    """Block until ``node`` itself answers a metadata request listing it (after a restart).
+
+    Asked of the node alone: the others may still list a node that was killed a moment ago.
+    """
+    deadline = time.monotonic() + timeout
+    admin: AdminClient | None = None
+    while True:
+        _raise_if_exited([node])
+        if admin is None and _port_open(node.port):
+            admin = _admin(f"{HOST}:{node.port}")
+        if admin is not None and node.node_id in _listed_broker_ids(admin):
+            return
+        if time.monotonic() >= deadline:
+            raise _timeout_error(f"{HOST}:{node.port}", [node], timeout)
         time.sleep(POLL_S)
 
 
@@ -80,7 +98,11 @@ def _admin(bootstrap: str) -> AdminClient:
 
 
 def _listed_brokers(admin: AdminClient) -> int:
+    return len(_listed_broker_ids(admin))
+
+
+def _listed_broker_ids(admin: AdminClient) -> set[int]:
     try:
-        return len(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
+        return set(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
     except KafkaException:
-        return 0
+        return set()

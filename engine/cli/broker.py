@@ -1,4 +1,4 @@
-"""``epochq broker start|stop|status``: the local Apache Kafka for development and tests."""
+"""``epochq broker start|stop|status|restart``: the local Apache Kafka for development and tests."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stop = verbs.add_parser("stop", help="stop the local broker and delete its data")
     stop.add_argument("--keep-data", action="store_true", help="keep the node directories and logs")
     stop.set_defaults(func=_guarded(_stop))
+    restart = verbs.add_parser("restart", help="stop one node and start it again on its config and data")
+    restart.add_argument("--node", type=int, required=True, metavar="N", help="node id (1, or 1-3)")
+    restart.add_argument("--hard", action="store_true", help="SIGKILL instead of SIGTERM")
+    restart.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    restart.set_defaults(func=_guarded(_restart))
     status = verbs.add_parser("status", help="show whether the local broker is running")
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.set_defaults(func=_guarded(_status))
@@ -57,6 +62,12 @@ def _start(args: argparse.Namespace) -> int:
 def _stop(args: argparse.Namespace) -> int:
     stopped = broker.stop(keep_data=args.keep_data)
     print("stopped" if stopped else "not running")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    node = broker.restart_node(args.node, hard=args.hard, timeout=args.timeout)
+    print(f"node {node.node_id}: restarted, pid {node.pid}, port {node.port}, logs in {node.log_dir}")
     return 0
 
 

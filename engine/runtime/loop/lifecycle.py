@@ -151,7 +151,12 @@ class Lifecycle:
         partition.open(store, producer)
         self._retry_at.pop(p, None)
         self._locked_logged.pop(p, None)
-        self._start_restore(partition)
+        try:
+            self._start_restore(partition)
+        except Exception:  # e.g. the events' end unreadable while a broker is away: the retry opens afresh
+            self._release(partition)
+            partition.store = partition.producer = None
+            raise
         partition.move(State.RESTORING)
 
     def _start_restore(self, partition: Partition) -> None:
