@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import random
 import re
+import socket
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -203,27 +206,31 @@ KINDS: dict[str, Callable[[random.Random, int], Record]] = {
 # --- the benchmark: engine memory under garbage ---------------------------------------------------
 
 
-def produce(producer: Producer, topic: str, batch: Iterable[Record]) -> int:
-    """Produce every record of ``batch`` (acks=all); the number produced. A delivery error raises."""
+def produce(producer: Producer, topic: str, batch: Iterable[Record]) -> list[tuple[int, int]]:
+    """Produce every record of ``batch`` (acks=all): where each landed, (partition, offset), in order."""
+    placed: list[tuple[int, int]] = []
     failed: list[KafkaError] = []
 
-    def delivered(err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            failed.append(err)
+    def landed(at: int) -> Callable[[KafkaError | None, Message], None]:
+        def delivered(err: KafkaError | None, msg: Message) -> None:
+            if err is not None:
+                failed.append(err)
+            else:
+                placed[at] = (msg.partition() or 0, msg.offset() or 0)
+        return delivered
 
-    count = 0
     for record in batch:
+        placed.append((-1, -1))
         while True:
             try:
                 producer.produce(topic, record.value, record.key, partition=record.partition,
-                                 headers=record.headers, on_delivery=delivered)
+                                 headers=record.headers, on_delivery=landed(len(placed) - 1))
                 break
             except BufferError:
                 producer.poll(0.1)
-        count += 1
     if producer.flush(60) or failed:
         raise RuntimeError(f"garbage not delivered: {failed[:3]}")
-    return count
+    return placed
 
 
 def caught_up(settings: Settings, partitions: int, timeout: float = 300.0) -> float:
@@ -250,39 +257,65 @@ def rss_mb(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
 
 
+def rocksdb_mb(port: int) -> dict[str, float]:
+    """The engine's ``epochq_rocksdb_memory_bytes`` by kind, in MB (sampled by the engine every 5 s)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    found = re.findall(r'^epochq_rocksdb_memory_bytes\{kind="(\w+)"\} (\S+)$', text, re.M)
+    return {kind: float(value) / 2**20 for kind, value in found}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--every", type=int, default=10_000, help="records between RSS figures")
     ap.add_argument("--partitions", type=int, default=6)
     ap.add_argument("--seed", type=int, default=11)
-    ap.add_argument("--settle", type=float, default=2.0, help="seconds after catching up before RSS is read")
+    ap.add_argument("--settle", type=float, default=6.0,
+                    help="seconds after catching up before RSS is read (the engine samples its gauges every 5 s)")
+    ap.add_argument("--malloc-tuning", choices=("on", "off"), default="on",
+                    help="EPOCHQ_MALLOC_TUNING for the engine (docs/operations.md): off to compare")
     ap.add_argument("--engine-args", action="append", default=[], help="extra `engine run` flags (repeatable)")
     args = ap.parse_args()
-    garbage = records(random.Random(args.seed), args.partitions)
+    os.environ["EPOCHQ_MALLOC_TUNING"] = args.malloc_tuning
+    garbage, port = records(random.Random(args.seed), args.partitions), free_port()
     with local_broker() as bootstrap:
         settings = fresh_settings(bootstrap, args.partitions)
-        with engine_process(settings, "bench.apps:app", *args.engine_args) as engine:
-            run(settings, engine.pid, garbage, args)
+        with engine_process(settings, "bench.apps:app", "--metrics-port", str(port), *args.engine_args) as engine:
+            run(settings, engine.pid, port, garbage, args)
 
 
-def run(settings: Settings, pid: int, garbage: Iterator[Record], args: argparse.Namespace) -> None:
-    """Send the garbage in steps; after each, once the engine caught up, print its RSS."""
+def run(settings: Settings, pid: int, port: int, garbage: Iterator[Record], args: argparse.Namespace) -> None:
+    """Send the garbage in steps; after each, once the engine caught up, print its RSS and RocksDB's share."""
     producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "acks": "all", "linger.ms": 20})
     time.sleep(args.settle)
-    start = rss_mb(pid)
-    print(f"engine pid {pid}, {args.partitions} partitions; RSS at start {start:.1f} MB", flush=True)
-    print(f"{'records':>9}  {'RSS MB':>7}  {'+ since start':>13}  {'+ this step':>11}  caught up in", flush=True)
+    start, rocks = rss_mb(pid), rocksdb_mb(port)
+    print(f"engine pid {pid}, {args.partitions} partitions, malloc tuning {args.malloc_tuning}", flush=True)
+    print(f"{'records':>9}  {'RSS MB':>7}  {'+ start':>7}  {'+ step':>6}  {'RocksDB':>7}  {'memtables':>9}  "
+          f"{'RSS - RocksDB':>13}  caught up in", flush=True)
+    line(0, start, start, start, rocks, 0.0)
     sent, last = 0, start
     while sent < args.records:
-        sent += produce(producer, settings.commands_topic, itertools.islice(garbage, min(args.every,
-                                                                                          args.records - sent)))
+        sent += len(produce(producer, settings.commands_topic,
+                            itertools.islice(garbage, min(args.every, args.records - sent))))
         waited = caught_up(settings, args.partitions)
         time.sleep(args.settle)
-        now = rss_mb(pid)
-        print(f"{sent:>9,}  {now:>7.1f}  {now - start:>+13.1f}  {now - last:>+11.1f}  {waited:.1f} s", flush=True)
+        now, rocks = rss_mb(pid), rocksdb_mb(port)
+        line(sent, now, start, last, rocks, waited)
         last = now
-    print(f"end: {start:.1f} MB -> {last:.1f} MB after {sent:,} malformed records", flush=True)
+    print(f"end: RSS {start:.1f} MB -> {last:.1f} MB after {sent:,} malformed records "
+          f"(RocksDB {rocks.get('block_cache', 0):.1f} MB of it)", flush=True)
+
+
+def line(sent: int, now: float, start: float, last: float, rocks: dict[str, float], waited: float) -> None:
+    cache = rocks.get("block_cache", 0.0)
+    print(f"{sent:>9,}  {now:>7.1f}  {now - start:>+7.1f}  {now - last:>+6.1f}  {cache:>7.1f}  "
+          f"{rocks.get('memtables', 0.0):>9.1f}  {now - cache:>13.1f}  {waited:.1f} s", flush=True)
 
 
 if __name__ == "__main__":
