@@ -46,6 +46,7 @@ NOW_US = 1_800_000_000_000_000  # only the shape of the values matters; the engi
 TASK = "noop"  # the handler the valid jobs (and any admitted garbage) run: registered by bench.apps and the tests
 ABSURD_NAMES = ["", " ", " acme", "acme ", "a\x1fb", "\x00", "ac\x00me", "\u200facme", "\u202eacme\u202c", "\u200b",
                 "line\nbreak", "\u2028", "x" * 256, "j" * 8000, "\ufeff", "\x7f"]
+OVERSIZED_WEIGHT = 9 / 499  # of 9 other kinds of weight 1: 1 record in 500
 ABSURD_TIMES = [-2**63, -1_000_000, -1, NOW_US * 3, 2**62, 2**63 - 1]
 
 
@@ -61,11 +62,11 @@ class Record:
 
 
 def records(rng: random.Random, partitions: int) -> Iterator[Record]:
-    """Malformed records, forever, each kind as likely as the others."""
-    kinds = list(KINDS.items())
+    """Malformed records, forever: each kind as likely as the others, but 1 in 500 is oversized."""
+    names, weights = list(KINDS), [OVERSIZED_WEIGHT if name == "oversized" else 1.0 for name in KINDS]
     while True:
-        name, make = rng.choice(kinds)
-        record = make(rng, partitions)
+        name = rng.choices(names, weights)[0]
+        record = KINDS[name](rng, partitions)
         if rng.random() < 0.1:
             record = replace(record, headers=_headers(rng))
         yield replace(record, kind=name)
@@ -189,6 +190,15 @@ def nulls(rng: random.Random, partitions: int) -> Record:
     return Record(None, rng.choice([None, b"", rng.randbytes(4)]), rng.randrange(partitions))
 
 
+def oversized(rng: random.Random, partitions: int) -> Record:
+    """A payload over the engine's limit (512 KiB by default), or as many bytes of junk (under the broker's 1 MB)."""
+    size = rng.randint(520 * 1024, 900 * 1024)
+    if rng.random() < 0.5:
+        return Record(rng.randbytes(size), None, rng.randrange(partitions))
+    return _home(_command(rng, _submit(rng, payload=m.Payload(rng.randbytes(size), "application/octet-stream"))),
+                 partitions)
+
+
 def _headers(rng: random.Random) -> list[tuple[str, bytes]]:
     names = ["", "\x00", "content-type", "x" * 300, "\u202e", "correlation_id"]
     return [(rng.choice(names), rng.randbytes(rng.randint(0, 64))) for _ in range(rng.randint(1, 5))]
@@ -197,7 +207,7 @@ def _headers(rng: random.Random) -> list[tuple[str, bytes]]:
 KINDS: dict[str, Callable[[random.Random, int], Record]] = {
     "bytes": random_bytes, "truncated": truncated, "flipped": flipped, "foreign": foreign,
     "absurd": absurd_submit, "wrong_partition": wrong_partition, "unknown_task": unknown_task,
-    "no_such_job": no_such_job, "null": nulls,
+    "no_such_job": no_such_job, "null": nulls, "oversized": oversized,
 }
 """Every kind of garbage, by name (the test counts its outcomes per kind)."""
 

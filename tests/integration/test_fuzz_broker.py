@@ -33,7 +33,7 @@ ENDS = {m.JobSucceeded: "completed", m.JobDeadLettered: "dead", m.JobCancelled: 
 ALLOWED = {  # outcomes each kind of garbage may have; "flipped" may decode to anything
     "bytes": {"quarantined"}, "truncated": {"quarantined"}, "foreign": {"quarantined"}, "null": {"quarantined"},
     "wrong_partition": {"rejected:wrong_partition"}, "unknown_task": {"rejected:unknown_task_type"},
-    "no_such_job": {"refused"}, "valid": {"completed"},
+    "no_such_job": {"refused"}, "oversized": {"quarantined", "rejected:payload_too_large"}, "valid": {"completed"},
 }
 
 
