@@ -312,7 +312,7 @@ def run(settings: Settings, pid: int, port: int, garbage: Iterator[Record], args
     start, rocks = rss_mb(pid), rocksdb_mb(port)
     print(f"engine pid {pid}, {args.partitions} partitions, malloc tuning {args.malloc_tuning}", flush=True)
     print(f"{'records':>9}  {'RSS MB':>7}  {'+ start':>7}  {'+ step':>6}  {'RocksDB':>7}  {'memtables':>9}  "
-          f"{'RSS - RocksDB':>13}  caught up in", flush=True)
+          f"{'tables':>6}  {'RSS - RocksDB':>13}  caught up in", flush=True)
     line(0, start, start, start, rocks, 0.0)
     sent, last = 0, start
     while sent < args.records:
@@ -329,9 +329,10 @@ def run(settings: Settings, pid: int, port: int, garbage: Iterator[Record], args
 
 
 def line(sent: int, now: float, start: float, last: float, rocks: dict[str, float], waited: float) -> None:
-    cache = rocks.get("block_cache", 0.0)
+    cache, tables = rocks.get("block_cache", 0.0), rocks.get("table_readers", 0.0)
     print(f"{sent:>9,}  {now:>7.1f}  {now - start:>+7.1f}  {now - last:>+6.1f}  {cache:>7.1f}  "
-          f"{rocks.get('memtables', 0.0):>9.1f}  {now - cache:>13.1f}  {waited:.1f} s", flush=True)
+          f"{rocks.get('memtables', 0.0):>9.1f}  {tables:>6.1f}  {now - cache - tables:>13.1f}  {waited:.1f} s",
+          flush=True)
 
 
 if __name__ == "__main__":
