@@ -10,7 +10,7 @@ resident in the heaps: RSS crept under garbage input (issue 11). Fixing both thr
 initial 128 KiB and capping the arenas at two per core keeps large blocks in mmap (given back
 on free) and the heaps trimmed. Measured with bench/garbage.py (docs/benchmarks.md, "Memory
 under garbage input"): over 100,000 malformed records, RSS 72.6 -> 104.5 MB without, 71.8 ->
-90.8 MB with, where all of the growth left is RocksDB's memtables, bounded by their budget.
+90.8 MB with, nearly all of the growth left being RocksDB's memtables, bounded by their budget.
 
 ``EPOCHQ_MALLOC_TUNING=off`` leaves malloc as it is (for comparison, or under another
 allocator preloaded with LD_PRELOAD). Elsewhere than glibc this does nothing.
