@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,20 @@ _WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BU
 """Every store of a process shares one block cache and one memtable budget (charged to the cache),
 so RocksDB's memory is bounded by these two figures whatever the number of partitions or jobs
 (RocksDB's default, 2 x 64 MB of memtables per store, grows with the jobs written up to that)."""
+MEMORY_PROPERTIES = {"memtables": "rocksdb.cur-size-all-mem-tables",
+                     "table_readers": "rocksdb.estimate-table-readers-mem"}
+"""The RocksDB properties that say how much memory a store holds outside the block cache's own blocks."""
+
+
+def rocksdb_memory(stores: Iterable[ProjectionStore]) -> dict[str, int]:
+    """RocksDB's memory in this process, by kind, in bytes: the shared block cache (which the
+    memtables are charged to, so it is the bounded total), the memtables, and the table readers
+    (index and filter blocks not held in the cache)."""
+    total = {"block_cache": _CACHE.get_usage(), **dict.fromkeys(MEMORY_PROPERTIES, 0)}
+    for store in stores:
+        for kind, size in store.memory().items():
+            total[kind] += size
+    return total
 
 
 def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
@@ -137,6 +151,13 @@ class ProjectionStore:
             for key, value in changes.items():
                 if key in hot:
                     hot[key] = value
+
+    def memory(self) -> dict[str, int]:
+        """Bytes this store's memtables and open table readers hold (0 once closed)."""
+        try:
+            return {kind: self._db.property_int_value(name) or 0 for kind, name in MEMORY_PROPERTIES.items()}
+        except Exception:  # noqa: BLE001 - a closed store holds nothing
+            return dict.fromkeys(MEMORY_PROPERTIES, 0)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key-value pair, in key order (for verify)."""

@@ -123,6 +123,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_one(args: argparse.Namespace) -> int:
+    from engine.runtime.observe.malloctuning import tune_malloc
+
+    tune_malloc()  # before any thread allocates: engine/runtime/observe/malloctuning.py
     from engine.runtime.observe.gctuning import tune_for_latency
     from engine.runtime.loop import Engine, EngineOptions
 

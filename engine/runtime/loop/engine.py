@@ -46,6 +46,7 @@ from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
+from projections.store import rocksdb_memory
 from projections.views import keys as k
 from projections.views.counters import read_int
 
@@ -349,13 +350,16 @@ class Engine:
             self._sample_metrics()
 
     def _sample_metrics(self) -> None:
-        """Lane and dead-letter depths, the epochs of held partitions, the timers held in memory."""
+        """Lane and dead-letter depths, partitions restoring and followed, RocksDB's memory."""
         held = [p for p in self.partitions.values() if p.deciding and p.store is not None]
         depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
                   for lane in RUNNABLE_LANES}
         self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
         restoring = sum(1 for p in self.partitions.values() if p.state in (State.ASSIGNED, State.RESTORING))
         self.metrics.set_copies(restoring, len(self.standbys.copies) if self.standbys is not None else 0)
+        stores = [p.store for p in self.partitions.values() if p.store is not None]
+        stores += [c.store for c in self.standbys.copies.values()] if self.standbys is not None else []
+        self.metrics.set_rocksdb_memory(rocksdb_memory(stores))
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()
