@@ -29,8 +29,14 @@ class LogReader(Protocol):
     def end_offset(self, topic: str, partition: int) -> int:
         """The offset after the last record now."""
 
-    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
-        """``(offset, value)`` of every committed record in ``[start, stop)``, in order."""
+    def records(self, topic: str, partition: int, start: int, stop: int,
+                committed: bool = False) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)``, in order.
+
+        ``committed``: the caller knows every record before ``stop`` was committed (a live store
+        applied them), so the reader waits for them rather than stopping after a quiet second:
+        a transaction's commit markers reach the partitions a moment after the commit returns.
+        """
 
 
 @dataclass
@@ -51,13 +57,13 @@ class Verification:
 
 
 def rebuild_into(log: LogReader, topic: str, partition: int, path: Path, stop: int | None = None,
-                 progress: Progress | None = None) -> ProjectionStore:
+                 progress: Progress | None = None, committed: bool = False) -> ProjectionStore:
     """Fold ``topic[partition]`` from offset 0 (up to ``stop``, exclusive) into a new store at ``path``."""
     shutil.rmtree(path, ignore_errors=True)
     store = open_store(path)
     end = stop if stop is not None else log.end_offset(topic, partition)
     restorer = Restorer(store, topic, partition)
-    restorer.feed(_reporting(log.records(topic, partition, 0, end), partition, end, progress))
+    restorer.feed(_reporting(log.records(topic, partition, 0, end, committed), partition, end, progress))
     restorer.finish()
     if progress:
         progress(partition, end, end)
@@ -111,7 +117,8 @@ def verify(log: LogReader, settings: Settings, partition: int, progress: Progres
     try:
         applied = live.applied_offset()
         with tempfile.TemporaryDirectory(prefix="epochq-verify-") as tmp:
-            rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress)
+            rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress,
+                                   committed=True)
             try:
                 return compare(partition, applied, live.items(), rebuilt.items())
             finally:

@@ -227,6 +227,8 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
 
 
 SCAN_BATCH = 5000
+COMMITTED_WAIT_S = 30.0
+"""How long a reader waits for records it knows were committed (their markers are written after the commit)."""
 SEEK_GAP = 20_000
 """Reading through this many unwanted offsets costs about what a seek (a new fetch) does."""
 
@@ -262,9 +264,11 @@ class KafkaLog:
         """The offset after the last record now."""
         return end_offsets(self._consumer, topic, [partition])[partition]
 
-    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
-        """``(offset, value)`` of every committed record in ``[start, stop)``."""
-        for offset, _, value in scan_partition(self._consumer, topic, partition, start, stop):
+    def records(self, topic: str, partition: int, start: int, stop: int,
+                committed: bool = False) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)`` (see ``LogReader.records``)."""
+        idle_s = COMMITTED_WAIT_S if committed else 1.0
+        for offset, _, value in scan_partition(self._consumer, topic, partition, start, stop, idle_s):
             yield offset, value
 
     def close(self) -> None:
