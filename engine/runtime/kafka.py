@@ -55,7 +55,7 @@ def transactional_id(settings: Settings, partition: int) -> str:
 def owner_producer(settings: Settings, partition: int) -> Producer:
     """A transactional producer for one partition's events; initialising it fences zombies."""
     producer = Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "transactional.id": transactional_id(settings, partition),
         "enable.idempotence": True,
         "acks": "all",
@@ -71,7 +71,7 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
 def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
     """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p."""
     return Consumer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "group.id": f"{settings.namespace}.engine",
         "partition.assignment.strategy": "cooperative-sticky",
         "enable.auto.commit": False,
@@ -90,7 +90,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
 def events_reader(settings: Settings, name: str) -> Consumer:
     """A consumer that reads events (read_committed) by explicit assignment, never committing."""
     return Consumer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "group.id": f"{settings.namespace}.reader.{name}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -111,7 +111,7 @@ def command_producer(settings: Settings) -> Producer:
     reports deliveries only when they fail: a successful one costs no Python call.
     """
     return Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,

@@ -161,7 +161,7 @@ def remove_tenant(settings: Settings, tenant_id: str) -> None:
 def tenants_producer(settings: Settings) -> Producer:
     """An idempotent producer to the tenants topic, keyed with the Java-compatible partitioner."""
     return Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": "murmur2_random",

@@ -29,7 +29,7 @@ class TopicInfo:
 
 def admin_for(settings: Settings) -> AdminClient:
     """An AdminClient for the configured cluster."""
-    return AdminClient({"bootstrap.servers": settings.require_bootstrap()})
+    return AdminClient(settings.kafka_config())
 
 
 def wanted_topics(settings: Settings, partitions: int, replication: int) -> list[NewTopic]:
@@ -97,6 +97,8 @@ def _info(name: str, meta: object, config: dict[str, str]) -> TopicInfo:
 
 
 def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    if not names:  # none exists, or none this principal may describe
+        return {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     out: dict[str, dict[str, str]] = {}
     for res, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
