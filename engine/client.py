@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
@@ -162,7 +162,7 @@ class Client(ScheduleMethods):
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
-        self._producer = kafka.command_producer(self.settings)
+        self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
@@ -220,7 +220,8 @@ class Client(ScheduleMethods):
 
     def close(self) -> None:
         """Flush and release the Kafka clients."""
-        self._producer.flush(10)
+        if self._writer is not None:
+            self._writer.flush(10)
         self._reader.close()
 
     def __enter__(self) -> Client:
@@ -286,6 +287,12 @@ class Client(ScheduleMethods):
                     kafka.produce(producer, topic, value, key, on_delivery=failed)
             except KafkaException as e:
                 raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
+
+    @property
+    def _producer(self) -> Producer:
+        if self._writer is None:
+            self._writer = kafka.command_producer(self.settings)
+        return self._writer
 
     def _partition_count(self) -> int:
         if self._partitions is None:

@@ -18,13 +18,24 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import EpochqError, FencedError, KafkaUnavailableError, TransactionAbortedError, ValidationError
+from engine.errors import (
+    AccessDeniedError,
+    EpochqError,
+    FencedError,
+    KafkaUnavailableError,
+    TransactionAbortedError,
+    ValidationError,
+)
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSIENT_READ_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
                         KafkaError.REQUEST_TIMED_OUT}
 """Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving)."""
+DENIED_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
+"""Errors that say the brokers refused this principal: an ACL or a login is missing, waiting fixes nothing."""
 TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
@@ -168,9 +179,17 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
         raise translate(e) from e
 
 
+def denied(err: KafkaError, what: str) -> AccessDeniedError:
+    """The error of an operation the brokers refused this principal."""
+    return AccessDeniedError(f"{what}: {err.name()}: {err.str()} (check the credentials, or the ACLs: "
+                             "`epochq acl list`)")
+
+
 def translate(error: KafkaException) -> Exception:
     """The typed error for a librdkafka exception."""
     err: KafkaError = error.args[0]
+    if err.code() in DENIED_CODES:
+        return denied(err, "the brokers refused")
     if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
         return FencedError(f"producer fenced: {err.str()}")
     if err.fatal():
@@ -195,6 +214,8 @@ def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
                                                       cached=False)[1])
         except KafkaException as e:
             err: KafkaError = e.args[0]
+            if err.code() in DENIED_CODES:
+                raise denied(err, f"cannot read the end of {tp.topic}[{tp.partition}]") from e
             if err.code() not in TRANSIENT_READ_CODES or time.monotonic() >= deadline:
                 raise KafkaUnavailableError(f"cannot read the end of {tp.topic}[{tp.partition}]: {err.str()}") from e
             time.sleep(0.1)
@@ -213,6 +234,8 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
         while time.monotonic() - last_seen < idle_s:
             for msg in call(consumer.consume, 5000, 0.2):
                 if msg.error():
+                    if msg.error().code() in DENIED_CODES:  # never an empty history instead
+                        raise denied(msg.error(), f"cannot read {topic}[{partition}]")
                     continue
                 last_seen = time.monotonic()
                 yield msg.offset(), msg.key(), msg.value()

@@ -109,7 +109,8 @@ class Engine:
             self.metrics.serve(self.options.metrics_port, self.options.metrics_addr)
         self.metrics.watch_gc()
         self.reader.start()
-        log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
+        log.info("engine %s started on %s (%s)", self.owner_id, self.settings.commands_topic,
+                 self.settings.security_summary())
         try:
             while not self.stopping.is_set():
                 self.tick()
