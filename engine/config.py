@@ -120,7 +120,7 @@ class Settings(BaseModel):
         """The bootstrap address: configured, or the running local broker's."""
         if self.bootstrap:
             return self.bootstrap
-        from engine.broker import bootstrap_from_state
+        from engine.broker import bootstrap_from_state, secure_dir_from_state
 
         found = bootstrap_from_state()
         if not found:
@@ -128,6 +128,10 @@ class Settings(BaseModel):
                 "bootstrap: EPOCHQ_BOOTSTRAP is not set and no local broker is running "
                 "(start one with `epochq broker start`, or pass --bootstrap HOST:PORT)"
             )
+        secure = secure_dir_from_state()
+        if secure is not None and self.security_protocol == "PLAINTEXT":
+            raise ConfigError(f"security_protocol: the local broker is secure (SASL_SSL); load a user's settings "
+                              f"first, e.g. `set -a; . {secure / 'users' / 'admin.env'}; set +a` (docs/security.md)")
         return found
 
 

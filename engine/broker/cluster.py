@@ -34,6 +34,7 @@ __all__ = [
     "BrokerStatus",
     "NodeStatus",
     "bootstrap_from_state",
+    "secure_dir_from_state",
     "start",
     "status",
     "stop",
@@ -151,6 +152,14 @@ def bootstrap_from_state(home: Path | str | None = None) -> str | None:
     if info is None or not any(_alive(n) for n in info.nodes):
         return None
     return info.bootstrap
+
+
+def secure_dir_from_state(home: Path | str | None = None) -> Path | None:
+    """Where the running local broker's credentials are, if it is a secure one; else ``None``."""
+    info = load_state(home)
+    if info is None or not any(_alive(n) for n in info.nodes):
+        return None
+    return info.secure_dir
 
 
 def _alive(node: NodeInfo) -> bool:
