@@ -298,6 +298,8 @@ class Client(ScheduleMethods):
         if self._partitions is None:
             topic = self.settings.commands_topic
             meta = self._reader.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+                raise kafka.denied(meta.error, f"cannot write to {topic}")
             if meta.error is not None:
                 raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
             self._partitions = len(meta.partitions)

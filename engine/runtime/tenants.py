@@ -91,6 +91,8 @@ class TenantDirectory:
             meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
         except KafkaException as e:
             raise KafkaUnavailableError(f"cannot describe {self.topic}: {e}") from e
+        if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+            raise kafka.denied(meta.error, f"cannot read {self.topic}")
         if meta.error is not None:
             raise KafkaUnavailableError(f"topic {self.topic} is unavailable ({meta.error}): run `epochq topics ensure`")
         return sorted(meta.partitions)

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.config import Settings
 from engine.errors import KafkaUnavailableError, TopicMismatchError
+from engine.runtime.kafka import DENIED_CODES, denied
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -137,6 +138,8 @@ def partition_count(settings: Settings, admin: AdminClient | None = None) -> int
     """The partition count of the events topic (equal to the commands topic's)."""
     admin = admin or admin_for(settings)
     meta = admin.list_topics(settings.events_topic, timeout=TIMEOUT_S).topics[settings.events_topic]
+    if meta.error is not None and meta.error.code() in DENIED_CODES:
+        raise denied(meta.error, f"cannot describe {settings.events_topic}")
     if meta.error is not None:
         raise TopicMismatchError(f"topic {settings.events_topic} is missing: run `epochq topics ensure`")
     return len(meta.partitions)
