@@ -184,7 +184,7 @@ def _reuse(info: BrokerInfo, nodes: int, secure: bool) -> BrokerInfo:
 
 
 def _start_fresh(nodes: int, port: int | None, timeout: float, root: Path, secure: bool) -> BrokerInfo:
-    specs = _node_specs(nodes, port, data_root(root))
+    specs = _node_specs(nodes, port, data_root(root), secure)
     java = require_java()
     process.check_java(java)
     libs = ensure_jars()
@@ -199,7 +199,7 @@ def _start_fresh(nodes: int, port: int | None, timeout: float, root: Path, secur
         client = setup.client_config(ADMIN, info.bootstrap) if setup else {"bootstrap.servers": info.bootstrap}
         wait_ready(client, info.nodes, timeout)
         if setup is not None:
-            setup.write_env_files(info.bootstrap)
+            setup.write_env_files(info.bootstrap, ",".join(f"{HOST}:{s.tls_port}" for s in specs))
         return info
     except BaseException:
         process.signal_and_wait(launched, hard=True)
@@ -207,11 +207,14 @@ def _start_fresh(nodes: int, port: int | None, timeout: float, root: Path, secur
         raise
 
 
-def _node_specs(nodes: int, port: int | None, root: Path) -> list[NodeSpec]:
+def _node_specs(nodes: int, port: int | None, root: Path, secure: bool = False) -> list[NodeSpec]:
+    """Ports and directories of each node: a client port, a controller port, and if ``secure`` an mTLS port."""
     client_ports = process.allocate_ports(nodes, port)
-    controller_ports = [p for p in process.allocate_ports(nodes * 2) if p not in client_ports]
+    more = [p for p in process.allocate_ports(nodes * 4) if p not in client_ports]
+    controller_ports, tls_ports = more[:nodes], more[nodes:2 * nodes]
     return [
-        NodeSpec(i + 1, client_ports[i], controller_ports[i], root / f"node-{i + 1}" / "data")
+        NodeSpec(i + 1, client_ports[i], controller_ports[i], root / f"node-{i + 1}" / "data",
+                 tls_ports[i] if secure else None)
         for i in range(nodes)
     ]
 

@@ -68,6 +68,8 @@ class NodeSpec:
     port: int
     controller_port: int
     log_dir: Path
+    tls_port: int | None = None
+    """A secure broker's mTLS listener (``SSL``, client certificates required); ``None`` for PLAINTEXT."""
 
 
 def cluster_settings(nodes: int) -> dict[str, str]:
@@ -95,13 +97,16 @@ def node_settings(node: NodeSpec, cluster: Sequence[NodeSpec],
     its client listener is then ``SASL_SSL`` instead of ``PLAINTEXT``.
     """
     client = "SASL_SSL" if secure else "PLAINTEXT"
+    advertised = f"{client}://{HOST}:{node.port}"
+    if secure and node.tls_port is not None:
+        advertised += f",SSL://{HOST}:{node.tls_port}"
     settings = dict(BASE_SETTINGS)
     settings.update(cluster_settings(len(cluster)))
     settings.update({
         "node.id": str(node.node_id),
         "controller.quorum.voters": quorum_voters(cluster),
-        "listeners": f"{client}://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-        "advertised.listeners": f"{client}://{HOST}:{node.port}",
+        "listeners": f"{advertised},CONTROLLER://{HOST}:{node.controller_port}",
+        "advertised.listeners": advertised,
         "log.dirs": str(node.log_dir),
     })
     settings.update(secure or {})

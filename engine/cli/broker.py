@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine import broker
 from engine.broker.errors import BrokerError
-from engine.broker.secure import ADMIN, USERS
+from engine.broker.secure import ADMIN, CERT_USERS, USERS
 
 __all__ = ["register"]
 
@@ -67,7 +67,8 @@ def _print_secure(secure_dir: Path) -> None:
     print(f"CA certificate: {secure_dir / 'ca.pem'}")
     for user in USERS:
         role = "super user" if user == ADMIN else "needs `epochq acl apply`"
-        print(f"user {user} ({role}): settings in {secure_dir / 'users' / f'{user}.env'}")
+        mtls = f" (mTLS: {user}-mtls.env)" if user in CERT_USERS else ""
+        print(f"user {user} ({role}): settings in {secure_dir / 'users' / f'{user}.env'}{mtls}")
     print(f"use one: set -a; . {secure_dir / 'users' / 'admin.env'}; set +a")
 
 

@@ -41,7 +41,7 @@ def secure_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def user_env(secure_dir: Path, user: str) -> dict[str, str]:
-    """The EPOCHQ_* variables `broker start --secure` wrote for ``user``."""
+    """The EPOCHQ_* variables `broker start --secure` wrote for ``user`` (``user-mtls``: with its certificate)."""
     lines = (secure_dir / "users" / f"{user}.env").read_text().splitlines()
     return dict(line.split("=", 1) for line in lines if line)
 
@@ -138,6 +138,17 @@ def test_an_auditor_reads_events_but_cannot_write_anywhere(secure_home: Path, na
         assert _produce_error(auditor, topic) in DENIED, topic
     assert _read_error(auditor, auditor.events_topic) is None
     assert _read_error(auditor, auditor.commands_topic) in DENIED
+
+
+def test_a_client_certificate_is_the_same_principal_as_the_scram_user(secure_home: Path, namespace: str,
+                                                                      tmp_path: Path) -> None:
+    service = as_user(secure_home, "service-mtls", namespace, tmp_path)
+    assert service.kafka_config()["security.protocol"] == "SSL" and "sasl.username" not in service.kafka_config()
+    assert _produce_error(service, service.commands_topic) is None
+    assert _produce_error(service, service.events_topic) in DENIED
+    auditor = as_user(secure_home, "auditor-mtls", namespace, tmp_path)
+    assert _read_error(auditor, auditor.events_topic) is None
+    assert _produce_error(auditor, auditor.commands_topic) in DENIED
 
 
 def test_no_one_but_the_engine_may_write_events_or_use_its_transactional_ids(

@@ -81,9 +81,10 @@ def test_a_principal_is_a_user_name_or_given_whole() -> None:
 
 def test_the_secure_broker_listens_sasl_ssl_with_the_authorizer_and_a_ca_signed_key_store(tmp_path: Path) -> None:
     setup = make_secure_setup(tmp_path)
-    node = NodeSpec(1, 9093, 9094, tmp_path / "node-1" / "data")
+    node = NodeSpec(1, 9093, 9094, tmp_path / "node-1" / "data", tls_port=9095)
     conf = node_settings(node, [node], server_settings(setup))
-    assert conf["listeners"] == "SASL_SSL://127.0.0.1:9093,CONTROLLER://127.0.0.1:9094"
+    assert conf["listeners"] == "SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9095,CONTROLLER://127.0.0.1:9094"
+    assert conf["listener.name.ssl.ssl.client.auth"] == "required"
     assert conf["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert conf["allow.everyone.if.no.acl.found"] == "false"
     assert "PLAINTEXT" not in conf["listener.security.protocol.map"]
@@ -98,12 +99,19 @@ def test_the_secure_broker_listens_sasl_ssl_with_the_authorizer_and_a_ca_signed_
     names = chain[0].extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "localhost" in names.get_values_for_type(x509.DNSName)
     assert len(setup.scram_args()) == 2 * len(USERS)
+    assert set(setup.tls.clients) == {"engine", "service", "auditor"}
+    cert_path, key_path = setup.tls.clients["service"]
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    assert cert.subject.rfc4514_string() == "CN=service" and (key_path.stat().st_mode & 0o077) == 0
+    cert.verify_directly_issued_by(ca)
+    assert load_pem_private_key(key_path.read_bytes(), None).public_key() == cert.public_key()
 
 
 def test_env_files_are_private_and_load_as_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     setup = make_secure_setup(tmp_path)
-    paths = setup.write_env_files("127.0.0.1:9093")
+    paths = setup.write_env_files("127.0.0.1:9093", "127.0.0.1:9095")
     assert all((p.stat().st_mode & 0o077) == 0 for p in paths.values())
+    assert "engine-mtls" in paths and "admin-mtls" not in paths
     for line in paths["service"].read_text().splitlines():
         key, value = line.split("=", 1)
         monkeypatch.setenv(key, value)
