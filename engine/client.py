@@ -22,6 +22,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
+from engine.runtime.signatures import client_signer
 from engine.runtime.read.joblog import LoggedEvent, job_history, with_fencing
 from engine.schedule_client import ScheduleMethods
 
@@ -163,6 +164,7 @@ class Client(ScheduleMethods):
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
         self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
+        self._signer = client_signer(self.settings)  # signs each command with the tenant's key, if configured
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
@@ -276,15 +278,16 @@ class Client(ScheduleMethods):
             if err is not None:
                 errors.append(err)
 
-        producer, topic = self._producer, self.settings.commands_topic
+        producer, topic, signer = self._producer, self.settings.commands_topic, self._signer
         produce = producer.produce
         for command in commands:
             value, key = encode_command(command), command.job_id.encode()
+            headers = signer.headers(value) if signer is not None else None
             try:
                 try:
-                    produce(topic, value, key, on_delivery=failed)
+                    produce(topic, value, key, on_delivery=failed, headers=headers)
                 except BufferError:  # the queue is full: wait for space
-                    kafka.produce(producer, topic, value, key, on_delivery=failed)
+                    kafka.produce(producer, topic, value, key, on_delivery=failed, headers=headers)
             except KafkaException as e:
                 raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
 

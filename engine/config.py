@@ -16,7 +16,8 @@ from engine.errors import ConfigError
 
 ENV_PREFIX = "EPOCHQ_"
 SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_file",
-                   "ssl_cert_file", "ssl_key_file", "ssl_key_password")
+                   "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
+                   "require_signatures")
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
 KafkaConfig = dict[str, str | int | float | bool]
 """A librdkafka configuration, as confluent-kafka's clients take it."""
@@ -50,6 +51,12 @@ class Settings(BaseModel):
     ssl_cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
     ssl_key_file: Path | None = Field(default=None, description="PEM private key of the client certificate (mTLS)")
     ssl_key_password: SecretStr | None = Field(default=None, description="password of ssl_key_file, if encrypted")
+    signing_key_file: Path | None = Field(default=None, description="a client's Ed25519 private key (PEM): it signs "
+                                                                    "the commands it sends for its tenant")
+    engine_key_file: Path | None = Field(default=None, description="the engines' shared Ed25519 private key (PEM): "
+                                                                   "it signs the commands engines send themselves")
+    require_signatures: bool = Field(default=False, description="engines refuse commands that do not prove "
+                                                                "their tenant with a signature")
 
     @field_validator("bootstrap")
     @classmethod

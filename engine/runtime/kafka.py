@@ -149,24 +149,25 @@ def produce_error(err: KafkaError, what: str) -> EpochqError:
 
 
 def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int = -1,
-            on_delivery: Any = None) -> None:
+            on_delivery: Any = None, headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
     """Produce one record (to ``partition``, or -1: the producer's partitioner), waiting for queue space.
 
     A client's produce: its caller translates a ``KafkaException`` with :func:`produce_error`."""
     while True:
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery,
+                             headers=headers)
             return
         except BufferError:
             producer.poll(0.05)
 
 
 def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int,
-                  on_delivery: Any = None) -> None:
+                  on_delivery: Any = None, headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
     """An owner's produce inside its transaction: :func:`produce`, errors translated by :func:`translate`
     (a zombie's fatal error is ``FencedError``)."""
     try:
-        produce(producer, topic, value, key, partition, on_delivery)
+        produce(producer, topic, value, key, partition, on_delivery, headers)
     except KafkaException as e:
         raise translate(e) from e
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -20,6 +20,7 @@ from engine.config import Settings
 from engine.contract.codec import decode_tenant, encode_tenant
 from engine.contract.ids import validate_name, validate_tenant_id
 from engine.contract.messages import TenantConfig
+from engine.contract.signing import check_public_keys
 from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
 
@@ -66,6 +67,11 @@ class TenantDirectory:
         """The tenant's limit on queued jobs; ``None`` for no limit."""
         config = self._tenants.get(tenant)
         return config.max_queued if config else None
+
+    def public_keys(self, tenant: str) -> tuple[bytes, ...]:
+        """The Ed25519 public keys that sign the tenant's commands; none for a tenant without keys."""
+        config = self._tenants.get(tenant)
+        return config.public_keys if config else ()
 
     def tenants_of_product(self, product: str) -> list[str]:
         """The ids of the tenants of ``product``, sorted."""
@@ -135,7 +141,7 @@ class TenantDirectory:
 
 
 def tenant_config(tenant_id: str, weight: float, max_queued: int | None = None, product: str | None = None,
-                  updated_at: int = 0) -> TenantConfig:
+                  updated_at: int = 0, public_keys: Sequence[bytes] = ()) -> TenantConfig:
     """A validated tenant configuration; ValidationError naming the field that is wrong."""
     validate_tenant_id(tenant_id)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
@@ -144,13 +150,21 @@ def tenant_config(tenant_id: str, weight: float, max_queued: int | None = None, 
         raise ValidationError(f"max_queued must be an integer >= 1, got {max_queued!r}")
     if product is not None:
         validate_name("product", product)
-    return TenantConfig(tenant_id, updated_at, float(weight), max_queued, product)
+    keys = check_public_keys(public_keys)
+    return TenantConfig(tenant_id, updated_at, float(weight), max_queued, product, *keys)
 
 
 def set_tenant(settings: Settings, tenant_id: str, weight: float, max_queued: int | None = None,
-               product: str | None = None) -> TenantConfig:
-    """Write a tenant's configuration to ``<ns>.tenants`` (acks=all); returns what was written."""
-    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000)
+               product: str | None = None, public_keys: Sequence[bytes] | None = None) -> TenantConfig:
+    """Write a tenant's configuration to ``<ns>.tenants`` (acks=all); returns what was written.
+
+    ``public_keys``: the Ed25519 keys that sign the tenant's commands; ``None`` keeps the ones
+    the table has (a new weight never drops a tenant's keys), ``[]`` removes them.
+    """
+    if public_keys is None:
+        with TenantDirectory(settings) as directory:
+            public_keys = directory.public_keys(tenant_id)
+    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000, public_keys)
     _write(settings, tenant_id, encode_tenant(config))
     return config
 

@@ -40,17 +40,20 @@ class Admission:
     scope: Callable[[str | None], tuple[str, ...]]
     poison: PoisonDesk
     schedule_desk: Callable[[Partition], object]
+    authenticate: Callable[[m.Command, bytes, bytes | None], str | None] | None = None
+    """Whether a command proves its tenant (``engine.runtime.signatures.CommandChecker``): ``None`` or why not."""
 
-    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext) -> None:
-        """Decide the command at ``offset``; set it aside if that raises."""
+    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
+              signature: bytes | None = None) -> None:
+        """Decide the command at ``offset`` (``signature``: its signature header); set it aside if that raises."""
         command: list[m.Command] = []
-        error = partition.attempt(self._one, partition, offset, raw, ctx, command)
+        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature)
         if error is not None:
             self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
         partition.consumed(offset)
 
     def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-             seen: list[m.Command]) -> None:
+             seen: list[m.Command], signature: bytes | None = None) -> None:
         try:
             command = decode_command_at(raw, self.topic, partition.number, offset)
         except DecodeError as e:
@@ -59,7 +62,24 @@ class Admission:
             partition.stage(Emit(None, None, body), ctx.now)
             return
         seen.append(command)
+        refusal = self.authenticate(command, raw, signature) if self.authenticate is not None else None
+        if refusal is not None:
+            self._unauthenticated(partition, command, refusal, ctx)
+            return
         self._decide(partition, command, offset, ctx)
+
+    def _unauthenticated(self, partition: Partition, command: m.Command, why: str, ctx: DecideContext) -> None:
+        """Refuse a command that does not prove its tenant: a new job is rejected, an existing one untouched."""
+        log.warning("unauthenticated command %s for job %s (tenant %r): %s", command.command_id, command.job_id,
+                    command.tenant_id, why)
+        body, job = command.body, partition.job(command.job_id)
+        if isinstance(body, m.SubmitJob) and job is None:
+            emit = Emit(command.job_id, command.tenant_id, m.JobRejected(body.task_type, "unauthenticated", why))
+        else:
+            state = job.state.value if job is not None else "unknown"
+            emit = Emit(command.job_id, command.tenant_id, m.CommandRefused(type(body).__name__, state,
+                                                                            f"unauthenticated: {why}"))
+        partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
     def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
         home = partition_for(command.job_id, self.partitions)

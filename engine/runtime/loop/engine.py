@@ -43,6 +43,7 @@ from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
+from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
 from projections.views import keys as k
@@ -85,10 +86,12 @@ class Engine:
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
         count = partition_count(settings)
-        self.writer = Writer(settings.events_topic, settings.commands_topic, count)
+        signer = engine_signer(settings)
+        self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer)
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
-                                   lambda p: self.lifecycle.timers[p.number].desk)
+                                   lambda p: self.lifecycle.timers[p.number].desk,
+                                   CommandChecker(settings, self.tenants.public_keys, signer))
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count)
                          if options.standby else None)
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
@@ -188,7 +191,7 @@ class Engine:
         number, offset = cast(int, msg.partition()), cast(int, msg.offset())
         partition = self.partitions.get(number)
         if partition is not None and tag >= partition.accept_tag and partition.state is State.ACTIVE:
-            partition.commands.append((offset, msg.value()))
+            partition.commands.append((offset, msg.value(), signature_of(msg.headers())))
             return
         self.inbox.decided(1)  # not ours any more, or read before we rewound: dropped
         if partition is not None and tag >= partition.accept_tag and \
@@ -224,8 +227,8 @@ class Engine:
                 ctx, commands = ctxs[partition.number], partition.commands
                 n = min(len(commands), 32)
                 for _ in range(n):
-                    offset, raw = commands.popleft()
-                    self.admission.admit(partition, offset, raw, ctx)
+                    offset, raw, signature = commands.popleft()
+                    self.admission.admit(partition, offset, raw, ctx, signature)
                 self.inbox.decided(n)
             queued = [p for p in queued if p.commands]
 
