@@ -14,6 +14,7 @@ namespace. docs/contract.md gives the same rule for other languages.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -53,24 +54,37 @@ def verifies(public_keys: Sequence[bytes], topic: str, value: bytes, signature: 
     return False
 
 
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """What a command's signature proves: a refusal (why it proves nothing), or who signed it."""
+
+    refusal: str | None = None
+    by_engine: bool = False
+
+
 def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
-                 engine_keys: Sequence[bytes], required: bool) -> str | None:
-    """Decide whether a command record proves its tenant; ``None`` if it does, else why not.
+                 engine_keys: Sequence[bytes], required: bool, internal: bool = False) -> Proof:
+    """Decide whether a command record proves its tenant.
 
     A signature by the engines' key (commands the engines send themselves: fan-out children,
     schedule occurrences, reports to a parent) is good for any tenant. Otherwise the signature
     must be by one of the tenant's keys. A signature that verifies against none is refused
     even when signatures are not required; an unsigned command is refused only when they are.
+    ``internal``: a command only engines send (a report to a parent job or a schedule); when
+    signatures are required it must be the engines'.
     """
-    if verifies(engine_keys, topic, value, signature) or verifies(tenant_keys, topic, value, signature):
-        return None
+    if verifies(engine_keys, topic, value, signature):
+        return Proof(by_engine=True)
+    if verifies(tenant_keys, topic, value, signature):
+        return Proof("only engines send this command") if internal and required else Proof()
     if signature is not None:
-        return f"the signature is not by a key of tenant {tenant!r}"
+        return Proof(f"the signature is not by a key of tenant {tenant!r}")
     if not required:
-        return None
+        return Proof()
     if not tenant_keys:
-        return f"signatures are required and tenant {tenant!r} has no public key (epochq tenants set --public-key)"
-    return f"signatures are required and the command has no {SIGNATURE_HEADER} header"
+        return Proof(f"signatures are required and tenant {tenant!r} has no public key "
+                     "(epochq tenants set --public-key)")
+    return Proof(f"signatures are required and the command has no {SIGNATURE_HEADER} header")
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

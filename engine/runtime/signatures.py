@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.contract.signing import SIGNATURE_HEADER, authenticate, load_private_key, sign
+from engine.contract.signing import SIGNATURE_HEADER, Proof, authenticate, load_private_key, sign
 from engine.errors import ConfigError, ValidationError
 
 Headers = list[tuple[str, str | bytes | None]]
@@ -70,8 +70,12 @@ def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, s
     return None
 
 
+INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence)
+"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
+
+
 class CommandChecker:
-    """Whether an admitted command proves its tenant: ``None``, or why it does not (see ``authenticate``)."""
+    """What an admitted command's signature proves (see ``engine.contract.signing.authenticate``)."""
 
     def __init__(self, settings: Settings, tenant_keys: Callable[[str], tuple[bytes, ...]],
                  engine: CommandSigner | None):
@@ -79,6 +83,7 @@ class CommandChecker:
         self._tenant_keys = tenant_keys
         self._engine_keys = (engine.public_key,) if engine is not None else ()
 
-    def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> str | None:
+    def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
+        internal = isinstance(command.body, INTERNAL_COMMANDS)
         return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
-                            self._engine_keys, self.required)
+                            self._engine_keys, self.required, internal)

@@ -105,15 +105,24 @@ class TenantDirectory:
 
     def _unread_ends(self, partitions: list[int], timeout: float) -> dict[int, int]:
         """The end offset of each partition that holds records now (low watermark below high)."""
-        out = {}
+        out, deadline = {}, time.monotonic() + timeout
         for p in partitions:
-            try:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout, False)
-            except KafkaException as e:
-                raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{p}]: {e}") from e
+            low, high = self._watermarks(p, deadline)
             if high > low:
                 out[p] = high
         return out
+
+    def _watermarks(self, partition: int, deadline: float) -> tuple[int, int]:
+        """A partition's (low, high) watermarks; a moment's trouble (a topic just created) is waited out."""
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                                 max(0.5, deadline - time.monotonic()), False)
+                return int(low), int(high)
+            except KafkaException as e:
+                if e.args[0].code() not in kafka.TRANSIENT_READ_CODES or time.monotonic() >= deadline:
+                    raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{partition}]: {e}") from e
+                time.sleep(0.1)
 
     def _caught_up(self, ends: dict[int, int]) -> bool:
         """Whether every partition's position reached the end it had when loading began."""
@@ -161,10 +170,11 @@ def set_tenant(settings: Settings, tenant_id: str, weight: float, max_queued: in
     ``public_keys``: the Ed25519 keys that sign the tenant's commands; ``None`` keeps the ones
     the table has (a new weight never drops a tenant's keys), ``[]`` removes them.
     """
-    if public_keys is None:
+    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000, public_keys or ())
+    if public_keys is None:  # checked first: a bad value reads nothing
         with TenantDirectory(settings) as directory:
-            public_keys = directory.public_keys(tenant_id)
-    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000, public_keys)
+            config = tenant_config(tenant_id, weight, max_queued, product, config.updated_at,
+                                   directory.public_keys(tenant_id))
     _write(settings, tenant_id, encode_tenant(config))
     return config
 

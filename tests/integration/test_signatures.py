@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.client import Client
 from engine.config import Settings
-from engine.runtime.tenants import set_tenant
+from engine.runtime.tenants import TenantDirectory, set_tenant
 from tests.integration.conftest import EngineProcess
 
 
@@ -38,6 +38,9 @@ def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
     engine_key, _ = key_files(tmp_path, "engine")
     set_tenant(settings, "acme", 1.0, product="shop", public_keys=[load_public_key(acme_pub)])
     set_tenant(settings, "globex", 1.0, product="shop", public_keys=[load_public_key(globex_pub)])
+    set_tenant(settings, "acme", 2.0, product="shop")  # a new weight keeps the tenant's key
+    with TenantDirectory(settings) as table:
+        assert table.public_keys("acme") == (load_public_key(acme_pub),) and table.weight("acme") == 2.0
     monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
     monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
     engine = EngineProcess(settings, "signed", tmp_path)
@@ -59,6 +62,9 @@ def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
         unsigned.cancel(later.job_id, tenant="acme", reason="anyone")
         refused = _wait_for(lambda: _refusals(acme, later.job_id) >= 2)
         assert refused and acme.status(later.job_id).status == "scheduled"
+        mallory.cancel(later.job_id, tenant="globex", reason="as myself")  # signed, but not globex's job
+        assert _wait_for(lambda: _refusals(acme, later.job_id, "tenant: job") >= 1)
+        assert acme.status(later.job_id).status == "scheduled"
         acme.cancel(later.job_id, tenant="acme", reason="changed my mind")
         assert _wait_for(lambda: acme.status(later.job_id).status == "cancelled")
 
@@ -72,9 +78,9 @@ def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
     assert "unauthenticated command" in engine.logs()
 
 
-def _refusals(client: Client, job_id: str) -> int:
+def _refusals(client: Client, job_id: str, why: str = "unauthenticated") -> int:
     return sum(1 for e in client.status(job_id).events
-               if e.event.type == "CommandRefused" and "unauthenticated" in e.event.body.reason)
+               if e.event.type == "CommandRefused" and why in e.event.body.reason)
 
 
 def _wait_for(check, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
@@ -84,3 +90,20 @@ def _wait_for(check, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-
             return True
         time.sleep(0.2)
     return False
+
+
+def test_a_command_acts_only_within_its_tenant_even_unsigned(settings: Settings, client: Client, engines,  # type: ignore[no-untyped-def]
+                                                              tmp_path: Path) -> None:
+    from tests.integration.conftest import start_engine
+
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    later = client.submit("echo", {}, tenant="acme", delay=60)
+    assert _wait_for(lambda: client.status(later.job_id).status == "scheduled")
+    client.cancel(later.job_id, tenant="globex", reason="not mine")
+    client.cancel(later.job_id, reason="no tenant at all")
+    assert _wait_for(lambda: _refusals(client, later.job_id, "tenant: job") >= 2)
+    refusals = [e.event for e in client.status(later.job_id).events if e.event.type == "CommandRefused"]
+    assert all(e.tenant_id == "acme" for e in refusals)  # recorded in acme's history, for its audit
+    assert client.status(later.job_id).status == "scheduled"
+    assert client.cancel(later.job_id, tenant="acme").wait(10).status == "cancelled"

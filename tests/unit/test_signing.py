@@ -44,12 +44,17 @@ def test_who_may_prove_a_tenant() -> None:
     acme, globex, engine = (Ed25519PrivateKey.generate() for _ in range(3))
     value = command("acme")
 
-    def check(signature: bytes | None, required: bool = True, keys: list[bytes] | None = None) -> str | None:
+    def check(signature: bytes | None, required: bool = True, keys: list[bytes] | None = None,
+              internal: bool = False) -> str | None:
         return authenticate("acme", TOPIC, value, signature, [raw(acme)] if keys is None else keys, [raw(engine)],
-                            required)
+                            required, internal).refusal
 
     assert check(sign(acme, TOPIC, value)) is None
     assert check(sign(engine, TOPIC, value)) is None  # the engines' own commands, for any tenant
+    assert authenticate("acme", TOPIC, value, sign(engine, TOPIC, value), [], [raw(engine)], True).by_engine
+    assert not authenticate("acme", TOPIC, value, sign(acme, TOPIC, value), [raw(acme)], [], True).by_engine
+    assert check(sign(acme, TOPIC, value), internal=True) == "only engines send this command"
+    assert check(sign(acme, TOPIC, value), required=False, internal=True) is None
     assert "not by a key of tenant 'acme'" in str(check(sign(globex, TOPIC, value)))
     assert "not by a key" in str(check(sign(globex, TOPIC, value), required=False))  # a wrong one never passes
     assert "no epochq-signature header" in str(check(None))
@@ -86,8 +91,8 @@ def test_keys_load_from_pem_files_and_clients_and_engines_sign(tmp_path: Path) -
     checker = CommandChecker(settings.model_copy(update={"require_signatures": True}),
                              lambda tenant: (raw(key),) if tenant == "acme" else (), None)
     from engine.contract.codec import decode_command
-    assert checker(decode_command(command()), command(), signature_of(headers)) is None
-    assert checker(decode_command(command("globex")), command("globex"), None) is not None
+    assert checker(decode_command(command()), command(), signature_of(headers)).refusal is None
+    assert checker(decode_command(command("globex")), command("globex"), None).refusal is not None
 
 
 def test_requiring_signatures_needs_the_engines_key_and_a_bad_key_file_is_named(tmp_path: Path) -> None:
