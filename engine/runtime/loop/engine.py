@@ -25,6 +25,7 @@ from confluent_kafka import Message
 
 from engine.app import App
 from engine.config import Settings
+from engine.contract import messages as m
 from engine.domain.decide import DecideContext, TaskPolicy
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
@@ -84,7 +85,8 @@ class Engine:
         self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
-                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
+                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed,
+                                   self._unknown_write)
         count = partition_count(settings)
         signer = engine_signer(settings)
         self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer)
@@ -175,8 +177,8 @@ class Engine:
         results = [r for r in (self.executor.settle(item) for item in arrivals.results if item) if r]
         for result in results + self.executor.expire():
             partition = self.partitions.get(result.request.partition)
-            if partition is not None and partition.deciding:
-                partition.results.append(result)
+            if partition is not None and (partition.deciding or partition.resuming):  # resuming: same epoch
+                partition.results.append(result)  # recorded once it decides again (a resync must not lose it)
             else:
                 log.warning("dropping result of job %s attempt %d: partition %d is no longer ours",
                             result.request.job_id, result.request.attempt, result.request.partition)
@@ -356,6 +358,14 @@ class Engine:
         self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
         restoring = sum(1 for p in self.partitions.values() if p.state in (State.ASSIGNED, State.RESTORING))
         self.metrics.set_copies(restoring, len(self.standbys.copies) if self.standbys is not None else 0)
+
+    def _unknown_write(self, partition: int, event: m.Event) -> None:
+        """A record of ``partition`` that does not count: alert (only a forged or a zombie's write is one)."""
+        kind = "claim" if isinstance(event.body, m.OwnershipClaimed) else "event"
+        self.metrics.unknown_writes.labels(kind).inc()
+        log.error("partition %d: %s %s at epoch %d by %r does not count (not the valid claim's %s): a forged "
+                  "or a zombie's write, marked fenced", partition, kind, event.type, event.epoch, event.owner,
+                  "successor" if kind == "claim" else "epoch")
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()
