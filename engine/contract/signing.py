@@ -13,6 +13,7 @@ namespace. docs/contract.md gives the same rule for other languages.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +48,17 @@ def verifies(public_keys: Sequence[bytes], topic: str, value: bytes, signature: 
     message = signed_bytes(topic, value)
     for raw in public_keys:
         try:
-            Ed25519PublicKey.from_public_bytes(raw).verify(signature, message)
+            _public_key(raw).verify(signature, message)
             return True
         except (InvalidSignature, ValueError):
             continue
     return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    """A loaded key, once per key: loading costs as much as a verification."""
+    return Ed25519PublicKey.from_public_bytes(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +80,12 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
     ``internal``: a command only engines send (a report to a parent job or a schedule); when
     signatures are required it must be the engines'.
     """
+    if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
+        return Proof()  # the common case first: one verification
     if verifies(engine_keys, topic, value, signature):
         return Proof(by_engine=True)
     if verifies(tenant_keys, topic, value, signature):
-        return Proof("only engines send this command") if internal and required else Proof()
+        return Proof("only engines send this command") if required else Proof()
     if signature is not None:
         return Proof(f"the signature is not by a key of tenant {tenant!r}")
     if not required:
