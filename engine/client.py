@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
@@ -22,6 +22,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
+from engine.runtime.signatures import client_signer
 from engine.runtime.read.joblog import LoggedEvent, job_history, with_fencing
 from engine.schedule_client import ScheduleMethods
 
@@ -162,7 +163,8 @@ class Client(ScheduleMethods):
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
-        self._producer = kafka.command_producer(self.settings)
+        self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
+        self._signer = client_signer(self.settings)  # signs each command with the tenant's key, if configured
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
@@ -220,7 +222,8 @@ class Client(ScheduleMethods):
 
     def close(self) -> None:
         """Flush and release the Kafka clients."""
-        self._producer.flush(10)
+        if self._writer is not None:
+            self._writer.flush(10)
         self._reader.close()
 
     def __enter__(self) -> Client:
@@ -275,22 +278,31 @@ class Client(ScheduleMethods):
             if err is not None:
                 errors.append(err)
 
-        producer, topic = self._producer, self.settings.commands_topic
+        producer, topic, signer = self._producer, self.settings.commands_topic, self._signer
         produce = producer.produce
         for command in commands:
             value, key = encode_command(command), command.job_id.encode()
+            headers = signer.headers(value) if signer is not None else None
             try:
                 try:
-                    produce(topic, value, key, on_delivery=failed)
+                    produce(topic, value, key, on_delivery=failed, headers=headers)
                 except BufferError:  # the queue is full: wait for space
-                    kafka.produce(producer, topic, value, key, on_delivery=failed)
+                    kafka.produce(producer, topic, value, key, on_delivery=failed, headers=headers)
             except KafkaException as e:
                 raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
+
+    @property
+    def _producer(self) -> Producer:
+        if self._writer is None:
+            self._writer = kafka.command_producer(self.settings)
+        return self._writer
 
     def _partition_count(self) -> int:
         if self._partitions is None:
             topic = self.settings.commands_topic
             meta = self._reader.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+                raise kafka.denied(meta.error, f"cannot write to {topic}")
             if meta.error is not None:
                 raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
             self._partitions = len(meta.partitions)

@@ -13,6 +13,7 @@
 - ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
   cluster did not answer in time), ``TransactionAbortedError`` (abort, catch up, decide again).
 - ``FatalError``: the process cannot go on (a setting, a broken client); stop.
+  ``AccessDeniedError``: the brokers refused this principal (credentials or ACLs); fix them.
 
 Every librdkafka error is translated into this tree once, where it enters
 (``engine.runtime.kafka``); a record that makes one step raise is *poison*: it is set
@@ -106,3 +107,9 @@ class TransactionAbortedError(RetryableError):
 
 class FatalError(EpochqError):
     """The process cannot go on: stop it and fix the cause."""
+
+
+class AccessDeniedError(FatalError):
+    """The brokers refused this principal an operation (an ACL) or a login; retrying does not help.
+
+    Fix the credentials (docs/security.md) or ask for the ACL (``epochq acl apply``)."""

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaException
 from engine.errors import EpochqError
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
-                      "schedules", "lateness")
+                      "schedules", "lateness", "acl")
 
 
 def build_parser() -> argparse.ArgumentParser:

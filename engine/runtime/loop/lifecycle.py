@@ -35,6 +35,7 @@ from engine.runtime.loop.inbox import Change, CommandReader, Note
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
+from projections.evolve import FENCED, Folded
 from projections.restore import Restorer
 from projections.lock import holder_name
 from projections.store import open_locked, store_path
@@ -55,8 +56,10 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 on_change: Callable[[], None] = lambda: None, bulk: BulkRestores | None = None):
+                 on_change: Callable[[], None] = lambda: None,
+                 on_fenced: Callable[[int, m.Event], None] | None = None, bulk: BulkRestores | None = None):
         self.settings, self.owner_id = settings, owner_id
+        self.on_fenced = on_fenced  # told of each record a restore found not counting: a forged or zombie write
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
         self.on_change = on_change  # told whenever a partition is taken or given back (metrics)
@@ -163,10 +166,21 @@ class Lifecycle:
         p = partition.number
         topic = self.settings.events_topic
         partition.restore_target = kafka.end_offsets(self.events, topic, [p])[p]
-        restorer = Restorer(partition.store, topic, p)  # type: ignore[arg-type]
+        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p))  # type: ignore[arg-type]
         self._restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
+
+    def _folded_hook(self, p: int) -> Callable[[m.Event, Folded], None] | None:
+        """The restorer's hook that reports the records of partition ``p`` that did not count."""
+        hook = self.on_fenced
+        if hook is None:
+            return None
+
+        def folded(event: m.Event, verdict: Folded) -> None:
+            if verdict.status == FENCED:
+                hook(p, event)
+        return folded
 
     @property
     def restoring(self) -> bool:

@@ -111,6 +111,11 @@ class EngineMetrics:
                               "(engine run --standby)", registry=r)
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
+        self.unknown_writes = Counter("epochq_unknown_writes_total", "Records a restore found not counting: claims "
+                                      "that are not the successor of the valid one, events outside the valid "
+                                      "claim's epoch (forged, or a zombie's)", ("kind",), registry=r)
+        for kind in ("claim", "event"):  # present at 0 from the start: an alert rule sees the first one
+            self.unknown_writes.labels(kind)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
         self.tick_seconds = Histogram("epochq_tick_seconds", "Time one loop tick spends in a step: decide (commands, "
                                       "results, timers, dispatch), write (the transactions), apply (store commits)",
