@@ -31,10 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import ROOT, fresh_settings, local_broker
-from bench.takeover import PARTITIONS, write_log
+from bench.harness import ROOT, local_broker
+from bench.takeover import held_namespace
 from engine.client import Client
-from engine.config import Settings, load_settings
+from engine.config import Settings
 
 TENANT = "tenant-3"
 
@@ -102,18 +102,10 @@ def main() -> None:
     parser.add_argument("--state-dir", type=Path, help="reuse this state directory (rebuilt by an earlier run)")
     args = parser.parse_args()
     with local_broker() as bootstrap:
-        if args.namespace:
-            settings = load_settings(bootstrap=bootstrap, namespace=args.namespace, state_dir=tempfile.mkdtemp())
-            events = 0
-        else:
-            settings = fresh_settings(bootstrap, partitions=PARTITIONS)
-            started = time.perf_counter()
-            events = write_log(settings, args.jobs)
-            print(f"namespace {settings.namespace}: wrote {events:,} events of {args.jobs:,} jobs "
-                  f"in {time.perf_counter() - started:.0f} s")
+        settings, events = held_namespace(bootstrap, args.namespace, args.jobs)
         state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="epochq-audit-state-"))
         if not args.state_dir:
-            rebuild(settings, state_dir, events or 3 * args.jobs + PARTITIONS)
+            rebuild(settings, state_dir, events)
         audits(settings, state_dir, args.runs)
         statuses(settings, state_dir, args.jobs, args.probes)
 

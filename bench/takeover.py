@@ -208,6 +208,22 @@ def run_case(settings: Settings, case: str, events: int, extra: tuple[str, ...] 
                 engine.stop()
 
 
+def held_namespace(bootstrap: str, namespace: str | None, jobs: int) -> tuple[Settings, int]:
+    """The namespace named (written by an earlier run), or a fresh one with ``jobs`` jobs; and its offsets."""
+    if namespace:
+        settings = load_settings(bootstrap=bootstrap, namespace=namespace, state_dir=tempfile.mkdtemp())
+        with kafka.KafkaLog(settings) as log:
+            events = sum(log.end_offset(settings.events_topic, p) for p in range(PARTITIONS))
+        print(f"namespace {namespace}: {events:,} offsets in {PARTITIONS} partitions")
+        return settings, events
+    settings = fresh_settings(bootstrap, partitions=PARTITIONS)
+    started = time.perf_counter()
+    events = write_log(settings, jobs)
+    print(f"namespace {settings.namespace}: wrote {events:,} events of {jobs:,} jobs to {PARTITIONS} "
+          f"partitions in {time.perf_counter() - started:.0f} s")
+    return settings, events
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1_000_000)
@@ -218,17 +234,7 @@ def main() -> None:
                              "once per value, alternating")
     args = parser.parse_args()
     with local_broker() as bootstrap:
-        if args.namespace:
-            settings = load_settings(bootstrap=bootstrap, namespace=args.namespace, state_dir=tempfile.mkdtemp())
-            with kafka.KafkaLog(settings) as log:
-                events = sum(log.end_offset(settings.events_topic, p) for p in range(PARTITIONS))
-            print(f"namespace {args.namespace}: {events:,} offsets in {PARTITIONS} partitions")
-        else:
-            settings = fresh_settings(bootstrap, partitions=PARTITIONS)
-            started = time.perf_counter()
-            events = write_log(settings, args.jobs)
-            print(f"namespace {settings.namespace}: wrote {events:,} events of {args.jobs:,} jobs to {PARTITIONS} "
-                  f"partitions in {time.perf_counter() - started:.0f} s")
+        settings, events = held_namespace(bootstrap, args.namespace, args.jobs)
         for case in args.cases.split(","):
             for flags in args.engine_args or [""]:
                 run_case(settings, case.strip(), events, tuple(flags.split()))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
@@ -16,6 +16,8 @@ from projections.views.jobs import decode_job, read_job
 
 if TYPE_CHECKING:
     from projections.views.breakers import BreakerRecord
+
+T = TypeVar("T")
 
 
 def partition_dirs(settings: Settings) -> list[tuple[int, Path]]:
@@ -63,14 +65,8 @@ class IndexedHistory:
 
 def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedHistory | None:
     """The job's history as ``partition``'s store indexed it; None when the state directory has no such store."""
-    path = store_path(settings.state_dir, settings.namespace, partition)
-    if not path.is_dir():
-        return None
-    try:
-        with read_store(path) as store:
-            return IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store))
-    except Exception:  # noqa: BLE001 - no readable store there (being created, or not a store): scan instead
-        return None
+    return _asked(settings, partition,
+                  lambda store: IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store)))
 
 
 @dataclass(frozen=True)
@@ -85,17 +81,26 @@ class TenantIndex:
 
 def tenant_index(settings: Settings, partition: int, tenant: str) -> TenantIndex | None:
     """The tenant's jobs in ``partition`` as its store indexed them; None without a store that has the index."""
+    return _asked(settings, partition, lambda store: _tenant_index(store, tenant))
+
+
+def _tenant_index(store: ProjectionStore, tenant: str) -> TenantIndex | None:
+    if store.get(TENANT_INDEXED) is None:
+        return None  # made before the tenant index existed: `projections rebuild` adds it
+    prefix = k.tenant_jobs_prefix(tenant)
+    jobs = frozenset(k.suffix_after(prefix, key) for key, _ in store.scan(prefix))
+    entries = sorted(entry for job in jobs for entry in _history(store, job))
+    return TenantIndex(jobs, entries, store.applied_offset(), _epoch(store))
+
+
+def _asked(settings: Settings, partition: int, question: Callable[[ProjectionStore], T | None]) -> T | None:
+    """``question`` put to ``partition``'s store, read-only; None when the state directory has no readable one."""
     path = store_path(settings.state_dir, settings.namespace, partition)
     if not path.is_dir():
         return None
     try:
         with read_store(path) as store:
-            if store.get(TENANT_INDEXED) is None:
-                return None  # made before the tenant index existed: `projections rebuild` adds it
-            prefix = k.tenant_jobs_prefix(tenant)
-            jobs = frozenset(k.suffix_after(prefix, key) for key, _ in store.scan(prefix))
-            entries = sorted(entry for job in jobs for entry in _history(store, job))
-            return TenantIndex(jobs, entries, store.applied_offset(), _epoch(store))
+            return question(store)
     except Exception:  # noqa: BLE001 - no readable store there (being created, or not a store): scan instead
         return None
 

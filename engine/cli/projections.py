@@ -84,19 +84,22 @@ def _rebuild(args: argparse.Namespace) -> int:
 
 
 def _replaced(settings: Settings, partitions: list[int], workers: int) -> int:
-    if workers > 1:
-        print(f"rebuild: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
-        return _report(rebuild_each(settings, partitions, workers, _Overall("rebuild")))
-    with KafkaLog(settings) as log:
-        return _report((p, replace_store(log, settings, p, _progress)) for p in partitions)
+    return _each_partition(settings, partitions, workers, "rebuild")
 
 
 def _checked(settings: Settings, partitions: list[int], workers: int) -> int:
+    return _each_partition(settings, partitions, workers, "verify")
+
+
+def _each_partition(settings: Settings, partitions: list[int], workers: int, label: str) -> int:
+    """Rebuild (or verify) every partition: ``workers`` processes at once, or one after the other here."""
     if workers > 1:
-        print(f"verify: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
-        return _report(verify_each(settings, partitions, workers, _Overall("verify")))
+        print(f"{label}: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
+        each = rebuild_each if label == "rebuild" else verify_each
+        return _report(each(settings, partitions, workers, _Overall(label)))
+    step = replace_store if label == "rebuild" else verify
     with KafkaLog(settings) as log:
-        return _report((p, verify(log, settings, p, _progress)) for p in partitions)
+        return _report((p, step(log, settings, p, _progress)) for p in partitions)
 
 
 def _report(results: Iterable[tuple[int, int | Verification]]) -> int:
