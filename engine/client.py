@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -46,8 +47,14 @@ class Outcome:
     reason: str | None = None
     attempts: int = 0
     duplicate: bool = False
+    due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
+
+    @property
+    def known(self) -> bool:
+        """Whether any event of the job was read (an id with none is unknown, or not decided yet)."""
+        return bool(self.events)
 
     @property
     def done(self) -> bool:
@@ -69,6 +76,8 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
         outcome.result = _decode_result(body.result)
     elif isinstance(body, m.JobFailed):
         outcome.error = f"{body.error_type}: {body.message}"
+    elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
+        outcome.due_at = body.due_at
     elif isinstance(body, m.JobStarted):
         outcome.attempts = body.attempt
     elif isinstance(body, m.JobRejected):
@@ -209,11 +218,14 @@ class Client(ScheduleMethods):
     def status(self, job_id: str) -> Outcome:
         """The job's current outcome, folded from its whole history in the log.
 
+        A job with no event at all has status ``unknown`` (``outcome.known`` is false): the id
+        is wrong, or no engine has decided its command yet.
+
         With a projection of the job's partition in ``settings.state_dir`` (an engine's, or a
         standby's), its history index says where the job's events are, and only the log after
         the projection's applied offset is read; otherwise the partition is scanned.
         """
-        outcome = Outcome(job_id)
+        outcome = Outcome(job_id, status="unknown")
         for logged in job_history(self.settings, job_id):
             outcome.apply(logged)
         return outcome
@@ -234,11 +246,9 @@ class Client(ScheduleMethods):
     def _job_command(self, n: int, job_id: str, command_id: str, now: int, job: Mapping[str, Any]) -> m.Command:
         """The command of the ``n``-th job of a batch; errors name the job's index."""
         try:
-            return self._submit_command(job_id, command_id, now, **job)
+            return self._submit_command(job_id, command_id, now, **_submit_kwargs(job))
         except ValidationError as e:
             raise ValidationError(f"job {n}: {e}", e.field, e.reason) from None
-        except TypeError as e:  # a missing or unknown argument
-            raise ValidationError(f"job {n}: {str(e).replace('_submit_command()', 'submit')}") from None
 
     def _submit_command(self, job_id: str, command_id: str, now: int, task_type: str, payload: Any, tenant: str,
                         priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
@@ -295,6 +305,24 @@ class Client(ScheduleMethods):
                 raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
             self._partitions = len(meta.partitions)
         return self._partitions
+
+
+SUBMIT_KEYS = frozenset(inspect.signature(Client.submit).parameters) - {"self"}
+"""The keys a job of ``submit_many`` may have: ``submit``'s arguments."""
+
+
+def _submit_kwargs(job: Mapping[str, Any]) -> dict[str, Any]:
+    """``job`` as ``submit``'s arguments; ValidationError naming a key that is not one, or one missing."""
+    if not isinstance(job, Mapping):
+        raise ValidationError(f"must be a mapping of submit's arguments, got {type(job).__name__}")
+    unknown = sorted(str(k) for k in job if k not in SUBMIT_KEYS)
+    if unknown:
+        raise ValidationError(f"unknown key(s) {', '.join(map(repr, unknown))}; submit takes "
+                              f"{', '.join(sorted(SUBMIT_KEYS))}", unknown[0], "invalid_key")
+    missing = [k for k in ("task_type", "tenant") if k not in job]
+    if missing:
+        raise ValidationError(f"missing key(s) {', '.join(map(repr, missing))}", missing[0])
+    return {"payload": None, **job}
 
 
 def _labels(labels: object) -> Any:

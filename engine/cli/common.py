@@ -12,6 +12,11 @@ from typing import Any
 from engine.config import Settings, load_settings
 from engine.errors import ValidationError
 
+EXIT_NEGATIVE = 1
+"""The request ran, and its answer is no: a job ended dead or rejected, a command was refused, a name is unknown."""
+EXIT_NOT_DONE = 4
+"""``--wait`` ran out: the job has not reached a final state within ``--timeout``."""
+
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 """What ``--payload @file`` or ``-`` reads at most: far over any payload limit, short of exhausting memory."""
 PAYLOAD_HELP = "JSON payload: inline text, @FILE, or - for stdin (default {})"

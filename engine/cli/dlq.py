@@ -11,7 +11,7 @@ from typing import Any
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.client import Client
 from engine.domain.jobs import JobView
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ValidationError
 from projections.query import DeadFilter, dead_letters, find_job
 
 
@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _filters(replay)
     replay.add_argument("--reason", required=True, help="why (recorded in the JobReplayed event)")
     replay.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
+    replay.add_argument("--all", action="store_true", help="replay every dead job, of every tenant (no filter)")
     replay.set_defaults(func=_replay)
 
 
@@ -57,6 +58,16 @@ def _us(text: str | None, flag: str) -> int | None:
     if when.tzinfo is None:
         raise ConfigError(f"{flag}: give a time zone, e.g. {text}+00:00")
     return int(when.timestamp() * 1_000_000)
+
+
+def _check_scope(args: argparse.Namespace) -> None:
+    """Refuse a replay of the whole dead-letter queue that did not say ``--all``, and ``--all`` with a target."""
+    targeted = args.job_id or any((args.task_type, args.tenant, args.since, args.until))
+    if not targeted and not args.all:
+        raise ValidationError("dlq replay: give a JOB, a filter (--task-type, --tenant, --since, --until), "
+                              "or --all to replay every dead job of every tenant")
+    if targeted and args.all:
+        raise ValidationError("dlq replay: --all replays everything; drop it to use a JOB or filters")
 
 
 def dead_json(job: JobView) -> dict[str, Any]:
@@ -93,6 +104,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    _check_scope(args)
     settings = settings_from(args)
     if args.job_id:
         found = find_job(settings, args.job_id)

@@ -105,10 +105,12 @@ def _change(args: argparse.Namespace) -> int:
 def _print_receipt(receipt: Receipt, as_json: bool, done: str) -> int:
     if as_json:
         print_json({"schedule_id": receipt.schedule_id, "status": receipt.status, "reason": receipt.reason,
+                    "paused": receipt.paused,
                     "armed_us": receipt.armed, "armed": iso(receipt.armed) if receipt.armed else None})
     elif receipt.status == "accepted":
         armed = f"; next occurrence {iso(receipt.armed)}" if receipt.armed else ""
-        print(f"schedule {receipt.schedule_id} {done}{armed}")
+        paused = f"; paused: `epochq schedules resume {receipt.schedule_id}` fires it" if receipt.paused else ""
+        print(f"schedule {receipt.schedule_id} {done}{armed}{paused}")
     elif receipt.status == "refused":
         print(f"schedule {receipt.schedule_id}: refused: {receipt.reason}")
     else:

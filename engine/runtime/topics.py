@@ -42,17 +42,36 @@ def wanted_topics(settings: Settings, partitions: int, replication: int) -> list
     return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
 
 
-def ensure_topics(settings: Settings, partitions: int = 6, replication: int = 1) -> list[TopicInfo]:
-    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict."""
+def ensure_topics(settings: Settings, partitions: int | None = None, replication: int | None = None) -> list[TopicInfo]:
+    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict.
+
+    ``partitions`` and ``replication`` are what missing topics are created with (default 6 and 1);
+    when given, existing topics must have them too: a different count is refused, never changed.
+    """
     admin = admin_for(settings)
     existing = _list(admin)
-    missing = [t for t in wanted_topics(settings, partitions, replication) if t.topic not in existing]
+    wanted = wanted_topics(settings, partitions or 6, replication or 1)
+    missing = [t for t in wanted if t.topic not in existing]
     if missing:
         _create(admin, missing)
         _await_metadata(admin, _names(settings))
     infos = describe_topics(settings, admin)
     check_topics(settings, infos)
+    check_asked(settings, infos, partitions, replication)
     return infos
+
+
+def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | None, replication: int | None) -> None:
+    """Refuse existing topics whose partition count or replication differs from what was asked for."""
+    problems = []
+    for info in infos:
+        if partitions is not None and info.name != settings.tenants_topic and info.partitions != partitions:
+            problems.append(f"{info.name} has {info.partitions} partitions, not {partitions}")
+        if replication is not None and info.replication != replication:
+            problems.append(f"{info.name} has replication {info.replication}, not {replication}")
+    if problems:
+        raise TopicMismatchError("; ".join(problems) + ": existing topics are never changed; "
+                                 "drop the flag to use them as they are, or use another --namespace")
 
 
 def _list(admin: AdminClient) -> set[str]:
@@ -99,6 +118,8 @@ def _info(name: str, meta: object, config: dict[str, str]) -> TopicInfo:
 def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     out: dict[str, dict[str, str]] = {}
+    if not resources:  # none of the topics exists yet: nothing to ask the broker
+        return out
     for res, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
         entries = future.result()
         keep = ("cleanup.policy", "retention.ms", "min.insync.replicas")
