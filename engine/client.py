@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import inspect
-import json
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException
 
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
-from engine.contract.codec import decode_event_at, encode_command
+from engine.contract.codec import encode_command
 from engine.contract.ids import job_id_for_key, new_uuid4s
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command, check_submit
@@ -23,88 +21,12 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import LoggedEvent, job_history, with_fencing
+from engine.runtime.read.follow import Followed, Follower, Watch
+from engine.runtime.read.joblog import job_history
+from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
+
+__all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
 from engine.schedule_client import ScheduleMethods
-
-FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
-STATUS_OF = {
-    "JobSubmitted": "accepted", "JobScheduled": "scheduled", "JobQueued": "queued",
-    "JobStarted": "running", "JobSucceeded": "completed", "JobFailed": "failed",
-    "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
-    "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
-    "JobFannedOut": "running", "JobRescheduled": "scheduled",
-}
-
-
-@dataclass
-class Outcome:
-    """What the log says about a job: its status, and result or error when it has one."""
-
-    job_id: str
-    status: str = "submitted"
-    result: Any = None
-    error: str | None = None
-    reason: str | None = None
-    attempts: int = 0
-    duplicate: bool = False
-    due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
-    events: list[LoggedEvent] = field(default_factory=list)
-    children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
-
-    @property
-    def known(self) -> bool:
-        """Whether any event of the job was read (an id with none is unknown, or not decided yet)."""
-        return bool(self.events)
-
-    @property
-    def done(self) -> bool:
-        """Whether the job reached a final state (completed, dead, cancelled, rejected)."""
-        return self.status in FINAL
-
-    def apply(self, logged: LoggedEvent) -> None:
-        """Take one event of the job into account (fenced events change nothing)."""
-        self.events.append(logged)
-        if logged.fenced:
-            return
-        body = logged.event.body
-        self.status = STATUS_OF.get(type(body).__name__, self.status)
-        _details(self, body)
-
-
-def _details(outcome: Outcome, body: m.EventBody) -> None:
-    if isinstance(body, m.JobSucceeded):
-        outcome.result = _decode_result(body.result)
-    elif isinstance(body, m.JobFailed):
-        outcome.error = f"{body.error_type}: {body.message}"
-    elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
-        outcome.due_at = body.due_at
-    elif isinstance(body, m.JobStarted):
-        outcome.attempts = body.attempt
-    elif isinstance(body, m.JobRejected):
-        outcome.reason, outcome.error = body.reason, body.detail
-    elif isinstance(body, m.JobDeadLettered):
-        outcome.reason = body.reason
-    elif isinstance(body, m.DuplicateSubmitted):
-        outcome.duplicate = True
-    elif isinstance(body, m.JobFannedOut):
-        outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
-    elif isinstance(body, m.ChildReported):
-        outcome.children[body.child_tenant] = {"job_id": body.child_job_id, "status": body.status, "error": body.error}
-    elif isinstance(body, m.JobSettled):
-        outcome.status = "completed" if body.outcome == "completed" else "partial"
-        outcome.reason = f"{body.succeeded} succeeded, {body.failed} failed"
-    elif isinstance(body, m.CommandRefused):
-        outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
-
-
-def _decode_result(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
 
 class JobHandle:
     """A submitted job: ``wait()`` follows its events partition until it is final.
@@ -137,33 +59,16 @@ class JobHandle:
             self._start = (self._starts or {}).get(self.partition, 0)
         return self._start
 
-    def wait(self, timeout: float = 30.0) -> Outcome:
-        """The job's outcome once final, or its latest status when ``timeout`` runs out."""
-        outcome = self._follow(self.start_offset, timeout)
-        if outcome.duplicate and not outcome.done:
-            return self.client.status(self.job_id)
-        return outcome
+    def wait(self, timeout: float = 30.0, *, watch: Watch | None = None) -> Outcome:
+        """The job's outcome once final, or its latest status when ``timeout`` runs out.
 
-    def _follow(self, start: int, timeout: float) -> Outcome:
-        settings, outcome = self.client.settings, Outcome(self.job_id)
-        consumer = kafka.events_reader(settings, "handle")
-        topic, key = settings.events_topic, self.job_id.encode()
-        consumer.assign([TopicPartition(topic, self.partition, start)])
-        deadline = time.monotonic() + timeout
-        try:
-            while not outcome.done and not (outcome.duplicate and outcome.status == "submitted"):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                # offset() and value() are typed optional for error messages: a record has both
-                records = [(msg.offset(), decode_event_at(msg.value(), topic, self.partition, msg.offset()))  # type: ignore[arg-type]
-                           for msg in consumer.consume(500, min(remaining, 0.2))
-                           if not msg.error() and msg.key() in (key, None)]  # None: ownership claims
-                for logged in with_fencing(records, self.job_id, mid_log=True):  # type: ignore[arg-type]
-                    outcome.apply(logged)
-        finally:
-            consumer.close()
-        return outcome
+        ``watch`` is called with the outcome at each change of status (queued, running, retrying...).
+        """
+        return self.client.wait_all([self], timeout, watch=watch)[0]
+
+    def followed(self) -> Followed:
+        """Where the job's events are to be read from."""
+        return Followed(self.job_id, self.partition, self.start_offset)
 
 
 class Client(ScheduleMethods):
@@ -175,6 +80,7 @@ class Client(ScheduleMethods):
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
+        self._follower = Follower(self.settings)
 
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
@@ -215,6 +121,24 @@ class Client(ScheduleMethods):
         """Put a dead-lettered job back with a fresh attempt count."""
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
 
+    def wait_all(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
+                 watch: Watch | None = None) -> list[Outcome]:
+        """Every handle's outcome, in the handles' order, once all are final or ``timeout`` ran out.
+
+        One reader follows each events partition once for all of them.
+        """
+        batch = list(handles)
+        found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch)}
+        return [found[h.job_id] for h in batch]
+
+    def as_completed(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
+                     watch: Watch | None = None) -> Iterator[Outcome]:
+        """Each handle's outcome as soon as it is final; when ``timeout`` runs out, the rest as they stand
+        (``outcome.done`` is false for those)."""
+        followed = {h.job_id: h.followed() for h in handles}
+        for outcome in self._follower.follow(list(followed.values()), timeout, watch=watch):
+            yield self.status(outcome.job_id) if outcome.duplicate and not outcome.done else outcome
+
     def status(self, job_id: str) -> Outcome:
         """The job's current outcome, folded from its whole history in the log.
 
@@ -234,6 +158,7 @@ class Client(ScheduleMethods):
         """Flush and release the Kafka clients."""
         self._producer.flush(10)
         self._reader.close()
+        self._follower.close()
 
     def __enter__(self) -> Client:
         return self
