@@ -21,7 +21,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.read.follow import Followed, Follower, Watch
+from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
 from engine.runtime.read.joblog import job_history
 from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
 
@@ -59,12 +59,12 @@ class JobHandle:
             self._start = (self._starts or {}).get(self.partition, 0)
         return self._start
 
-    def wait(self, timeout: float = 30.0, *, watch: Watch | None = None) -> Outcome:
-        """The job's outcome once final, or its latest status when ``timeout`` runs out.
+    def wait(self, timeout: float = 30.0, *, watch: Watch | None = None, until: Until = finished) -> Outcome:
+        """The job's outcome once final (or once ``until`` holds), or its latest status when ``timeout`` runs out.
 
         ``watch`` is called with the outcome at each change of status (queued, running, retrying...).
         """
-        return self.client.wait_all([self], timeout, watch=watch)[0]
+        return self.client.wait_all([self], timeout, watch=watch, until=until)[0]
 
     def followed(self) -> Followed:
         """Where the job's events are to be read from."""
@@ -114,7 +114,10 @@ class Client(ScheduleMethods):
         return self._send(commands)
 
     def cancel(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
-        """Ask the owner to cancel a job that has not started."""
+        """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
+        attempt is asked to stop (status ``cancelling``) and the job is cancelled when it stops, or when
+        the engine's cancel grace runs out; an attempt that succeeds first completes the job. A final
+        job refuses (``handle.wait(until=decided)`` returns at the refusal)."""
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
 
     def replay(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
@@ -122,21 +125,21 @@ class Client(ScheduleMethods):
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
 
     def wait_all(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
-                 watch: Watch | None = None) -> list[Outcome]:
+                 watch: Watch | None = None, until: Until = finished) -> list[Outcome]:
         """Every handle's outcome, in the handles' order, once all are final or ``timeout`` ran out.
 
         One reader follows each events partition once for all of them.
         """
         batch = list(handles)
-        found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch)}
+        found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch, until=until)}
         return [found[h.job_id] for h in batch]
 
     def as_completed(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
-                     watch: Watch | None = None) -> Iterator[Outcome]:
+                     watch: Watch | None = None, until: Until = finished) -> Iterator[Outcome]:
         """Each handle's outcome as soon as it is final; when ``timeout`` runs out, the rest as they stand
         (``outcome.done`` is false for those)."""
         followed = {h.job_id: h.followed() for h in handles}
-        for outcome in self._follower.follow(list(followed.values()), timeout, watch=watch):
+        for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
             yield self.status(outcome.job_id) if outcome.duplicate and not outcome.done else outcome
 
     def status(self, job_id: str) -> Outcome:

@@ -48,7 +48,7 @@ def _submit(args: argparse.Namespace) -> int:
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane)
-        outcome = handle.wait(args.timeout, watch=_show_change) if args.wait else Outcome(handle.job_id)
+        outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
     if args.json:
         print_json({**outcome_json(outcome), "partition": handle.partition})
     else:
@@ -57,7 +57,7 @@ def _submit(args: argparse.Namespace) -> int:
     return _submit_status(outcome, args)
 
 
-def _show_change(outcome: Outcome) -> None:
+def show_change(outcome: Outcome) -> None:
     """While ``--wait`` waits: each change of status on stderr (stdout keeps the one result line)."""
     detail = f" ({outcome.error})" if outcome.status in ("failed", "retrying") and outcome.error else ""
     print(f"epochq: job {outcome.job_id}: {outcome.status}{detail}", file=sys.stderr)

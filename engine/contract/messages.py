@@ -304,6 +304,20 @@ class JobRescheduled:
 
 
 @dataclass(frozen=True, slots=True)
+class JobCancelRequested:
+    attempt: int
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgressed:
+    attempt: int
+    value: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleUpserted:
     schedule_id: str
     tenant_id: str
@@ -361,7 +375,8 @@ EventBody: TypeAlias = (
     | JobStarted | JobSucceeded | JobFailed | JobRetryScheduled | JobDeadLettered | JobCancelled
     | JobReplayed | JobRequeued | CommandRefused | CommandQuarantined | BreakerOpened | BreakerHalfOpened
     | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
-    | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped
+    | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped | JobCancelRequested
+    | JobProgressed
 )
 
 
@@ -398,6 +413,7 @@ EVENT_BODIES: dict[str, type] = {
         JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
         BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
         SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
+        JobCancelRequested, JobProgressed,
     )
 }
 

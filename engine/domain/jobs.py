@@ -53,6 +53,7 @@ class JobView:
     scope: str | None = None
     parent_job_id: str | None = None
     children: tuple[tuple[str, str, str, str], ...] = ()  # scoped jobs: (tenant, child id, status, error)
+    cancel: tuple[str, str] | None = None  # a cancel asked of the running attempt: (reason, requested_by)
 
     def child_counts(self) -> tuple[int, int, int]:
         """(succeeded, failed, pending) children of a scoped job."""
@@ -104,6 +105,7 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobReplayed: Trigger.REPLAY,
     m.JobRequeued: Trigger.REQUEUE,
     m.JobRescheduled: Trigger.RESCHEDULE,
+    m.JobCancelRequested: Trigger.REQUEST_CANCEL,
     m.JobFannedOut: Trigger.FAN_OUT,
     m.ChildReported: Trigger.CHILD_REPORT,
 }
@@ -138,7 +140,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         event.job_id or "", event.tenant_id or "", body.task_type, state, body.priority, body.lane,
         body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
         0, body.run_at, None, None, None, None, (), "", 0,
-        body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (),
+        body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None,
     )
 
 
@@ -225,3 +227,8 @@ def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
     return dict(queued_at=at, due_at=at)
+
+
+@_apply.register
+def _(body: m.JobCancelRequested, job: JobView, at: int) -> dict[str, object]:
+    return dict(cancel=(body.reason, body.requested_by))

@@ -43,6 +43,7 @@ class Trigger(StrEnum):
     CHILD_REPORT = "child_report"  # ChildReported: one child reached a final state
     SETTLE = "settle"              # JobSettled(outcome=completed): every child succeeded
     SETTLE_PARTIAL = "settle_partial"  # JobSettled(outcome=partial|failed): some children did not
+    REQUEST_CANCEL = "request_cancel"  # JobCancelRequested: the running attempt is asked to stop
 
 
 S, T = JobState, Trigger
@@ -67,6 +68,9 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.SCHEDULED, T.CANCEL): S.CANCELLED,
     (S.QUEUED, T.CANCEL): S.CANCELLED,
     (S.RETRYING, T.CANCEL): S.CANCELLED,
+    (S.RUNNING, T.REQUEST_CANCEL): S.RUNNING,
+    (S.RUNNING, T.CANCEL): S.CANCELLED,  # the asked-to-stop attempt stopped (or was re-queued by a new owner)
+    (S.FAILED, T.CANCEL): S.CANCELLED,  # it failed after the request: no retry
     (S.DEAD, T.REPLAY): S.QUEUED,
     (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
     (S.RETRYING, T.RESCHEDULE): S.RETRYING,

@@ -86,3 +86,28 @@ def per_tenant_sync(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     if ctx.tenant in payload.get("broken", []):
         raise RuntimeError(f"tenant {ctx.tenant}: export failed")
     return {"tenant": ctx.tenant}
+
+
+@app.task("patient", timeout=120)
+def patient(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Works in small steps and stops at the next step once asked to (ctx.raise_if_cancelled)."""
+    for _ in range(int(float(payload.get("seconds", 60)) * 20)):
+        ctx.raise_if_cancelled()
+        time.sleep(0.05)
+    return {"finished": True}
+
+
+@app.task("deaf", timeout=120)
+def deaf(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Never looks at ctx.cancelled: only the cancel grace stops it."""
+    time.sleep(float(payload.get("seconds", 5)))
+    return {"finished": True}
+
+
+@app.task("apatient", timeout=120)
+async def apatient(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """An async handler: a cancel request cancels its task."""
+    import asyncio
+
+    await asyncio.sleep(float(payload.get("seconds", 60)))
+    return {"finished": True}

@@ -32,7 +32,8 @@ from engine.contract.messages import (
     JobSucceeded, OwnershipClaimed, Payload, ReplayDeadJob, SubmitJob, TenantConfig,
 )
 from engine.contract.messages import (
-    BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobFannedOut, JobRescheduled, JobSettled,
+    BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobCancelRequested, JobFannedOut,
+    JobProgressed, JobRescheduled, JobSettled,
     OccurrenceSkipped, PauseSchedule, RemoveSchedule, ReportChild, ReportOccurrence, RescheduleJob,
     ResumeSchedule, ScheduleArmed, ScheduleFired, SchedulePaused, ScheduleRemoved, ScheduleResumed,
     ScheduleUpserted, UpsertSchedule,
@@ -88,6 +89,9 @@ EVENT_SAMPLES = [
     ChildReported("c-1", "acme", "completed"),
     JobSettled(1, 1, "partial"),
     JobRescheduled(T0 + 5, "moved"),
+    JobCancelRequested(2, "no longer needed", "ops"),
+    JobProgressed(2, 0.25, "a quarter"),
+    JobProgressed(3),
     ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
     SchedulePaused("nightly", "holiday"),
     ScheduleResumed("nightly"),

@@ -125,10 +125,45 @@ def test_replay_gives_a_dead_job_fresh_attempts() -> None:
     assert bodies == [m.JobReplayed("fixed", "ops")] and job.state is JobState.QUEUED and job.attempt == 0
 
 
-def test_cancel_refused_while_running_names_state() -> None:
+def running_cancel_requested() -> JobView:
     job, _ = run(queued_job(), StartAttempt("job-1"))
-    _, bodies = run(job, CommandInput(command("job-1", m.CancelJob()), 3))
-    assert isinstance(bodies[0], m.CommandRefused) and bodies[0].state == "running"
+    job, bodies = run(job, CommandInput(command("job-1", m.CancelJob("stop it", "ops")), 3))
+    assert bodies == [m.JobCancelRequested(1, "stop it", "ops")]
+    assert job is not None and job.state is JobState.RUNNING and job.cancel == ("stop it", "ops")
+    return job
+
+
+def test_cancel_of_a_running_job_asks_its_attempt_to_stop_once() -> None:
+    job = running_cancel_requested()
+    _, bodies = run(job, CommandInput(command("job-1", m.CancelJob()), 4))
+    assert isinstance(bodies[0], m.CommandRefused) and "under way" in bodies[0].reason
+
+
+def test_an_attempt_that_stops_after_a_cancel_request_cancels_the_job() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "cancelled", 5, error_type="Cancelled"))
+    assert bodies == [m.JobCancelled("stop it", "ops")] and job is not None and job.state is JobState.CANCELLED
+
+
+def test_an_attempt_that_fails_after_a_cancel_request_is_not_retried() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "failed", 5, error_type="IOError"))
+    assert [type(b).__name__ for b in bodies] == ["JobFailed", "JobCancelled"]
+    assert job is not None and job.state is JobState.CANCELLED and job.errors[0].error_type == "IOError"
+
+
+def test_an_attempt_that_ignores_a_cancel_request_and_succeeds_completes() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "succeeded", 5, result=b"1"))
+    assert [type(b).__name__ for b in bodies] == ["JobSucceeded"] and job.state is JobState.COMPLETED
+
+
+def test_an_orphan_asked_to_stop_is_cancelled_not_requeued() -> None:
+    job, bodies = run(running_cancel_requested(), RequeueOrphan("job-1"), replace(CTX, epoch=2))
+    assert bodies == [m.JobCancelled("stop it", "ops")] and job is not None and job.state is JobState.CANCELLED
+
+
+def test_cancelled_without_a_request_is_an_ordinary_failure() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, bodies = run(job, AttemptFinished("job-1", 1, "cancelled", 5, error_type="Cancelled"))
+    assert [type(b).__name__ for b in bodies] == ["JobFailed", "JobRetryScheduled"]
 
 
 def test_result_of_a_stale_attempt_is_ignored() -> None:

@@ -36,6 +36,9 @@ def test_final_states_allow_nothing_but_replay_of_dead() -> None:
         assert allows(JobState.DEAD, trigger) == (trigger is Trigger.REPLAY)
 
 
-def test_running_job_cannot_be_cancelled() -> None:
-    with pytest.raises(InvalidTransitionError, match="running"):
-        next_state(JobState.RUNNING, Trigger.CANCEL)
+def test_a_running_job_is_asked_to_stop_before_it_is_cancelled() -> None:
+    assert next_state(JobState.RUNNING, Trigger.REQUEST_CANCEL) is JobState.RUNNING
+    assert next_state(JobState.RUNNING, Trigger.CANCEL) is JobState.CANCELLED
+    assert next_state(JobState.FAILED, Trigger.CANCEL) is JobState.CANCELLED
+    with pytest.raises(InvalidTransitionError, match="queued"):
+        next_state(JobState.QUEUED, Trigger.REQUEST_CANCEL)

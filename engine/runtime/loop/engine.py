@@ -38,7 +38,7 @@ from engine.runtime.loop.dispatch import Dispatcher, rotate
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.partition import Partition, State, cancel_requests
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
@@ -290,6 +290,8 @@ class Engine:
             if verdict in (Verdict.COMMITTED, Verdict.OUT_OF_ORDER):
                 self._observe(w)
                 starts += self._requests(w)
+                for job_id, attempt in cancel_requests(w.staged):
+                    self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._after(w, verdict)
         if starts:
             self.executor.submit_many(starts)

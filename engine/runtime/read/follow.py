@@ -49,6 +49,11 @@ def finished(outcome: Outcome) -> bool:
     return outcome.done or (outcome.duplicate and outcome.status == "submitted")
 
 
+def decided(outcome: Outcome) -> bool:
+    """A command's wait is over: the job is final, or the command was refused."""
+    return outcome.done or outcome.reason == "refused"
+
+
 class _Partition:
     """The fencing state of one followed partition: the newest claim, and the next offset expected."""
 

@@ -15,7 +15,7 @@ STATUS_OF = {
     "JobStarted": "running", "JobSucceeded": "completed", "JobFailed": "failed",
     "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
     "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
-    "JobFannedOut": "running", "JobRescheduled": "scheduled",
+    "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
 }
 
 
@@ -76,6 +76,10 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, m.JobSettled):
         outcome.status = "completed" if body.outcome == "completed" else "partial"
         outcome.reason = f"{body.succeeded} succeeded, {body.failed} failed"
+    elif isinstance(body, m.JobCancelled):
+        outcome.reason = body.reason or None
+    elif isinstance(body, m.JobCancelRequested):
+        outcome.reason = f"cancel requested{': ' + body.reason if body.reason else ''}"
     elif isinstance(body, m.CommandRefused):
         outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
 

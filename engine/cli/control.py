@@ -1,0 +1,63 @@
+"""``epochq cancel JOB``: controls an operator applies to one job, each decided by its partition's owner."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+
+from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, settings_from
+from engine.cli.jobs import outcome_json, show_change
+from engine.client import Client, Outcome
+from engine.runtime.read.follow import decided
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``cancel``."""
+    cancel = sub.add_parser("cancel", help="cancel a job: a waiting one at once, a running one once it stops")
+    cancel.add_argument("job_id")
+    cancel.add_argument("--tenant", default="", help="the job's tenant (default: the owner takes the job's)")
+    cancel.add_argument("--reason", default="", help="why (recorded in the event)")
+    cancel.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
+    cancel.add_argument("--wait", type=float, default=30.0,
+                        help="seconds to wait for the job to end (default 30; 0: only send the command)")
+    cancel.add_argument("--json", action="store_true")
+    add_connection_flags(cancel)
+    cancel.set_defaults(func=_cancel)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    with Client(settings_from(args)) as client:
+        handle = client.cancel(args.job_id, tenant=args.tenant, reason=args.reason, requested_by=args.by)
+        if not args.wait:
+            print(f"cancel of job {args.job_id} sent")
+            return 0
+        outcome = handle.wait(args.wait, watch=show_change, until=decided)
+    if args.json:
+        print_json(outcome_json(outcome))
+    else:
+        print(_verdict(outcome, args.wait))
+    return _status(outcome)
+
+
+def _verdict(outcome: Outcome, waited: float) -> str:
+    """One line saying how the cancel ended."""
+    job = f"job {outcome.job_id}"
+    if outcome.reason == "refused":
+        return f"{job}: cancel refused: {(outcome.error or '').split(': ', 1)[-1]}"
+    if outcome.status == "cancelled":
+        return f"{job} cancelled"
+    if outcome.done:
+        return f"{job} ended {outcome.status} before it stopped: the cancel came too late"
+    if outcome.status == "submitted":
+        return f"cancel of {job} sent; no decision within {waited:g} s (is an engine running?)"
+    return f"{job} still {outcome.status} after {waited:g} s (asked to stop; given up after the engine's cancel grace)"
+
+
+def _status(outcome: Outcome) -> int:
+    if outcome.status == "cancelled":
+        return 0
+    if outcome.done or outcome.reason == "refused":
+        return EXIT_NEGATIVE
+    print(f"epochq: job {outcome.job_id} still {outcome.status}", file=sys.stderr)
+    return EXIT_NOT_DONE

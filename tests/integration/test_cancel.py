@@ -1,0 +1,64 @@
+"""Cancelling jobs on a real broker: waiting ones at once, running ones cooperatively, then by the grace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.client import Client, JobHandle
+from engine.config import Settings
+from engine.runtime.read.follow import decided
+from tests.integration.conftest import ROOT, start_engine
+
+
+def epochq(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
+           "--namespace", settings.namespace]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90)
+
+
+def running(handle: JobHandle) -> None:
+    assert handle.wait(30, until=lambda o: o.status == "running").status == "running"
+
+
+def types(client: Client, job_id: str) -> list[str]:
+    return [e.event.type for e in client.status(job_id).events]
+
+
+def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--cancel-grace", "2"))
+    engine.wait_active(3)
+
+    patient = client.submit("patient", {"seconds": 60}, tenant="acme")
+    running(patient)
+    done = epochq(settings, "cancel", patient.job_id, "--reason", "not needed", "--by", "ops")
+    assert done.returncode == 0 and f"job {patient.job_id} cancelled" in done.stdout, (done.stdout, done.stderr)
+    assert "cancelling" in done.stderr and "Traceback" not in done.stderr
+    assert types(client, patient.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
+    assert client.status(patient.job_id).reason == "not needed"
+
+    asleep = client.submit("apatient", {"seconds": 60}, tenant="acme")
+    running(asleep)
+    outcome = client.cancel(asleep.job_id, reason="async").wait(10, until=decided)
+    assert outcome.status == "cancelled" and "JobFailed" not in types(client, asleep.job_id)
+
+    deaf = client.submit("deaf", {"seconds": 8}, tenant="acme")
+    running(deaf)
+    outcome = client.cancel(deaf.job_id).wait(10, until=decided)
+    assert outcome.status == "cancelled"  # after the 2 s grace, not the 8 s of sleep
+    assert types(client, deaf.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
+
+    later = client.submit("echo", {}, tenant="acme", delay=3600)
+    assert later.wait(2).status == "scheduled"
+    done = epochq(settings, "cancel", later.job_id)
+    assert done.returncode == 0 and "cancelled" in done.stdout
+
+    finished = client.submit("echo", {}, tenant="acme")
+    assert finished.wait(30).status == "completed"
+    done = epochq(settings, "cancel", finished.job_id)
+    assert done.returncode == 1 and "cancel refused" in done.stdout and "completed" in done.stdout, done.stdout
+    again = epochq(settings, "cancel", patient.job_id, "--wait", "5")
+    assert again.returncode == 1 and "refused" in again.stdout
+    assert engine.proc.poll() is None
