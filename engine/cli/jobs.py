@@ -110,7 +110,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
             "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
-            "children": outcome.children, "due_us": outcome.due_at,
+            "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
             "due": _iso(outcome.due_at) if outcome.due_at is not None else None}
 
 
@@ -138,6 +138,8 @@ def _brief(row: dict[str, Any]) -> str:
     detail = row["detail"]
     if row["error"]:
         return f"  {row['error']}"
+    if row["type"] == "JobProgressed":
+        return f"  value={detail.get('value')} {detail.get('message', '')}".rstrip()
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = _iso(detail[key]) if key == "due_at" else detail[key]
@@ -145,9 +147,22 @@ def _brief(row: dict[str, Any]) -> str:
     return ""
 
 
+def _progress_json(outcome: Outcome) -> dict[str, Any] | None:
+    if outcome.progress is None:
+        return None
+    value, message = outcome.progress
+    return {"value": value, "message": message}
+
+
+def _progress_text(value: float | None, message: str) -> str:
+    return " ".join(part for part in ("" if value is None else f"{value:g}", message) if part)
+
+
 def _print_outcome(outcome: Outcome) -> None:
     if outcome.due_at is not None and outcome.status in ("scheduled", "retrying"):
         print(f"  due: {_iso(outcome.due_at)}")
+    if outcome.progress is not None:
+        print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
             print(f"  {label}: {json.dumps(value) if label == 'result' else value}")

@@ -120,7 +120,17 @@ class RequeueOrphan:
     job_id: str
 
 
-Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan
+@dataclass(frozen=True, slots=True)
+class ProgressReported:
+    """A running attempt's latest ``ctx.progress`` report, as the executor collected it."""
+
+    job_id: str
+    attempt: int
+    value: float | None
+    message: str
+
+
+Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan | ProgressReported
 
 
 def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit | Send]:
@@ -384,3 +394,11 @@ def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emi
     if job.cancel is not None:  # its attempt was asked to stop: it is not run again
         return [Emit(job.job_id, job.tenant_id, m.JobCancelled(*job.cancel))]
     return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]
+
+
+@_decide.register
+def _(given: ProgressReported, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt \
+            or job.progress == (given.value, given.message):
+        return []
+    return [Emit(job.job_id, job.tenant_id, m.JobProgressed(given.attempt, given.value, given.message))]

@@ -44,6 +44,7 @@ class Trigger(StrEnum):
     SETTLE = "settle"              # JobSettled(outcome=completed): every child succeeded
     SETTLE_PARTIAL = "settle_partial"  # JobSettled(outcome=partial|failed): some children did not
     REQUEST_CANCEL = "request_cancel"  # JobCancelRequested: the running attempt is asked to stop
+    PROGRESS = "progress"          # JobProgressed: the running attempt reported how far it got
 
 
 S, T = JobState, Trigger
@@ -69,6 +70,7 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.QUEUED, T.CANCEL): S.CANCELLED,
     (S.RETRYING, T.CANCEL): S.CANCELLED,
     (S.RUNNING, T.REQUEST_CANCEL): S.RUNNING,
+    (S.RUNNING, T.PROGRESS): S.RUNNING,
     (S.RUNNING, T.CANCEL): S.CANCELLED,  # the asked-to-stop attempt stopped (or was re-queued by a new owner)
     (S.FAILED, T.CANCEL): S.CANCELLED,  # it failed after the request: no retry
     (S.DEAD, T.REPLAY): S.QUEUED,

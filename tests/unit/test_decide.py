@@ -7,7 +7,8 @@ from dataclasses import replace
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, Emit, RequeueOrphan, Send, StartAttempt, TaskPolicy,
+    AttemptFinished, CommandInput, DecideContext, Emit, ProgressReported, RequeueOrphan, Send, StartAttempt,
+    TaskPolicy,
     TimerFired, decide,
 )
 from engine.domain.jobs import JobView, evolve
@@ -194,3 +195,17 @@ def test_a_child_rejected_for_a_bad_tenant_is_still_reported_to_its_parent() -> 
     assert isinstance(report, Send) and isinstance(report.command.body, m.ReportChild)
     (reported,) = decide(parent, CommandInput(report.command, 3), CTX)[:1]
     assert isinstance(reported.body, m.ChildReported) and reported.body.status == "rejected"
+
+
+def test_progress_of_the_running_attempt_is_recorded_once_per_change() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, bodies = run(job, ProgressReported("job-1", 1, 0.5, "half"))
+    assert bodies == [m.JobProgressed(1, 0.5, "half")] and job is not None and job.progress == (0.5, "half")
+    assert job.state is JobState.RUNNING
+    assert run(job, ProgressReported("job-1", 1, 0.5, "half"))[1] == []  # nothing new
+    assert run(job, ProgressReported("job-1", 2, 0.9, ""))[1] == []  # another attempt's
+    job, _ = run(job, AttemptFinished("job-1", 1, "failed", 5, error_type="E"))
+    assert run(job, ProgressReported("job-1", 1, 0.7, ""))[1] == []  # no longer running
+    job, _ = run(job, TimerFired("job-1"), replace(CTX, now=NOW + 10**9))
+    job, _ = run(job, StartAttempt("job-1"))
+    assert job is not None and job.progress is None  # a new attempt starts from nothing

@@ -540,3 +540,27 @@ def test_a_cancel_flag_is_per_attempt_and_not_pickled() -> None:
         ctx.raise_if_cancelled()
     cancels.clear()
     assert not ctx.cancelled and ctx.sleep(0.01) is False
+
+
+def _reporting(ctx: JobContext, payload: Any) -> str:
+    for n in range(1, 4):
+        ctx.progress(n / 4, f"step {n}")
+    with pytest.raises(ValueError, match="finite"):
+        ctx.progress(float("nan"))
+    time.sleep(0.5)
+    return "done"
+
+
+def test_the_latest_progress_of_a_running_attempt_is_taken_at_most_every_interval() -> None:
+    app = App()
+    app.register("reporting", _reporting)
+    ex = Executor(app, SLOTS)
+    try:
+        req = request("reporting")
+        ex.submit(req)
+        time.sleep(0.2)
+        assert ex.take_progress(every_s=0.0) == [(req, 0.75, "step 3")]
+        assert ex.take_progress(every_s=0.0) == []  # nothing new since
+        assert ex.wait_results(2.0)[0].outcome.kind == "succeeded"
+    finally:
+        ex.shutdown(1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import MutableMapping
 from collections.abc import Set as AbstractSet
@@ -12,6 +13,7 @@ from typing import Any
 LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
 SLEEP_STEP_S = 0.05
+MAX_PROGRESS_MESSAGE = 1000
 
 
 class Cancelled(Exception):  # a control-flow signal, not an error (like Retry): no -Error suffix
@@ -50,6 +52,20 @@ class JobContext:
     _logger: logging.LoggerAdapter | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
     _token: int = field(default=-1, repr=False, compare=False)
     _cancels: AbstractSet[int] = field(default=NO_CANCELS, repr=False, compare=False)  # the executor's, shared
+    _progress: dict[int, tuple[float | None, str]] | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, value: float | None = None, message: str = "") -> None:
+        """Report how far the attempt got (``value``: a fraction, a count...; ``message``: text).
+
+        The engine records the latest report as a ``JobProgressed`` event about once a second
+        (``epochq status`` shows it); reports in between replace each other. A no-op in a
+        process-pool worker.
+        """
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise ValueError(f"progress value must be a finite number or None, got {value!r}")
+        if self._progress is not None:
+            self._progress[self._token] = (None if value is None else float(value), str(message)[:MAX_PROGRESS_MESSAGE])
 
     @property
     def cancelled(self) -> bool:

@@ -264,6 +264,8 @@ class Executor:
         self._stuck_in: Counter[Lane] = Counter()
         self._ready: list[RunResult] = []  # decided at submit: unknown task types
         self._cancels: set[int] = set()  # tokens asked to stop; each attempt's context reads it
+        self._progress: dict[int, tuple[float | None, str]] = {}  # token -> the latest unreported progress
+        self._progress_taken = 0.0
         self._tokens = itertools.count()
         self._closed = False
 
@@ -320,7 +322,8 @@ class Executor:
         heapq.heappush(self._deadlines, (deadline, token))
         self._running_in[request.lane] += 1
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
-                         request.partition, request.idempotency_key, deadline, None, token, self._cancels)
+                         request.partition, request.idempotency_key, deadline, None, token, self._cancels,
+                         self._progress)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
                     _failed_attempt)
@@ -434,6 +437,19 @@ class Executor:
         if entry.grace_s is not None:
             return Outcome.out_of_grace(entry.grace_s, duration_us)
         return Outcome.timed_out(entry.allowed_s, duration_us)
+
+    def take_progress(self, every_s: float = 1.0) -> list[tuple[RunRequest, float | None, str]]:
+        """The latest progress of each running attempt that reported since the last take, at most every ``every_s``."""
+        now = time.monotonic()
+        if not self._progress or now - self._progress_taken < every_s:
+            return []
+        self._progress_taken = now
+        reports = {}
+        while self._progress:  # popitem is atomic: a report written meanwhile stays for the next take
+            token, report = self._progress.popitem()
+            reports[token] = report  # popped again only if written again: newer
+        with self._lock:
+            return [(self._running[t].request, *report) for t, report in reports.items() if t in self._running]
 
     def cancel(self, job_id: str, attempt: int, grace_s: float) -> bool:
         """Ask ``attempt`` of ``job_id`` to stop: its ``ctx.cancelled`` turns true, an async handler's task

@@ -206,6 +206,7 @@ class Engine:
             if partition.results:
                 results, partition.results = partition.results, []
                 outcomes.record(self.partitions, results, self.board, self.poison, ctxs)
+        outcomes.record_progress(self.partitions, self.executor.take_progress(), ctxs)
         if not taking:
             return
         active = [p for p in deciding if p.state is State.ACTIVE]

@@ -11,8 +11,8 @@ import logging
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import AttemptFinished, DecideContext, Emit
-from engine.runtime.execution.executor import RunResult
+from engine.domain.decide import AttemptFinished, DecideContext, Emit, ProgressReported
+from engine.runtime.execution.executor import RunRequest, RunResult
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.poison import PoisonDesk
@@ -61,3 +61,16 @@ def log_failures(events: list[m.Event], task_type: str) -> None:
         elif isinstance(body, m.JobCancelled):
             log.info("job %s (%s, tenant %s) cancelled: %s", event.job_id, task_type, event.tenant_id,
                      body.reason or "no reason given")
+
+
+def record_progress(partitions: dict[int, Partition], reports: list[tuple[RunRequest, float | None, str]],
+                    ctx_of: dict[int, DecideContext]) -> None:
+    """Decide each running attempt's latest progress report, if its partition is still ours and deciding."""
+    for req, value, message in reports:
+        partition, ctx = partitions.get(req.partition), ctx_of.get(req.partition)
+        if partition is None or ctx is None or not fence.counts(req.epoch, partition.epoch):
+            continue  # not ours now, or writing: the next report is taken
+        error = partition.attempt(partition.decide, req.job_id, ProgressReported(req.job_id, req.attempt, value,
+                                                                                  message), ctx)
+        if error is not None:
+            log.warning("progress of job %s not recorded: %s", req.job_id, error)

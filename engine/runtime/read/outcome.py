@@ -30,6 +30,7 @@ class Outcome:
     reason: str | None = None
     attempts: int = 0
     duplicate: bool = False
+    progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
@@ -62,7 +63,9 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
         outcome.due_at = body.due_at
     elif isinstance(body, m.JobStarted):
-        outcome.attempts = body.attempt
+        outcome.attempts, outcome.progress = body.attempt, None
+    elif isinstance(body, m.JobProgressed):
+        outcome.progress = (body.value, body.message)
     elif isinstance(body, m.JobRejected):
         outcome.reason, outcome.error = body.reason, body.detail
     elif isinstance(body, m.JobDeadLettered):
