@@ -9,6 +9,7 @@ import sys
 from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, settings_from
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
+from engine.errors import ValidationError
 from engine.runtime.read.follow import decided
 
 
@@ -27,6 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    if not args.wait >= 0:  # also NaN
+        raise ValidationError(f"--wait: must be seconds >= 0, got {args.wait}", "wait")
     with Client(settings_from(args)) as client:
         handle = client.cancel(args.job_id, tenant=args.tenant, reason=args.reason, requested_by=args.by)
         if not args.wait:

@@ -11,7 +11,7 @@ from typing import Any
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.client import Client
 from engine.domain.jobs import JobView
-from engine.errors import ConfigError, ValidationError
+from engine.errors import ConfigError, NotFoundError, ValidationError
 from projections.query import DeadFilter, dead_letters, find_job
 
 
@@ -53,8 +53,8 @@ def _us(text: str | None, flag: str) -> int | None:
         return None
     try:
         when = datetime.fromisoformat(text)
-    except ValueError as e:
-        raise ConfigError(f"{flag}: {e}") from e
+    except ValueError:
+        raise ConfigError(f"{flag}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+00:00") from None
     if when.tzinfo is None:
         raise ConfigError(f"{flag}: give a time zone, e.g. {text}+00:00")
     return int(when.timestamp() * 1_000_000)
@@ -97,8 +97,7 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     found = find_job(settings_from(args), args.job_id)
     if found is None or found[1].state.value != "dead":
-        print(f"epochq: job {args.job_id} is not in the dead-letter queue")
-        return 1
+        raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
     print(json.dumps(dead_json(found[1]), indent=2))
     return 0
 
@@ -108,7 +107,9 @@ def _replay(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if args.job_id:
         found = find_job(settings, args.job_id)
-        jobs = [found[1]] if found and found[1].state.value == "dead" else []
+        if found is None or found[1].state.value != "dead":
+            raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
+        jobs = [found[1]]
     else:
         jobs = dead_letters(settings, _filter(args))
     with Client(settings) as client:

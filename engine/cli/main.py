@@ -56,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(e), EXIT_UNREACHABLE)
     except EpochqError as e:
         return _fail(str(e))
+    except OSError as e:  # a file named on the command line (--out, --payload @FILE) cannot be used
+        return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KafkaException as e:  # one not translated where it entered: still one line, not a traceback
         return _fail(f"kafka: {e.args[0].str() if e.args else e}")
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ from engine.cli.jobs import outcome_json
 from engine.client import Client
 from engine.domain.cron import next_occurrences
 from engine.domain.schedules import ScheduleView, iso
-from engine.errors import ValidationError
+from engine.errors import NotFoundError, ValidationError
 from engine.schedule_client import Receipt
 
 
@@ -135,12 +135,13 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.next < 0:
+        raise ValidationError(f"--next: must be 0 or more, got {args.next}", "next")
     with Client(settings_from(args)) as client:
         view = client.schedule(args.schedule_id)
         last = client.status(view.last_job_id) if view and view.last_job_id else None
     if view is None:
-        print(f"epochq: no schedule {args.schedule_id} in the projections of this state directory")
-        return 1
+        raise NotFoundError(f"no schedule {args.schedule_id} in the projections of this state directory")
     row = schedule_json(view, args.next)
     row["last_run"] = outcome_json(last) if last is not None else None
     if args.json:

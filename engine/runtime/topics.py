@@ -9,7 +9,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.config import Settings
-from engine.errors import KafkaUnavailableError, TopicMismatchError
+from engine.errors import KafkaUnavailableError, TopicMismatchError, ValidationError
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -48,6 +48,9 @@ def ensure_topics(settings: Settings, partitions: int | None = None, replication
     ``partitions`` and ``replication`` are what missing topics are created with (default 6 and 1);
     when given, existing topics must have them too: a different count is refused, never changed.
     """
+    for name, count in (("partitions", partitions), ("replication", replication)):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValidationError(f"{name}: must be a whole number >= 1, got {count!r}", name)
     admin = admin_for(settings)
     existing = _list(admin)
     wanted = wanted_topics(settings, partitions or 6, replication or 1)

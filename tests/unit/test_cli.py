@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -31,8 +32,15 @@ def test_a_payload_that_is_not_json_names_the_flag(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["yesterday", "2026-13-01", "in a bit"])
 def test_a_run_at_that_is_not_a_time_names_the_flag(text: str) -> None:
-    with pytest.raises(ValidationError, match=f"^run_at: '{text}' is not an ISO-8601 time"):
+    with pytest.raises(ValidationError, match=f"^run_at: '{text}' is not a time: give ISO-8601 with a zone"):
         parse_time(text, "run_at")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("+5m", 300), ("in 2h", 7200), ("+30s", 30), ("+1.5d", 129600),
+                                               ("IN 10 min", 600), ("2026-06-01T12:00:05+00:00", 5)])
+def test_run_at_takes_a_time_from_now_or_an_iso_time(text: str, seconds: int) -> None:
+    now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    assert parse_time(text, "run_at", now) == now + timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize(("job", "named"), [
