@@ -18,6 +18,7 @@ from engine.contract.ids import job_id_for_key, new_uuid4s
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command, check_submit
 from engine.domain.lanes import parse_priority
+from engine.domain.pauses import check_task_command, is_task_command, task_envelope
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
@@ -142,6 +143,25 @@ class Client(ScheduleMethods):
         for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
             yield self.status(outcome.job_id) if outcome.duplicate and not outcome.done else outcome
 
+    def pause_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
+                        wait: float = 10.0) -> list[Outcome]:
+        """Start no job of ``task_type`` in any partition until it is resumed (queued jobs wait; running ones finish).
+
+        One command per partition; returns each partition's decision (``TaskTypePaused``, or a refusal
+        when it already was), read within ``wait`` seconds (an undecided one has no events).
+        """
+        return self._task_command(m.PauseTaskType(task_type, reason, requested_by), wait)
+
+    def resume_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
+                         wait: float = 10.0) -> list[Outcome]:
+        """Start jobs of a paused ``task_type`` again in every partition; as ``pause_task_type``."""
+        return self._task_command(m.ResumeTaskType(task_type, reason, requested_by), wait)
+
+    def _task_command(self, body: m.PauseTaskType | m.ResumeTaskType, wait: float) -> list[Outcome]:
+        count = self._partition_count()
+        handles = self._send([new_command(task_envelope(body.task_type, p, count), "", body) for p in range(count)])
+        return self.wait_all(handles, wait, until=lambda o: bool(o.events))
+
     def status(self, job_id: str) -> Outcome:
         """The job's current outcome, folded from its whole history in the log.
 
@@ -262,7 +282,9 @@ def _labels(labels: object) -> Any:
 
 def _check(command: m.Command) -> None:
     """The engine's rules for a command other than SubmitJob, checked before producing it."""
-    if is_schedule_command(command):
+    if is_task_command(command):
+        check_task_command(command)
+    elif is_schedule_command(command):
         check_schedule_command(command)
     else:
         check_job_command(command, command.issued_at)

@@ -1,4 +1,4 @@
-"""``epochq cancel JOB``: controls an operator applies to one job, each decided by its partition's owner."""
+"""``epochq cancel JOB``, ``epochq pause|resume TYPE``: operator controls, each decided by a partition's owner."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from engine.runtime.read.follow import decided
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``cancel``."""
+    """Add ``cancel``, ``pause`` and ``resume``."""
     cancel = sub.add_parser("cancel", help="cancel a job: a waiting one at once, a running one once it stops")
     cancel.add_argument("job_id")
     cancel.add_argument("--tenant", default="", help="the job's tenant (default: the owner takes the job's)")
@@ -25,6 +25,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cancel.add_argument("--json", action="store_true")
     add_connection_flags(cancel)
     cancel.set_defaults(func=_cancel)
+    for verb, text in (("pause", "start no job of a task type (queued jobs wait, running ones finish)"),
+                       ("resume", "start jobs of a paused task type again")):
+        one = sub.add_parser(verb, help=text)
+        one.add_argument("task_type")
+        one.add_argument("--reason", default="", help="why (recorded in the event)")
+        one.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
+        one.add_argument("--wait", type=float, default=10.0, help="seconds to wait for every partition's decision")
+        add_connection_flags(one)
+        one.set_defaults(func=_pause)
 
 
 def _cancel(args: argparse.Namespace) -> int:
@@ -41,6 +50,24 @@ def _cancel(args: argparse.Namespace) -> int:
     else:
         print(_verdict(outcome, args.wait))
     return _status(outcome)
+
+
+def _pause(args: argparse.Namespace) -> int:
+    """Pause or resume a task type in every partition; one line saying in how many it changed."""
+    with Client(settings_from(args)) as client:
+        change = client.pause_task_type if args.command == "pause" else client.resume_task_type
+        outcomes = change(args.task_type, reason=args.reason, requested_by=args.by, wait=max(args.wait, 0.0))
+    done = "paused" if args.command == "pause" else "resumed"
+    changed = sum(1 for o in outcomes if o.status == done)
+    refused = [o for o in outcomes if o.reason == "refused"]
+    undecided = len(outcomes) - changed - len(refused)
+    already = f", already {'paused' if args.command == 'pause' else 'running'} in {len(refused)}" if refused else ""
+    print(f"task type {args.task_type} {done} in {changed} of {len(outcomes)} partition(s){already}")
+    if undecided:
+        print(f"epochq: {undecided} partition(s) decided nothing within {args.wait:g} s (is an engine running?)",
+              file=sys.stderr)
+        return EXIT_NOT_DONE
+    return 0
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

@@ -120,8 +120,27 @@ class ReportOccurrence:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class PauseTaskType:
+    """Start no job of ``task_type`` in the command's partition until it is resumed."""
+
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeTaskType:
+    """Start jobs of a paused ``task_type`` again in the command's partition."""
+
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
-                          | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence)
+                          | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence | PauseTaskType
+                          | ResumeTaskType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +337,20 @@ class JobProgressed:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskTypePaused:
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTypeResumed:
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleUpserted:
     schedule_id: str
     tenant_id: str
@@ -376,7 +409,7 @@ EventBody: TypeAlias = (
     | JobReplayed | JobRequeued | CommandRefused | CommandQuarantined | BreakerOpened | BreakerHalfOpened
     | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
     | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped | JobCancelRequested
-    | JobProgressed
+    | JobProgressed | TaskTypePaused | TaskTypeResumed
 )
 
 
@@ -403,7 +436,7 @@ class Event:
 COMMAND_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
-              ResumeSchedule, RemoveSchedule, ReportOccurrence)
+              ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType)
 }
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c
@@ -413,7 +446,7 @@ EVENT_BODIES: dict[str, type] = {
         JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
         BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
         SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
-        JobCancelRequested, JobProgressed,
+        JobCancelRequested, JobProgressed, TaskTypePaused, TaskTypeResumed,
     )
 }
 

@@ -62,3 +62,21 @@ def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
     again = epochq(settings, "cancel", patient.job_id, "--wait", "5")
     assert again.returncode == 1 and "refused" in again.stdout
     assert engine.proc.poll() is None
+
+
+def test_a_paused_task_type_starts_nothing_until_resumed(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    done = epochq(settings, "pause", "echo", "--reason", "maintenance")
+    assert done.returncode == 0 and "task type echo paused in 3 of 3 partition(s)" in done.stdout, done
+    held = [client.submit("echo", {"n": n}, tenant="acme") for n in range(6)]
+    other = client.submit("noop", {}, tenant="acme")
+    assert other.wait(30).status == "completed"  # other task types run
+    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}  # echo waits, in the queue
+    again = epochq(settings, "pause", "echo")
+    assert again.returncode == 0 and "already paused in 3" in again.stdout
+    done = epochq(settings, "resume", "echo")
+    assert done.returncode == 0 and "resumed in 3 of 3" in done.stdout, done
+    assert {o.status for o in client.wait_all(held, 30)} == {"completed"}
+    assert engine.proc.poll() is None

@@ -33,7 +33,7 @@ from engine.contract.messages import (
 )
 from engine.contract.messages import (
     BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobCancelRequested, JobFannedOut,
-    JobProgressed, JobRescheduled, JobSettled,
+    JobProgressed, JobRescheduled, JobSettled, PauseTaskType, ResumeTaskType, TaskTypePaused, TaskTypeResumed,
     OccurrenceSkipped, PauseSchedule, RemoveSchedule, ReportChild, ReportOccurrence, RescheduleJob,
     ResumeSchedule, ScheduleArmed, ScheduleFired, SchedulePaused, ScheduleRemoved, ScheduleResumed,
     ScheduleUpserted, UpsertSchedule,
@@ -59,6 +59,8 @@ COMMAND_SAMPLES = [
     ResumeSchedule("nightly"),
     RemoveSchedule("nightly", "gone"),
     ReportOccurrence("nightly", T0, "job-9", "completed"),
+    PauseTaskType("email.send", "smtp maintenance", "ops"),
+    ResumeTaskType("email.send"),
 ]
 
 EVENT_SAMPLES = [
@@ -92,6 +94,8 @@ EVENT_SAMPLES = [
     JobCancelRequested(2, "no longer needed", "ops"),
     JobProgressed(2, 0.25, "a quarter"),
     JobProgressed(3),
+    TaskTypePaused("email.send", "smtp maintenance", "ops"),
+    TaskTypeResumed("email.send"),
     ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
     SchedulePaused("nightly", "holiday"),
     ScheduleResumed("nightly"),

@@ -16,6 +16,7 @@ STATUS_OF = {
     "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
     "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
     "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
+    "TaskTypePaused": "paused", "TaskTypeResumed": "resumed",  # the envelope of a task type's pause in a partition
 }
 
 
