@@ -121,6 +121,11 @@ class Client(ScheduleMethods):
         job refuses (``handle.wait(until=decided)`` returns at the refusal)."""
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
 
+    def cancel_many(self, jobs: Iterable[tuple[str, str]], *, reason: str = "",
+                    requested_by: str = "") -> list[JobHandle]:
+        """Cancel many jobs, each ``(job_id, tenant)``, with one flush (``epochq purge``); a dead job is purged."""
+        return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by)) for job_id, tenant in jobs])
+
     def replay(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
         """Put a dead-lettered job back with a fresh attempt count."""
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]

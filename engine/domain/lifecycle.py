@@ -9,7 +9,7 @@ from engine.errors import InvalidTransitionError
 
 class JobState(StrEnum):
     """Where a job is in its life. ``completed``, ``dead`` and ``cancelled`` are final
-    (a dead job can still be replayed by an operator)."""
+    (a dead job can still be replayed, or purged, i.e. cancelled, by an operator)."""
 
     PENDING = "pending"
     SCHEDULED = "scheduled"
@@ -74,6 +74,7 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.RUNNING, T.CANCEL): S.CANCELLED,  # the asked-to-stop attempt stopped (or was re-queued by a new owner)
     (S.FAILED, T.CANCEL): S.CANCELLED,  # it failed after the request: no retry
     (S.DEAD, T.REPLAY): S.QUEUED,
+    (S.DEAD, T.CANCEL): S.CANCELLED,  # purged from the dead-letter queue: given up for good
     (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
     (S.RETRYING, T.RESCHEDULE): S.RETRYING,
     (S.PENDING, T.FAN_OUT): S.RUNNING,

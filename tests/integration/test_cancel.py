@@ -80,3 +80,30 @@ def test_a_paused_task_type_starts_nothing_until_resumed(  # type: ignore[no-unt
     assert done.returncode == 0 and "resumed in 3 of 3" in done.stdout, done
     assert {o.status for o in client.wait_all(held, 30)} == {"completed"}
     assert engine.proc.poll() is None
+
+
+def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    state = ("--state-dir", str(engine.state_dir))
+    dead = [client.submit("email.send", {"to": "a@b.c"}, tenant="acme") for _ in range(3)]  # invalid: dead at once
+    assert {o.status for o in client.wait_all(dead, 30)} == {"dead"}
+    assert epochq(settings, "pause", "echo").returncode == 0
+    held = [client.submit("echo", {"n": n}, tenant="acme" if n % 2 else "beta") for n in range(4)]
+    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}
+    refused = epochq(settings, "purge", "queued", "--reason", "test", *state)
+    assert refused.returncode == 2 and "give --yes" in refused.stderr
+    done = epochq(settings, "purge", "queued", "--task-type", "echo", "--tenant", "beta", "--reason", "stale",
+                  "--yes", *state)
+    assert done.returncode == 0 and "2 of 2 job(s) purged" in done.stdout, (done.stdout, done.stderr)
+    done = epochq(settings, "purge", "dead", "--reason", "known bug", "--yes", *state)
+    assert done.returncode == 0 and "3 of 3 job(s) purged" in done.stdout, (done.stdout, done.stderr)
+    statuses = [client.status(h.job_id) for h in dead + held]
+    assert [o.status for o in statuses] == ["cancelled"] * 3 + ["cancelled", "queued", "cancelled", "queued"]
+    assert statuses[0].reason == "purge: known bug"
+    listing = epochq(settings, "dlq", "list", *state)
+    assert "0 dead job(s)" in listing.stdout
+    assert epochq(settings, "resume", "echo").returncode == 0
+    assert [o.status for o in client.wait_all([held[1], held[3]], 30)] == ["completed", "completed"]
+    assert engine.proc.poll() is None

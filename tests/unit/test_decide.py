@@ -209,3 +209,12 @@ def test_progress_of_the_running_attempt_is_recorded_once_per_change() -> None:
     job, _ = run(job, TimerFired("job-1"), replace(CTX, now=NOW + 10**9))
     job, _ = run(job, StartAttempt("job-1"))
     assert job is not None and job.progress is None  # a new attempt starts from nothing
+
+
+def test_a_dead_job_can_be_purged_by_a_cancel() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, _ = run(job, AttemptFinished("job-1", 1, "invalid", 5, error_type="ValidationError"))
+    assert job is not None and job.state is JobState.DEAD
+    job, bodies = run(job, CommandInput(command("job-1", m.CancelJob("purge: known bug", "ops")), 9))
+    assert bodies == [m.JobCancelled("purge: known bug", "ops")] and job is not None
+    assert job.state is JobState.CANCELLED

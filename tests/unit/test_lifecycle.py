@@ -29,11 +29,11 @@ def test_forbidden_transition_names_state_and_trigger(state: JobState | None, tr
     assert trigger.value in str(info.value)
 
 
-def test_final_states_allow_nothing_but_replay_of_dead() -> None:
+def test_final_states_allow_nothing_but_replay_or_purge_of_dead() -> None:
     for trigger in Trigger:
         assert not allows(JobState.COMPLETED, trigger)
         assert not allows(JobState.CANCELLED, trigger)
-        assert allows(JobState.DEAD, trigger) == (trigger is Trigger.REPLAY)
+        assert allows(JobState.DEAD, trigger) == (trigger in (Trigger.REPLAY, Trigger.CANCEL))  # replay or purge
 
 
 def test_a_running_job_is_asked_to_stop_before_it_is_cancelled() -> None:
