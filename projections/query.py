@@ -93,6 +93,16 @@ class DeadFilter:
                 and (self.until_us is None or dead_at < self.until_us))
 
 
+def quarantined(settings: Settings) -> list[tuple[int, int, str]]:
+    """(partition, events offset, error) of every quarantined command the state directory's stores folded."""
+    out: list[tuple[int, int, str]] = []
+    for p, path in partition_dirs(settings):
+        with read_store(path) as store:
+            out += [(p, int(k.suffix_after(k.QUARANTINE, key)), raw.decode("utf-8", "replace"))
+                    for key, raw in store.scan(k.QUARANTINE)]
+    return out
+
+
 def queued_jobs(settings: Settings, where: DeadFilter | None = None) -> list[JobView]:
     """Jobs waiting in a ready queue of every partition, oldest submission first, filtered (``since`` and
     ``until`` compare with the submission time)."""
