@@ -93,6 +93,18 @@ class DeadFilter:
                 and (self.until_us is None or dead_at < self.until_us))
 
 
+def applied_offsets(settings: Settings) -> dict[int, int]:
+    """The offset of the last event each store of the state directory folded (-1: none yet), per partition."""
+    out: dict[int, int] = {}
+    for p, path in partition_dirs(settings):
+        try:
+            with read_store(path) as store:
+                out[p] = store.applied_offset()
+        except Exception:  # noqa: BLE001 - a store being created, or not a store: not a source of answers
+            continue
+    return out
+
+
 def quarantined(settings: Settings) -> list[tuple[int, int, str]]:
     """(partition, events offset, error) of every quarantined command the state directory's stores folded."""
     out: list[tuple[int, int, str]] = []

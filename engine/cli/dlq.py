@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import ConfigError, NotFoundError, ValidationError
@@ -82,7 +83,9 @@ def dead_json(job: JobView) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    jobs = dead_letters(settings_from(args), _filter(args))
+    settings = settings_from(args)
+    jobs = dead_letters(settings, _filter(args))
+    say_freshness(settings)
     if args.json:
         print_json([dead_json(j) for j in jobs])
         return 0

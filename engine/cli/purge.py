@@ -8,6 +8,7 @@ import sys
 from datetime import datetime
 
 from engine.cli.common import EXIT_NOT_DONE, add_connection_flags, settings_from
+from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import ValidationError
@@ -35,6 +36,7 @@ def _purge(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     where = DeadFilter(args.task_type, args.tenant, _us(args.since, "since"), _us(args.until, "until"))
     jobs = (queued_jobs if args.state == "queued" else dead_letters)(settings, where)
+    say_freshness(settings)
     if not jobs:
         print(f"no {args.state} job matches (in the projections of {settings.state_dir})")
         return 0

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.fresh import say_freshness
 from engine.contract import messages as m
 from engine.runtime.read.joblog import events_at
 from projections.query import quarantined
@@ -24,6 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     rows = _rows(settings, quarantined(settings))
+    say_freshness(settings)
     if args.json:
         print_json(rows)
         return 0

@@ -10,6 +10,7 @@ from typing import Any
 from engine.cli.common import (
     PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
 )
+from engine.cli.fresh import say_freshness
 from engine.cli.jobs import outcome_json
 from engine.client import Client
 from engine.domain.cron import next_occurrences
@@ -119,8 +120,10 @@ def _print_receipt(receipt: Receipt, as_json: bool, done: str) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    with Client(settings) as client:
         rows = client.schedules(args.tenant)
+    say_freshness(settings)
     if args.json:
         print_json([schedule_json(v) for v in rows])
         return 0

@@ -100,3 +100,16 @@ def test_an_outcome_knows_the_due_time_of_a_waiting_job() -> None:
         outcome.apply(logged(body))
         assert outcome.due_at == due
     assert outcome.known and outcome.status == "retrying"
+
+
+def test_freshness_names_missing_partitions_and_those_behind_the_log() -> None:
+    from engine.cli.fresh import freshness
+
+    settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns", state_dir="/state")
+    ends = {0: 10, 1: 20, 2: 30}
+    assert freshness(settings, {0: 8, 1: 18, 2: 28}, ends) == \
+        "from the projections in /state: 3 of 3 partition(s); up to date"  # one commit marker after each
+    line = freshness(settings, {0: 8, 2: 5}, ends)
+    assert line == ("from the projections in /state: 2 of 3 partition(s); partition(s) 1 not here, their jobs are "
+                    "left out; behind the log: partition 2 by 24 record(s)")
+    assert "could not be read" in freshness(settings, {0: 8}, {})
