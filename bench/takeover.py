@@ -41,7 +41,7 @@ from confluent_kafka import Producer, TopicPartition
 from bench.harness import ROOT, fresh_settings, local_broker
 from bench.restore_rate import job_events
 from engine.client import Client
-from engine.config import Settings
+from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_event
 from engine.contract.partitioner import partition_for
@@ -167,15 +167,15 @@ def probe_starts(settings: Settings, client: Client, partitions: set[int], since
     return firsts
 
 
-def run_case(settings: Settings, case: str, events: int) -> None:
-    print(f"case {case}:")
-    a = Engine(settings, f"a-{case}")
+def run_case(settings: Settings, case: str, events: int, extra: tuple[str, ...] = ()) -> None:
+    print(f"case {case}:" + (f" (engines with {' '.join(extra)})" if extra else ""))
+    a = Engine(settings, f"a-{case}", *extra)
     b: Engine | None = None
     try:
         took = wait(lambda: len(a.owned()) == PARTITIONS, 1800, "engine A to restore every partition")
         print(f"  A restored {events:,} events in {took:.1f} s from an empty state directory: "
               f"{events / took:,.0f} events/s (start-up included)")
-        b = Engine(settings, f"b-{case}", *(("--standby",) if case == "standby" else ()))
+        b = Engine(settings, f"b-{case}", *extra, *(("--standby",) if case == "standby" else ()))
         wait(lambda: len(a.owned()) + len(b.owned()) == PARTITIONS and b.owned() and not a.owned() & b.owned(),
              1800, "A and B to share the partitions")
         moved = a.owned()
@@ -194,8 +194,12 @@ def run_case(settings: Settings, case: str, events: int) -> None:
             took_s = (firsts[p] - killed_us) / 1e6 if p in firsts else float("nan")
             print(f"  partition {p}: jobs start again {took_s:.1f} s after the kill")
         worst = max((firsts[p] - killed_us) / 1e6 for p in firsts) if firsts else float("nan")
-        restored = re.findall(r"partition (\d+): restoring from offset (\d+) to (\d+)", b.log_path.read_text())
+        text = b.log_path.read_text()
+        restored = re.findall(r"partition (\d+): restoring from offset (\d+) to (\d+)", text)
         caught = {int(p): int(end) - int(start) for p, start, end in restored if int(p) in moved}
+        for p, lag in re.findall(r"partition (\d+): (\d+) events to restore; a process of its own", text):
+            if int(p) in moved:
+                caught[int(p)] = caught.get(int(p), 0) + int(lag)
         print(f"  takeover ({case}): every partition of A running jobs again after {worst:.1f} s; "
               f"B read {sum(caught.values()):,} events to catch up")
     finally:
@@ -208,15 +212,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=1_000_000)
     parser.add_argument("--cases", default="plain,standby", help="comma-separated: plain, standby")
+    parser.add_argument("--namespace", help="reuse this namespace (written by an earlier run); skips writing the log")
+    parser.add_argument("--engine-args", action="append", default=[],
+                        help="flags for both engines, e.g. '--restore-process-min 0'; repeat it to run every case "
+                             "once per value, alternating")
     args = parser.parse_args()
     with local_broker() as bootstrap:
-        settings = fresh_settings(bootstrap, partitions=PARTITIONS)
-        started = time.perf_counter()
-        events = write_log(settings, args.jobs)
-        print(f"wrote {events:,} events of {args.jobs:,} jobs to {PARTITIONS} partitions in "
-              f"{time.perf_counter() - started:.0f} s")
+        if args.namespace:
+            settings = load_settings(bootstrap=bootstrap, namespace=args.namespace, state_dir=tempfile.mkdtemp())
+            with kafka.KafkaLog(settings) as log:
+                events = sum(log.end_offset(settings.events_topic, p) for p in range(PARTITIONS))
+            print(f"namespace {args.namespace}: {events:,} offsets in {PARTITIONS} partitions")
+        else:
+            settings = fresh_settings(bootstrap, partitions=PARTITIONS)
+            started = time.perf_counter()
+            events = write_log(settings, args.jobs)
+            print(f"namespace {settings.namespace}: wrote {events:,} events of {args.jobs:,} jobs to {PARTITIONS} "
+                  f"partitions in {time.perf_counter() - started:.0f} s")
         for case in args.cases.split(","):
-            run_case(settings, case.strip(), events)
+            for flags in args.engine_args or [""]:
+                run_case(settings, case.strip(), events, tuple(flags.split()))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
@@ -25,6 +25,7 @@ from engine.runtime import kafka
 from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
 from engine.runtime.read.joblog import job_history
 from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
+from engine.runtime.signatures import client_signer
 
 __all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
 from engine.schedule_client import ScheduleMethods
@@ -77,7 +78,8 @@ class Client(ScheduleMethods):
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
-        self._producer = kafka.command_producer(self.settings)
+        self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
+        self._signer = client_signer(self.settings)  # signs each command with the tenant's key, if configured
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
@@ -118,7 +120,8 @@ class Client(ScheduleMethods):
         """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
         attempt is asked to stop (status ``cancelling``) and the job is cancelled when it stops, or when
         the engine's cancel grace runs out; an attempt that succeeds first completes the job. A final
-        job refuses (``handle.wait(until=decided)`` returns at the refusal)."""
+        job refuses (``handle.wait(until=decided)`` returns at the refusal), and so does a ``tenant``
+        that is not the job's (a command acts only within its tenant)."""
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
 
     def cancel_many(self, jobs: Iterable[tuple[str, str]], *, reason: str = "",
@@ -184,7 +187,8 @@ class Client(ScheduleMethods):
 
     def close(self) -> None:
         """Flush and release the Kafka clients."""
-        self._producer.flush(10)
+        if self._writer is not None:
+            self._writer.flush(10)
         self._reader.close()
         self._follower.close()
 
@@ -238,22 +242,31 @@ class Client(ScheduleMethods):
             if err is not None:
                 errors.append(err)
 
-        producer, topic = self._producer, self.settings.commands_topic
+        producer, topic, signer = self._producer, self.settings.commands_topic, self._signer
         produce = producer.produce
         for command in commands:
             value, key = encode_command(command), command.job_id.encode()
+            headers = signer.headers(value) if signer is not None else None
             try:
                 try:
-                    produce(topic, value, key, on_delivery=failed)
+                    produce(topic, value, key, on_delivery=failed, headers=headers)
                 except BufferError:  # the queue is full: wait for space
-                    kafka.produce(producer, topic, value, key, on_delivery=failed)
+                    kafka.produce(producer, topic, value, key, on_delivery=failed, headers=headers)
             except KafkaException as e:
                 raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
+
+    @property
+    def _producer(self) -> Producer:
+        if self._writer is None:
+            self._writer = kafka.command_producer(self.settings)
+        return self._writer
 
     def _partition_count(self) -> int:
         if self._partitions is None:
             topic = self.settings.commands_topic
             meta = self._reader.list_topics(topic, timeout=10).topics[topic]
+            if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+                raise kafka.denied(meta.error, f"cannot write to {topic}")
             if meta.error is not None:
                 raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
             self._partitions = len(meta.partitions)

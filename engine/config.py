@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from engine.errors import ConfigError
 
 ENV_PREFIX = "EPOCHQ_"
-ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes")
+SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_file",
+                   "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
+                   "require_signatures")
+ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
+KafkaConfig = dict[str, str | int | float | bool]
+"""A librdkafka configuration, as confluent-kafka's clients take it."""
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"]
+SaslMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
 
 
 def default_state_dir() -> Path:
@@ -36,6 +43,20 @@ class Settings(BaseModel):
     max_payload_bytes: int = Field(default=512 * 1024, gt=0, le=768 * 1024,
                                    description="largest job payload (and handler result) accepted; at most 768 KiB, "
                                                "so every event fits Kafka's default 1 MB record limit")
+    security_protocol: SecurityProtocol = Field(default="PLAINTEXT", description="how clients reach the brokers")
+    sasl_mechanism: SaslMechanism = Field(default="SCRAM-SHA-512", description="SASL mechanism (SASL_* protocols)")
+    sasl_username: str | None = Field(default=None, description="SASL user (SASL_* protocols)")
+    sasl_password: SecretStr | None = Field(default=None, description="SASL password; never printed")
+    ssl_ca_file: Path | None = Field(default=None, description="PEM file of the CA that signed the brokers' certs")
+    ssl_cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
+    ssl_key_file: Path | None = Field(default=None, description="PEM private key of the client certificate (mTLS)")
+    ssl_key_password: SecretStr | None = Field(default=None, description="password of ssl_key_file, if encrypted")
+    signing_key_file: Path | None = Field(default=None, description="a client's Ed25519 private key (PEM): it signs "
+                                                                    "the commands it sends for its tenant")
+    engine_key_file: Path | None = Field(default=None, description="the engines' shared Ed25519 private key (PEM): "
+                                                                   "it signs the commands engines send themselves")
+    require_signatures: bool = Field(default=False, description="engines refuse commands that do not prove "
+                                                                "their tenant with a signature")
 
     @field_validator("bootstrap")
     @classmethod
@@ -47,6 +68,45 @@ class Settings(BaseModel):
             if not host or not port.isdigit():
                 raise ValueError(f"expected host:port[,host:port...], got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _security_is_complete(self) -> Settings:
+        """SASL needs a user and a password; a client certificate needs its key; TLS settings need TLS."""
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and not (self.sasl_username and self.sasl_password):
+            raise ValueError(f"security_protocol {self.security_protocol} needs sasl_username and sasl_password")
+        if not sasl and (self.sasl_username or self.sasl_password):
+            raise ValueError("sasl_username/sasl_password need security_protocol SASL_SSL or SASL_PLAINTEXT")
+        if (self.ssl_cert_file is None) != (self.ssl_key_file is None):
+            raise ValueError("ssl_cert_file and ssl_key_file go together (mTLS)")
+        tls_files = (self.ssl_ca_file, self.ssl_cert_file, self.ssl_key_file)
+        if not self.security_protocol.endswith("SSL") and any(f is not None for f in tls_files):
+            raise ValueError("ssl_* files need security_protocol SSL or SASL_SSL")
+        return self
+
+    def kafka_config(self) -> KafkaConfig:
+        """The librdkafka settings every client of epochq starts from: the brokers and how to authenticate.
+
+        The one place security reaches a client config; the secrets stay out of ``repr`` and logs.
+        """
+        conf: KafkaConfig = {"bootstrap.servers": self.require_bootstrap(), "security.protocol": self.security_protocol}
+        if self.security_protocol.startswith("SASL_") and self.sasl_password is not None:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": str(self.sasl_username),
+                         "sasl.password": self.sasl_password.get_secret_value()})
+        optional = {"ssl.ca.location": self.ssl_ca_file, "ssl.certificate.location": self.ssl_cert_file,
+                    "ssl.key.location": self.ssl_key_file}
+        conf.update({key: str(path) for key, path in optional.items() if path is not None})
+        if self.ssl_key_password is not None:
+            conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        return conf
+
+    def security_summary(self) -> str:
+        """How this process authenticates, for logs and status lines: never a secret."""
+        if self.security_protocol.startswith("SASL_"):
+            return f"{self.security_protocol} {self.sasl_mechanism} as {self.sasl_username}"
+        if self.ssl_cert_file is not None:
+            return f"{self.security_protocol} with client certificate {self.ssl_cert_file}"
+        return self.security_protocol
 
     @property
     def commands_topic(self) -> str:
@@ -67,7 +127,7 @@ class Settings(BaseModel):
         """The bootstrap address: configured, or the running local broker's."""
         if self.bootstrap:
             return self.bootstrap
-        from engine.broker import bootstrap_from_state
+        from engine.broker import bootstrap_from_state, secure_dir_from_state
 
         found = bootstrap_from_state()
         if not found:
@@ -75,6 +135,10 @@ class Settings(BaseModel):
                 "bootstrap: EPOCHQ_BOOTSTRAP is not set and no local broker is running "
                 "(start one with `epochq broker start`, or pass --bootstrap HOST:PORT)"
             )
+        secure = secure_dir_from_state()
+        if secure is not None and self.security_protocol == "PLAINTEXT":
+            raise ConfigError(f"security_protocol: the local broker is secure (SASL_SSL); load a user's settings "
+                              f"first, e.g. `set -a; . {secure / 'users' / 'admin.env'}; set +a` (docs/security.md)")
         return found
 
 
@@ -95,5 +159,8 @@ def load_settings(**overrides: Any) -> Settings:
 def _describe(error: ValidationError) -> str:
     first = error.errors()[0]
     name = ".".join(str(p) for p in first["loc"]) or "settings"
+    if name == "settings":  # a rule across settings: its input is every value, passwords too
+        return f"invalid settings: {first['msg'].removeprefix('Value error, ')}"
     env = ENV_PREFIX + name.upper() if name in ENV_FIELDS else name
-    return f"invalid setting {name} ({env}): {first['msg']} (got {first.get('input')!r})"
+    shown = "" if "password" in name else f" (got {first.get('input')!r})"
+    return f"invalid setting {name} ({env}): {first['msg']}{shown}"

@@ -7,11 +7,14 @@
 - ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
 - ``FencedError``: a newer owner took the partition; drop its state and hand it over.
 - ``ProjectionCorruptedError``: a store is unusable; wipe it and rebuild from the log.
+- ``StoreLockedError``: another process (or another opener in this one) holds a partition's
+  store; wait until it lets go (an engine tries again), or stop it first (the CLI refuses).
 - ``TopicMismatchError``: the topics on the broker contradict the contract; refuse to start.
 - ``BrokerError``: the local broker could not be fetched, started or reached.
 - ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
   cluster did not answer in time), ``TransactionAbortedError`` (abort, catch up, decide again).
 - ``FatalError``: the process cannot go on (a setting, a broken client); stop.
+  ``AccessDeniedError``: the brokers refused this principal (credentials or ACLs); fix them.
 
 Every librdkafka error is translated into this tree once, where it enters
 (``engine.runtime.kafka``); a record that makes one step raise is *poison*: it is set
@@ -78,6 +81,15 @@ class ProjectionCorruptedError(EpochqError):
     """A projection store cannot be trusted (e.g. data without an applied offset)."""
 
 
+class StoreLockedError(EpochqError):
+    """A partition's store is held by someone else: its lock file names the holder."""
+
+    def __init__(self, partition: int | None, path: str, holder: str):
+        self.partition, self.path, self.holder = partition, path, holder
+        which = f"partition {partition}" if partition is not None else "store"
+        super().__init__(f"{which}: the store at {path} is held by {holder}")
+
+
 class TopicMismatchError(EpochqError):
     """Existing topics disagree with what epochq needs (partition counts, cleanup policy)."""
 
@@ -100,3 +112,9 @@ class TransactionAbortedError(RetryableError):
 
 class FatalError(EpochqError):
     """The process cannot go on: stop it and fix the cause."""
+
+
+class AccessDeniedError(FatalError):
+    """The brokers refused this principal an operation (an ACL) or a login; retrying does not help.
+
+    Fix the credentials (docs/security.md) or ask for the ACL (``epochq acl apply``)."""

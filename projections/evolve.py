@@ -30,6 +30,8 @@ from projections.views.pauses import fold_pause
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
+TENANT_INDEXED = frozenset({m.JobSubmitted, m.JobRejected, m.CommandRefused, m.DuplicateSubmitted})
+"""The events that name a job's tenant in the tenant index: the audit's rule for whose a job is (any verdict)."""
 POISON = "poison"
 """The verdict on an event whose fold raised: its changes were undone, only its position is recorded."""
 
@@ -101,6 +103,8 @@ def record_position(batch: Batch, event: m.Event, status: str, offset: int) -> N
             batch.put(k.QUARANTINE + k.num(offset), body.error.encode())
     if event.job_id:
         batch.put(k.history_key(event.job_id, offset), status.encode())
+        if type(body) in TENANT_INDEXED:
+            batch.put(k.tenant_job_key(event.tenant_id or "", event.job_id), b"")
 
 
 def _claim(batch: Batch, event: m.Event) -> Folded:

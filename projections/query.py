@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.store import ProjectionStore, store_path
+from projections.store import TENANT_INDEXED, ProjectionStore, store_path
 from projections.views import keys as k
 from projections.views.jobs import decode_job, read_job
 
@@ -68,11 +68,45 @@ def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedH
         return None
     try:
         with read_store(path) as store:
-            entries = [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
-            epoch = store.get(k.EPOCH)
-            return IndexedHistory(entries, store.applied_offset(), int(epoch) if epoch is not None else 0)
+            return IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store))
     except Exception:  # noqa: BLE001 - no readable store there (being created, or not a store): scan instead
         return None
+
+
+@dataclass(frozen=True)
+class TenantIndex:
+    """What one store knows of a tenant's jobs: which they are, where their events are, how far it has read."""
+
+    jobs: frozenset[str]  # the jobs the tenant submitted (or sent a refused command about), folded so far
+    entries: list[tuple[int, str]]  # (offset, verdict) of every event of those jobs, in log order
+    applied_offset: int  # events after this offset are not indexed yet: a reader scans from there
+    epoch: int  # the newest valid claim folded: the fence for the events after ``applied_offset``
+
+
+def tenant_index(settings: Settings, partition: int, tenant: str) -> TenantIndex | None:
+    """The tenant's jobs in ``partition`` as its store indexed them; None without a store that has the index."""
+    path = store_path(settings.state_dir, settings.namespace, partition)
+    if not path.is_dir():
+        return None
+    try:
+        with read_store(path) as store:
+            if store.get(TENANT_INDEXED) is None:
+                return None  # made before the tenant index existed: `projections rebuild` adds it
+            prefix = k.tenant_jobs_prefix(tenant)
+            jobs = frozenset(k.suffix_after(prefix, key) for key, _ in store.scan(prefix))
+            entries = sorted(entry for job in jobs for entry in _history(store, job))
+            return TenantIndex(jobs, entries, store.applied_offset(), _epoch(store))
+    except Exception:  # noqa: BLE001 - no readable store there (being created, or not a store): scan instead
+        return None
+
+
+def _history(store: ProjectionStore, job_id: str) -> list[tuple[int, str]]:
+    return [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
+
+
+def _epoch(store: ProjectionStore) -> int:
+    epoch = store.get(k.EPOCH)
+    return int(epoch) if epoch is not None else 0
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from engine.config import Settings
+from projections.lock import StoreLock, holder_name
 from projections.restore import Restorer
 from projections.store import ProjectionStore, open_store, store_path
 
@@ -27,8 +29,14 @@ class LogReader(Protocol):
     def end_offset(self, topic: str, partition: int) -> int:
         """The offset after the last record now."""
 
-    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
-        """``(offset, value)`` of every committed record in ``[start, stop)``, in order."""
+    def records(self, topic: str, partition: int, start: int, stop: int,
+                committed: bool = False) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)``, in order.
+
+        ``committed``: the caller knows every record before ``stop`` was committed (a live store
+        applied them), so the reader waits for them rather than stopping after a quiet second:
+        a transaction's commit markers reach the partitions a moment after the commit returns.
+        """
 
 
 @dataclass
@@ -49,13 +57,13 @@ class Verification:
 
 
 def rebuild_into(log: LogReader, topic: str, partition: int, path: Path, stop: int | None = None,
-                 progress: Progress | None = None) -> ProjectionStore:
+                 progress: Progress | None = None, committed: bool = False) -> ProjectionStore:
     """Fold ``topic[partition]`` from offset 0 (up to ``stop``, exclusive) into a new store at ``path``."""
     shutil.rmtree(path, ignore_errors=True)
     store = open_store(path)
     end = stop if stop is not None else log.end_offset(topic, partition)
     restorer = Restorer(store, topic, partition)
-    restorer.feed(_reporting(log.records(topic, partition, 0, end), partition, end, progress))
+    restorer.feed(_reporting(log.records(topic, partition, 0, end, committed), partition, end, progress))
     restorer.finish()
     if progress:
         progress(partition, end, end)
@@ -70,8 +78,29 @@ def _reporting(records: Iterator[tuple[int, bytes | None]], partition: int, end:
             progress(partition, offset + 1, end)
 
 
+@contextmanager
+def holding(settings: Settings, partitions: list[int]) -> Iterator[None]:
+    """Hold the locks of the stores of ``partitions``: all of them, or none and StoreLockedError.
+
+    Held from before a staging store is built until the rebuild has replaced the live one, so
+    an engine, a standby or another rebuild that has one of them open makes the rebuild refuse
+    before it touches anything, and none of them can open a store while it is being replaced.
+    """
+    holder = holder_name("epochq projections rebuild")
+    with ExitStack() as stack:
+        for p in partitions:
+            stack.enter_context(StoreLock.acquire(store_path(settings.state_dir, settings.namespace, p), holder))
+        yield
+
+
 def rebuild_live(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
-    """Replace the live store of ``partition`` by a rebuild; returns its applied offset."""
+    """Replace the live store of ``partition`` by a rebuild, under its lock; returns its applied offset."""
+    with holding(settings, [partition]):
+        return replace_store(log, settings, partition, progress)
+
+
+def replace_store(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
+    """Replace the live store of ``partition`` by a rebuild; the caller holds its lock (:func:`holding`)."""
     live = store_path(settings.state_dir, settings.namespace, partition)
     staging = live.with_name(live.name + ".rebuild")
     store = rebuild_into(log, settings.events_topic, partition, staging, progress=progress)
@@ -88,7 +117,8 @@ def verify(log: LogReader, settings: Settings, partition: int, progress: Progres
     try:
         applied = live.applied_offset()
         with tempfile.TemporaryDirectory(prefix="epochq-verify-") as tmp:
-            rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress)
+            rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress,
+                                   committed=True)
             try:
                 return compare(partition, applied, live.items(), rebuilt.items())
             finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,11 +11,15 @@ from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache
                       WriteBatch, WriteBufferManager)
 
 from engine.errors import ProjectionCorruptedError
+from projections.lock import StoreLock
 
 if TYPE_CHECKING:
     from engine.domain.jobs import JobView
 
 OFFSET_KEY = b"m:offset"
+TENANT_INDEXED = b"m:tindex"
+"""Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
+made before the index existed lacks it, and readers then scan the log instead."""
 HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
 """Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
 writable store keeps the values it read in memory, kept right by its own commits (the fold is
@@ -28,6 +32,20 @@ _WRITE_BUFFERS = WriteBufferManager.new_write_buffer_manager_with_cache(WRITE_BU
 """Every store of a process shares one block cache and one memtable budget (charged to the cache),
 so RocksDB's memory is bounded by these two figures whatever the number of partitions or jobs
 (RocksDB's default, 2 x 64 MB of memtables per store, grows with the jobs written up to that)."""
+MEMORY_PROPERTIES = {"memtables": "rocksdb.cur-size-all-mem-tables",
+                     "table_readers": "rocksdb.estimate-table-readers-mem"}
+"""The RocksDB properties that say how much memory a store holds outside the block cache's own blocks."""
+
+
+def rocksdb_memory(stores: Iterable[ProjectionStore]) -> dict[str, int]:
+    """RocksDB's memory in this process, by kind, in bytes: the shared block cache (which the
+    memtables are charged to, so it is the bounded total), the memtables, and the table readers
+    (index and filter blocks not held in the cache)."""
+    total = {"block_cache": _CACHE.get_usage(), **dict.fromkeys(MEMORY_PROPERTIES, 0)}
+    for store in stores:
+        for kind, size in store.memory().items():
+            total[kind] += size
+    return total
 
 
 def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
@@ -58,11 +76,16 @@ def _options() -> Options:
 
 
 class ProjectionStore:
-    """The RocksDB store of one partition; every commit carries the applied log offset."""
+    """The RocksDB store of one partition; every commit carries the applied log offset.
 
-    def __init__(self, path: Path, read_only: bool = False):
+    A store opened with a :class:`~projections.lock.StoreLock` lets go of it when closed or
+    wiped (after its files are gone), never earlier.
+    """
+
+    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None):
         self.path = Path(path)
         self.read_only = read_only
+        self.lock = lock
         if read_only and not self.path.exists():
             raise ProjectionCorruptedError(f"no projection at {self.path}: run `epochq projections rebuild`")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +93,7 @@ class ProjectionStore:
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
+        self._fresh = not read_only and self.applied_offset() < 0  # its first commit marks the tenant index
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
@@ -115,6 +139,9 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
+        if self._fresh:
+            batch.put(TENANT_INDEXED, b"1")
+            self._fresh = False
         try:
             self._db.write(batch)
         except Exception as e:  # typed here, where RocksDB's errors enter
@@ -125,18 +152,48 @@ class ProjectionStore:
                 if key in hot:
                     hot[key] = value
 
+    def memory(self) -> dict[str, int]:
+        """Bytes this store's memtables and open table readers hold (0 once closed)."""
+        try:
+            return {kind: self._db.property_int_value(name) or 0 for kind, name in MEMORY_PROPERTIES.items()}
+        except Exception:  # noqa: BLE001 - a closed store holds nothing
+            return dict.fromkeys(MEMORY_PROPERTIES, 0)
+
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every key-value pair, in key order (for verify)."""
         yield from self._db.items()
 
     def close(self) -> None:
-        """Release the RocksDB handle."""
-        self._db.close()
+        """Release the RocksDB handle, then the store's lock."""
+        try:
+            self._db.close()
+        finally:
+            self._release()
 
     def wipe(self) -> None:
-        """Close and delete the store, so it can be rebuilt from offset 0."""
-        self.close()
-        shutil.rmtree(self.path, ignore_errors=True)
+        """Close and delete the store, so it can be rebuilt from offset 0; then release its lock."""
+        try:
+            self._db.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+        finally:
+            self._release()
+
+    def reset(self) -> ProjectionStore:
+        """Delete this store and open it again empty, at the same path, its lock held throughout."""
+        lock, self.lock = self.lock, None
+        try:
+            self._db.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        return _opened(self.path, lock)
+
+    def _release(self) -> None:
+        lock, self.lock = self.lock, None
+        if lock is not None:
+            lock.release()
 
 
 def _translate(path: Path, error: Exception) -> Exception:
@@ -150,12 +207,26 @@ def _successor(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1]) if prefix and prefix[-1] < 255 else prefix + b"\xff"
 
 
-def open_store(path: Path) -> ProjectionStore:
-    """Open a store for writing; a corrupted one (data, no offset) is wiped and reopened empty."""
-    store = ProjectionStore(path)
+def open_store(path: Path, lock: StoreLock | None = None) -> ProjectionStore:
+    """Open a store for writing (under ``lock``); a corrupted one (data, no offset) is wiped and reopened empty."""
+    store = _opened(path, lock)
     try:
         store.check()
     except ProjectionCorruptedError:
-        store.wipe()
-        store = ProjectionStore(path)
+        store = store.reset()
     return store
+
+
+def open_locked(path: Path, holder: str) -> ProjectionStore:
+    """Take the store's lock as ``holder`` (or raise StoreLockedError), then open it for writing."""
+    return open_store(path, StoreLock.acquire(path, holder))
+
+
+def _opened(path: Path, lock: StoreLock | None) -> ProjectionStore:
+    """The store at ``path`` opened for writing; ``lock`` released if it cannot be opened."""
+    try:
+        return ProjectionStore(path, lock=lock)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise

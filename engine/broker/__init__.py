@@ -4,7 +4,7 @@ Public API::
 
     info = start(nodes=1)          # or 3; idempotent while a recorded cluster is alive
     info.bootstrap                 # "127.0.0.1:PORT[,...]"
-    status(); bootstrap_from_state(); stop_node(2, hard=True); stop()
+    status(); bootstrap_from_state(); stop_node(2, hard=True); restart_node(2); stop()
 
 The jars are fetched once with Maven into ``~/.cache/epochq/kafka-4.4.0/libs``
 (``EPOCHQ_KAFKA_LIBS_DIR``); state and data live in ``~/.local/state/epochq``
@@ -17,6 +17,8 @@ from engine.broker.cluster import (
     BrokerStatus,
     NodeStatus,
     bootstrap_from_state,
+    restart_node,
+    secure_dir_from_state,
     start,
     status,
     stop,
@@ -37,6 +39,8 @@ __all__ = [
     "broker_home",
     "ensure_jars",
     "libs_dir",
+    "restart_node",
+    "secure_dir_from_state",
     "start",
     "state_path",
     "status",

@@ -68,6 +68,8 @@ class NodeSpec:
     port: int
     controller_port: int
     log_dir: Path
+    tls_port: int | None = None
+    """A secure broker's mTLS listener (``SSL``, client certificates required); ``None`` for PLAINTEXT."""
 
 
 def cluster_settings(nodes: int) -> dict[str, str]:
@@ -87,24 +89,35 @@ def quorum_voters(cluster: Sequence[NodeSpec]) -> str:
     return ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in cluster)
 
 
-def node_settings(node: NodeSpec, cluster: Sequence[NodeSpec]) -> dict[str, str]:
-    """Return every server setting for ``node`` as a name → value mapping."""
+def node_settings(node: NodeSpec, cluster: Sequence[NodeSpec],
+                  secure: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Return every server setting for ``node`` as a name → value mapping.
+
+    ``secure``: the settings of a secure broker (:func:`engine.broker.secure.server_settings`);
+    its client listener is then ``SASL_SSL`` instead of ``PLAINTEXT``.
+    """
+    client = "SASL_SSL" if secure else "PLAINTEXT"
+    advertised = f"{client}://{HOST}:{node.port}"
+    if secure and node.tls_port is not None:
+        advertised += f",SSL://{HOST}:{node.tls_port}"
     settings = dict(BASE_SETTINGS)
     settings.update(cluster_settings(len(cluster)))
     settings.update({
         "node.id": str(node.node_id),
         "controller.quorum.voters": quorum_voters(cluster),
-        "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
+        "listeners": f"{advertised},CONTROLLER://{HOST}:{node.controller_port}",
+        "advertised.listeners": advertised,
         "log.dirs": str(node.log_dir),
     })
+    settings.update(secure or {})
     return settings
 
 
-def render_server_properties(node: NodeSpec, cluster: Sequence[NodeSpec]) -> str:
+def render_server_properties(node: NodeSpec, cluster: Sequence[NodeSpec],
+                             secure: Mapping[str, str] | None = None) -> str:
     """Render ``server.properties`` text for ``node`` of ``cluster``."""
     lines = [f"# epochq local broker, node {node.node_id} of {len(cluster)} (generated)"]
-    lines += [f"{key}={_escape(value)}" for key, value in node_settings(node, cluster).items()]
+    lines += [f"{key}={_escape(value)}" for key, value in node_settings(node, cluster, secure).items()]
     return "\n".join(lines) + "\n"
 
 

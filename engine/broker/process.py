@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from engine.broker.state import NodeInfo
 __all__ = [
     "allocate_ports",
     "check_java",
+    "find_broker_pid",
     "first_error",
     "format_storage",
     "launch",
@@ -109,17 +110,24 @@ def _check_port_free(port: int) -> None:
             raise
 
 
-def prepare_node_dir(node: NodeSpec, cluster: Sequence[NodeSpec], node_dir: Path) -> None:
-    """Create ``node_dir`` with its ``server.properties`` and log4j2 configuration."""
+def prepare_node_dir(node: NodeSpec, cluster: Sequence[NodeSpec], node_dir: Path,
+                     secure: Mapping[str, str] | None = None) -> None:
+    """Create ``node_dir`` with its ``server.properties`` (mode 0600: it may hold a password) and log4j2 file."""
     (node_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (node_dir / "server.properties").write_text(render_server_properties(node, cluster))
+    config = node_dir / "server.properties"
+    config.touch(mode=0o600)
+    config.write_text(render_server_properties(node, cluster, secure))
     log4j = resources.files("engine.broker") / "log4j2.properties"
     (node_dir / "log4j2.properties").write_text(log4j.read_text())
 
 
-def format_storage(java: str, libs: Path, node_dirs: Sequence[Path], cluster_id: str) -> None:
-    """Format every node's storage with ``cluster_id`` (the StorageTool JVMs run in parallel)."""
-    procs = [_start_format(java, libs, d, cluster_id) for d in node_dirs]
+def format_storage(java: str, libs: Path, node_dirs: Sequence[Path], cluster_id: str,
+                   extra_args: Sequence[str] = ()) -> None:
+    """Format every node's storage with ``cluster_id`` (the StorageTool JVMs run in parallel).
+
+    ``extra_args``: more ``format`` arguments, e.g. ``--add-scram`` for a secure broker's users.
+    """
+    procs = [_start_format(java, libs, d, cluster_id, extra_args) for d in node_dirs]
     for proc, node_dir in zip(procs, node_dirs):
         try:
             out, _ = proc.communicate(timeout=FORMAT_TIMEOUT_S)
@@ -133,10 +141,11 @@ def format_storage(java: str, libs: Path, node_dirs: Sequence[Path], cluster_id:
             )
 
 
-def _start_format(java: str, libs: Path, node_dir: Path, cluster_id: str) -> subprocess.Popen[str]:
+def _start_format(java: str, libs: Path, node_dir: Path, cluster_id: str,
+                  extra_args: Sequence[str]) -> subprocess.Popen[str]:
     cmd = [
         java, *TOOL_JVM_FLAGS, *_log_flags(node_dir), "-cp", f"{libs}/*", STORAGE_TOOL,
-        "format", "-t", cluster_id, "-c", str(node_dir / "server.properties"),
+        "format", "-t", cluster_id, "-c", str(node_dir / "server.properties"), *extra_args,
     ]
     return subprocess.Popen(
         cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -194,6 +203,31 @@ def _proc_matches(pid: int, config_path: Path | None) -> bool:
     if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
         return False
     return config_path is None or str(config_path) in cmdline
+
+
+def find_broker_pid(config_path: Path) -> int | None:
+    """Find the live broker JVM started with ``config_path``, whoever started it; ``None`` if none.
+
+    The recorded pid is lost when a node is restarted by other means (a script, by hand):
+    the node's ``server.properties`` path, last argument of its command line, still names it.
+    """
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        return None
+    for entry in proc_root.iterdir():
+        if entry.name.isdigit() and _is_broker_of(entry, config_path):
+            return int(entry.name)
+    return None
+
+
+def _is_broker_of(entry: Path, config_path: Path) -> bool:
+    try:
+        args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+    if BROKER_MAIN not in args or str(config_path) not in args:
+        return False
+    return pid_alive(int(entry.name), config_path)
 
 
 def signal_and_wait(nodes: Iterable[NodeInfo], hard: bool = False, timeout: float = 30.0) -> None:

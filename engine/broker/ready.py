@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -16,7 +16,7 @@ from engine.broker.errors import BrokerExitedError, BrokerTimeoutError
 from engine.broker.process import first_error, log_tail, pid_alive
 from engine.broker.state import NodeInfo
 
-__all__ = ["wait_ready"]
+__all__ = ["wait_node_ready", "wait_ready"]
 
 POLL_S = 0.25
 METADATA_TIMEOUT_S = 2.0
@@ -24,22 +24,42 @@ METADATA_TIMEOUT_S = 2.0
 _client_log = logging.getLogger("engine.broker.librdkafka")
 
 
-def wait_ready(bootstrap: str, nodes: Sequence[NodeInfo], timeout: float) -> None:
-    """Block until every node is listed by the cluster metadata.
+def wait_ready(client: Mapping[str, str], nodes: Sequence[NodeInfo], timeout: float) -> None:
+    """Block until every node is listed by the cluster metadata, asked with the librdkafka settings ``client``.
 
     Raises :class:`BrokerExitedError` (with the log tail) if a JVM dies meanwhile, and
     :class:`BrokerTimeoutError` when ``timeout`` seconds pass.
     """
     deadline = time.monotonic() + timeout
+    bootstrap = client["bootstrap.servers"]
     admin: AdminClient | None = None
     while True:
         _raise_if_exited(nodes)
         if admin is None and _all_ports_open(nodes):
-            admin = _admin(bootstrap)
+            admin = _admin(client)
         if admin is not None and _listed_brokers(admin) >= len(nodes):
             return
         if time.monotonic() >= deadline:
             raise _timeout_error(bootstrap, nodes, timeout)
+        time.sleep(POLL_S)
+
+
+def wait_node_ready(node: NodeInfo, client: Mapping[str, str], timeout: float) -> None:
+    """Block until ``node`` itself answers a metadata request listing it (after a restart).
+
+    Asked of the node alone (``client``'s settings, its address): the others may still list a
+    node that was killed a moment ago.
+    """
+    deadline = time.monotonic() + timeout
+    admin: AdminClient | None = None
+    while True:
+        _raise_if_exited([node])
+        if admin is None and _port_open(node.port):
+            admin = _admin({**client, "bootstrap.servers": f"{HOST}:{node.port}"})
+        if admin is not None and node.node_id in _listed_broker_ids(admin):
+            return
+        if time.monotonic() >= deadline:
+            raise _timeout_error(f"{HOST}:{node.port}", [node], timeout)
         time.sleep(POLL_S)
 
 
@@ -74,13 +94,17 @@ def _port_open(port: int) -> bool:
         return False
 
 
-def _admin(bootstrap: str) -> AdminClient:
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _client_log}
+def _admin(client: Mapping[str, str]) -> AdminClient:
+    conf: dict[str, Any] = {**client, "logger": _client_log}
     return AdminClient(conf)
 
 
 def _listed_brokers(admin: AdminClient) -> int:
+    return len(_listed_broker_ids(admin))
+
+
+def _listed_broker_ids(admin: AdminClient) -> set[int]:
     try:
-        return len(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
+        return set(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
     except KafkaException:
-        return 0
+        return set()

@@ -90,6 +90,8 @@ class BrokerInfo:
     cluster_id: str
     nodes: tuple[NodeInfo, ...]
     home: Path
+    secure_dir: Path | None = None
+    """A secure broker's CA and per-user env files (``epochq broker start --secure``); ``None``: PLAINTEXT."""
 
     @property
     def state_file(self) -> Path:
@@ -135,6 +137,7 @@ def _to_json(info: BrokerInfo) -> dict[str, Any]:
         "bootstrap": info.bootstrap,
         "cluster_id": info.cluster_id,
         "node_count": len(info.nodes),
+        "secure_dir": str(info.secure_dir) if info.secure_dir else None,
         "nodes": [
             {
                 "node_id": n.node_id,
@@ -159,6 +162,8 @@ def _from_json(doc: dict[str, Any], home: Path) -> BrokerInfo:
         )
         for n in doc["nodes"]
     )
+    secure_dir = doc.get("secure_dir")
     return BrokerInfo(
-        bootstrap=str(doc["bootstrap"]), cluster_id=str(doc["cluster_id"]), nodes=nodes, home=home
+        bootstrap=str(doc["bootstrap"]), cluster_id=str(doc["cluster_id"]), nodes=nodes, home=home,
+        secure_dir=Path(secure_dir) if secure_dir else None,
     )

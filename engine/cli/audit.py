@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``audit`` subcommand."""
     parser = sub.add_parser("audit", help="export a tenant's history from the log (JSON lines or CSV)",
                             description="Every event of a tenant's jobs, read from the events topic "
-                                        "(not the projection), partition by partition in log order.")
+                                        "(through a projection's tenant index where one is at hand), "
+                                        "partition by partition in log order.")
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--task-type", help="only jobs of this task type")
     parser.add_argument("--since", type=_instant, help="events at or after this ISO-8601 time (UTC if no zone)")

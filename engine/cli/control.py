@@ -9,7 +9,8 @@ import sys
 from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, settings_from
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
-from engine.errors import ValidationError
+from engine.contract.validation import check_job_id
+from engine.errors import NotFoundError, ValidationError
 from engine.runtime.read.follow import decided
 
 
@@ -17,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``cancel``, ``pause`` and ``resume``."""
     cancel = sub.add_parser("cancel", help="cancel a job: a waiting one at once, a running one once it stops")
     cancel.add_argument("job_id")
-    cancel.add_argument("--tenant", default="", help="the job's tenant (default: the owner takes the job's)")
+    cancel.add_argument("--tenant", default="", help="the job's tenant (default: read from the job's history)")
     cancel.add_argument("--reason", default="", help="why (recorded in the event)")
     cancel.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
     cancel.add_argument("--wait", type=float, default=30.0,
@@ -40,7 +41,8 @@ def _cancel(args: argparse.Namespace) -> int:
     if not args.wait >= 0:  # also NaN
         raise ValidationError(f"--wait: must be seconds >= 0, got {args.wait}", "wait")
     with Client(settings_from(args)) as client:
-        handle = client.cancel(args.job_id, tenant=args.tenant, reason=args.reason, requested_by=args.by)
+        tenant = args.tenant or _tenant_of(client, args.job_id)
+        handle = client.cancel(args.job_id, tenant=tenant, reason=args.reason, requested_by=args.by)
         if not args.wait:
             print(f"cancel of job {args.job_id} sent")
             return 0
@@ -68,6 +70,15 @@ def _pause(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_NOT_DONE
     return 0
+
+
+def _tenant_of(client: Client, job_id: str) -> str:
+    """The job's tenant, from its first event (a command acts only within its job's tenant); NotFoundError if none."""
+    check_job_id(job_id)
+    for logged in client.status(job_id).events:
+        if logged.event.tenant_id:
+            return logged.event.tenant_id
+    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the cancel anyway)")
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--standby", action="store_true",
                      help="keep warm copies of the partitions other instances own, so a takeover only catches up "
                           "(docs/operations.md); needs a state directory of its own")
+    run.add_argument("--restore-process-min", type=int, default=100_000, metavar="EVENTS",
+                     help="a partition whose store lacks at least this many events is restored by a process of its "
+                          "own, one per core at a time, while the loop serves the others (0: always in the loop)")
     run.set_defaults(func=_run)
 
 
@@ -122,6 +125,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_one(args: argparse.Namespace) -> int:
+    from engine.runtime.observe.malloctuning import tune_malloc
+
+    tune_malloc()  # before any thread allocates: engine/runtime/observe/malloctuning.py
     from engine.runtime.observe.gctuning import tune_for_latency
     from engine.runtime.loop import Engine, EngineOptions
 
@@ -130,7 +136,8 @@ def _run_one(args: argparse.Namespace) -> int:
                             session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,
                             metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold,
                             windows=windows(args.horizon, args.sweep_interval, args.overdue_interval),
-                            standby=args.standby, cancel_grace_s=args.cancel_grace)
+                            standby=args.standby, bulk_restore_min=args.restore_process_min,
+                            cancel_grace_s=args.cancel_grace)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

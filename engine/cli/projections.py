@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 
 from engine.cli.common import add_connection_flags, settings_from
 from engine.config import Settings
+from engine.errors import StoreLockedError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
-from projections.rebuild import rebuild_live, verify
+from engine.runtime.rebuilds import default_workers, rebuild_each, verify_each
+from projections.rebuild import Verification, holding, replace_store, verify
+
+LOCKED_EXIT = 3
+"""The exit status of a rebuild refused because an engine (or another process) holds a store."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,7 +27,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     which.add_argument("--partition", type=int)
     which.add_argument("--all", action="store_true")
     rebuild.add_argument("--verify", action="store_true",
-                         help="rebuild into a temporary store and compare with the live one; exit 1 on any difference")
+                         help="rebuild into a temporary store and compare with the live one (read-only, safe while "
+                              "engines run); exit 1 on any difference")
+    rebuild.add_argument("--parallel", type=_workers, metavar="N",
+                         help="with --all: partitions rebuilt at once, one process each (default: the number of cores)")
     add_connection_flags(rebuild)
     rebuild.set_defaults(func=_rebuild)
 
@@ -35,29 +44,77 @@ def _progress(partition: int, reached: int, end: int) -> None:
     sys.stderr.flush()
 
 
+class _Overall:
+    """One progress bar over every partition, drawn when it moves."""
+
+    def __init__(self, label: str):
+        self.label, self.shown = label, -1
+
+    def __call__(self, reached: int, total: int) -> None:
+        if reached == self.shown:
+            return
+        self.shown = reached
+        pct = 100 if total == 0 else int(100 * reached / total)
+        sys.stderr.write(f"\r{self.label}: [{'#' * (pct // 4):25}] {pct:3d}% ({reached:,}/{total:,} offsets)")
+        if reached >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of processes ≥ 1, got {text!r}")
+    return int(text)
+
+
 def _rebuild(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     partitions = [args.partition] if not args.all else list(range(partition_count(settings)))
+    workers = args.parallel or default_workers(len(partitions))
+    workers = workers if len(partitions) > 1 else 1
+    if args.verify:
+        return _checked(settings, partitions, workers)
+    try:
+        with holding(settings, partitions):  # all or none: --all rebuilds nothing if one store is held
+            return _replaced(settings, partitions, workers)
+    except StoreLockedError as e:
+        print(f"epochq: refused: {e}; stop it first (--verify reads without the lock and works meanwhile)",
+              file=sys.stderr)
+        return LOCKED_EXIT
+
+
+def _replaced(settings: Settings, partitions: list[int], workers: int) -> int:
+    if workers > 1:
+        print(f"rebuild: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
+        return _report(rebuild_each(settings, partitions, workers, _Overall("rebuild")))
     with KafkaLog(settings) as log:
-        return _verify(log, settings, partitions) if args.verify else _replace(log, settings, partitions)
+        return _report((p, replace_store(log, settings, p, _progress)) for p in partitions)
 
 
-def _replace(log: KafkaLog, settings: Settings, partitions: list[int]) -> int:
-    for p in partitions:
-        applied = rebuild_live(log, settings, p, _progress)
-        print(f"partition {p}: rebuilt up to offset {applied}")
-    return 0
+def _checked(settings: Settings, partitions: list[int], workers: int) -> int:
+    if workers > 1:
+        print(f"verify: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
+        return _report(verify_each(settings, partitions, workers, _Overall("verify")))
+    with KafkaLog(settings) as log:
+        return _report((p, verify(log, settings, p, _progress)) for p in partitions)
 
 
-def _verify(log: KafkaLog, settings: Settings, partitions: list[int]) -> int:
+def _report(results: Iterable[tuple[int, int | Verification]]) -> int:
     failures = 0
-    for p in partitions:
-        result = verify(log, settings, p, _progress)
-        verdict = "match" if result.matches else "DIFFER"
-        print(f"partition {p}: {verdict} ({result.keys_compared} keys, applied offset {result.applied_offset})")
-        for label, keys in (("only live", result.only_live), ("only rebuilt", result.only_rebuilt),
-                            ("different", result.different)):
-            for key in keys[:10]:
-                print(f"  {label}: {key!r}")
-        failures += not result.matches
+    for p, result in results:
+        if isinstance(result, int):
+            print(f"partition {p}: rebuilt up to offset {result}")
+        else:
+            failures += _print_verification(p, result)
     return 1 if failures else 0
+
+
+def _print_verification(p: int, result: Verification) -> bool:
+    """Print one partition's verdict (and up to 10 keys of each difference); whether it differs."""
+    verdict = "match" if result.matches else "DIFFER"
+    print(f"partition {p}: {verdict} ({result.keys_compared} keys, applied offset {result.applied_offset})")
+    for label, keys in (("only live", result.only_live), ("only rebuilt", result.only_rebuilt),
+                        ("different", result.different)):
+        for key in keys[:10]:
+            print(f"  {label}: {key!r}")
+    return not result.matches

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import base64
+from pathlib import Path
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.contract.messages import TenantConfig
+from engine.contract.signing import load_public_key
 from engine.errors import NotFoundError
 from engine.runtime.tenants import TenantDirectory, remove_tenant, set_tenant
 
@@ -21,6 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     put.add_argument("--max-queued", type=int,
                      help="limit on the tenant's queued jobs in each partition (up to N x partitions in all)")
     put.add_argument("--product", help="the product the tenant belongs to (for scoped tasks)")
+    keys = put.add_mutually_exclusive_group()
+    keys.add_argument("--public-key", action="append", type=Path, metavar="FILE",
+                      help="PEM Ed25519 public key that signs the tenant's commands; repeat once while rotating "
+                           "(default: keep the table's keys)")
+    keys.add_argument("--no-public-key", action="store_true", help="remove the tenant's keys")
     put.add_argument("--json", action="store_true")
     put.set_defaults(func=_set)
     listing = verbs.add_parser("list", help="every tenant in the table")
@@ -34,7 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _set(args: argparse.Namespace) -> int:
-    config = set_tenant(settings_from(args), args.tenant, args.weight, args.max_queued, args.product)
+    keys = [] if args.no_public_key else [load_public_key(f) for f in args.public_key] if args.public_key else None
+    config = set_tenant(settings_from(args), args.tenant, args.weight, args.max_queued, args.product, keys)
     if args.json:
         print_json(tenant_json(config))
     else:
@@ -70,10 +79,12 @@ def _remove(args: argparse.Namespace) -> int:
 def tenant_json(config: TenantConfig) -> dict[str, Any]:
     """One tenant as a JSON object."""
     return {"tenant_id": config.tenant_id, "weight": config.weight, "max_queued": config.max_queued,
-            "product": config.product, "updated_at": config.updated_at}
+            "product": config.product, "updated_at": config.updated_at,
+            "public_keys": [base64.b64encode(k).decode() for k in config.public_keys]}
 
 
 def _describe(config: TenantConfig) -> str:
     limit = "no limit" if config.max_queued is None else f"max {config.max_queued} queued per partition"
     product = f", product {config.product}" if config.product else ""
-    return f"weight {config.weight:g}, {limit}{product}"
+    keys = f", {len(config.public_keys)} signing key(s)" if config.public_keys else ""
+    return f"weight {config.weight:g}, {limit}{product}{keys}"

@@ -463,3 +463,12 @@ class TenantConfig:
     weight: float = 1.0
     max_queued: int | None = None
     product: str | None = None
+    public_key: bytes | None = None
+    """The Ed25519 public key whose private key signs the tenant's commands (engine.contract.signing)."""
+    next_public_key: bytes | None = None
+    """A second key accepted too, while the tenant's services move to a new key pair."""
+
+    @property
+    def public_keys(self) -> tuple[bytes, ...]:
+        """The keys a signature of the tenant may be by."""
+        return tuple(k for k in (self.public_key, self.next_public_key) if k is not None)

@@ -2,7 +2,10 @@
 
 Every owner stamps its epoch on what it writes. An event counts only if its epoch equals
 the epoch of the newest valid ``OwnershipClaimed`` before it in the log; a claim is valid
-only if its epoch is above every claim before it. The fold, history, audits and the
+only if its epoch is exactly one above the newest valid claim before it: the successor a
+new owner writes (``last epoch + 1``). A claim that jumps ahead (a forged ``epoch + 100``)
+counts for nothing, so it cannot fence the real owner for good; readers mark it and the
+engine alerts on it (docs/security.md). The fold, history, audits and the
 engine all ask these functions, so every reader reaches the same verdict on every write.
 """
 
@@ -15,8 +18,8 @@ def counts(event_epoch: int, claim_epoch: int) -> bool:
 
 
 def claim_counts(claim_epoch: int, newest_epoch: int) -> bool:
-    """Whether a new claim at ``claim_epoch`` takes over from the newest claim so far."""
-    return claim_epoch > newest_epoch
+    """Whether a new claim at ``claim_epoch`` takes over from the newest valid claim so far: its successor only."""
+    return claim_epoch == newest_epoch + 1
 
 
 def older(epoch: int, current_epoch: int) -> bool:

@@ -18,26 +18,38 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import EpochqError, FencedError, KafkaUnavailableError, TransactionAbortedError, ValidationError
+from engine.errors import (
+    AccessDeniedError,
+    EpochqError,
+    FencedError,
+    KafkaUnavailableError,
+    TransactionAbortedError,
+    ValidationError,
+)
 
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSIENT_READ_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                        KafkaError.REQUEST_TIMED_OUT}
-"""Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving)."""
+                        KafkaError.REQUEST_TIMED_OUT, KafkaError._DESTROY_BROKER}
+"""Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving; a dead
+broker's handle dropped from the metadata: ``_DESTROY_BROKER``, asked of the new leader next time)."""
+DENIED_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+                KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
+"""Errors that say the brokers refused this principal: an ACL or a login is missing, waiting fixes nothing."""
 TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
 PREFETCH_MESSAGES = 5000
+"""What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
+librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
+commands would otherwise hold in the engine's memory."""
 FETCH_QUEUE_BACKOFF_MS = 10
 """How long librdkafka waits before fetching again once the prefetch queue passed its bounds.
 
 Its default (1,000 ms) idles a reader that empties its queue faster than that: with 5,000
 messages prefetched, reading the log capped at about 45,000 records/s (bench/restore_rate.py).
 """
-"""What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
-librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
-commands would otherwise hold in the engine's memory."""
 
 TransactionAborted = TransactionAbortedError  # the name the engine's steps catch
 
@@ -55,7 +67,7 @@ def transactional_id(settings: Settings, partition: int) -> str:
 def owner_producer(settings: Settings, partition: int) -> Producer:
     """A transactional producer for one partition's events; initialising it fences zombies."""
     producer = Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "transactional.id": transactional_id(settings, partition),
         "enable.idempotence": True,
         "acks": "all",
@@ -71,7 +83,7 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
 def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
     """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p."""
     return Consumer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "group.id": f"{settings.namespace}.engine",
         "partition.assignment.strategy": "cooperative-sticky",
         "enable.auto.commit": False,
@@ -93,7 +105,7 @@ def events_reader(settings: Settings, name: str, fetch_wait_ms: int = 20) -> Con
     ``fetch_wait_ms``: how long the broker may hold a fetch at the end of the log; partitions
     newly assigned join the next fetch, so a reader that assigns often wants it short."""
     return Consumer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "group.id": f"{settings.namespace}.reader.{name}",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -114,7 +126,7 @@ def command_producer(settings: Settings) -> Producer:
     reports deliveries only when they fail: a successful one costs no Python call.
     """
     return Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "enable.idempotence": True,
         "acks": "all",
         "linger.ms": 5,
@@ -141,24 +153,25 @@ def produce_error(err: KafkaError, what: str) -> EpochqError:
 
 
 def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int = -1,
-            on_delivery: Any = None) -> None:
+            on_delivery: Any = None, headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
     """Produce one record (to ``partition``, or -1: the producer's partitioner), waiting for queue space.
 
     A client's produce: its caller translates a ``KafkaException`` with :func:`produce_error`."""
     while True:
         try:
-            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+            producer.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery,
+                             headers=headers)
             return
         except BufferError:
             producer.poll(0.05)
 
 
 def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int,
-                  on_delivery: Any = None) -> None:
+                  on_delivery: Any = None, headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
     """An owner's produce inside its transaction: :func:`produce`, errors translated by :func:`translate`
     (a zombie's fatal error is ``FencedError``)."""
     try:
-        produce(producer, topic, value, key, partition, on_delivery)
+        produce(producer, topic, value, key, partition, on_delivery, headers)
     except KafkaException as e:
         raise translate(e) from e
 
@@ -171,9 +184,17 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
         raise translate(e) from e
 
 
+def denied(err: KafkaError, what: str) -> AccessDeniedError:
+    """The error of an operation the brokers refused this principal."""
+    return AccessDeniedError(f"{what}: {err.name()}: {err.str()} (check the credentials, or the ACLs: "
+                             "`epochq acl list`)")
+
+
 def translate(error: KafkaException) -> Exception:
     """The typed error for a librdkafka exception."""
     err: KafkaError = error.args[0]
+    if err.code() in DENIED_CODES:
+        return denied(err, "the brokers refused")
     if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
         return FencedError(f"producer fenced: {err.str()}")
     if err.fatal():
@@ -198,6 +219,8 @@ def _end_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
                                                       cached=False)[1])
         except KafkaException as e:
             err: KafkaError = e.args[0]
+            if err.code() in DENIED_CODES:
+                raise denied(err, f"cannot read the end of {tp.topic}[{tp.partition}]") from e
             if err.code() not in TRANSIENT_READ_CODES or time.monotonic() >= deadline:
                 raise KafkaUnavailableError(f"cannot read the end of {tp.topic}[{tp.partition}]: {err.str()}") from e
             time.sleep(0.1)
@@ -211,20 +234,51 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
     if start >= end:
         return
     consumer.assign([TopicPartition(topic, partition, start)])
-    last_seen = time.monotonic()
+    last_seen, following = time.monotonic(), start
     try:
         while time.monotonic() - last_seen < idle_s:
-            for msg in call(consumer.consume, 5000, 0.2):
+            # no more than the offsets left: consume() waits its whole timeout for a batch it cannot fill
+            for msg in call(consumer.consume, min(SCAN_BATCH, end - following), 0.05):
                 if msg.error():
+                    if msg.error().code() in DENIED_CODES:  # never an empty history instead
+                        raise denied(msg.error(), f"cannot read {topic}[{partition}]")
                     continue
-                last_seen = time.monotonic()
+                last_seen, following = time.monotonic(), msg.offset() + 1
                 yield msg.offset(), msg.key(), msg.value()
-                if msg.offset() + 1 >= end:
+                if following >= end:
                     return
             if call(consumer.position, [TopicPartition(topic, partition)])[0].offset >= end:
                 return
     finally:
         consumer.unassign()
+
+
+SCAN_BATCH = 5000
+COMMITTED_WAIT_S = 30.0
+"""How long a reader waits for records it knows were committed (their markers are written after the commit)."""
+SEEK_GAP = 20_000
+"""Reading through this many unwanted offsets costs about what a seek (a new fetch) does."""
+
+
+def records_at(consumer: Consumer, topic: str, partition: int,
+               offsets: list[int]) -> Generator[tuple[int, bytes], None, None]:
+    """(offset, value) of the records at the sorted ``offsets``, read in runs: a gap past SEEK_GAP seeks."""
+    wanted = set(offsets)
+    for first, last in offset_runs(offsets, SEEK_GAP):
+        for offset, _key, value in scan_partition(consumer, topic, partition, first, last + 1):
+            if offset in wanted:
+                yield offset, value
+
+
+def offset_runs(offsets: list[int], gap: int) -> list[tuple[int, int]]:
+    """The sorted ``offsets`` as (first, last) runs whose neighbours lie at most ``gap`` apart."""
+    runs: list[tuple[int, int]] = []
+    for offset in offsets:
+        if runs and offset - runs[-1][1] <= gap:
+            runs[-1] = (runs[-1][0], offset)
+        else:
+            runs.append((offset, offset))
+    return runs
 
 
 class KafkaLog:
@@ -237,9 +291,11 @@ class KafkaLog:
         """The offset after the last record now."""
         return end_offsets(self._consumer, topic, [partition])[partition]
 
-    def records(self, topic: str, partition: int, start: int, stop: int) -> Iterator[tuple[int, bytes | None]]:
-        """``(offset, value)`` of every committed record in ``[start, stop)``."""
-        for offset, _, value in scan_partition(self._consumer, topic, partition, start, stop):
+    def records(self, topic: str, partition: int, start: int, stop: int,
+                committed: bool = False) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, value)`` of every committed record in ``[start, stop)`` (see ``LogReader.records``)."""
+        idle_s = COMMITTED_WAIT_S if committed else 1.0
+        for offset, _, value in scan_partition(self._consumer, topic, partition, start, stop, idle_s):
             yield offset, value
 
     def close(self) -> None:

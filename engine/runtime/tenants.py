@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -20,6 +20,7 @@ from engine.config import Settings
 from engine.contract.codec import decode_tenant, encode_tenant
 from engine.contract.ids import validate_name, validate_tenant_id
 from engine.contract.messages import TenantConfig
+from engine.contract.signing import check_public_keys
 from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
 
@@ -67,6 +68,11 @@ class TenantDirectory:
         config = self._tenants.get(tenant)
         return config.max_queued if config else None
 
+    def public_keys(self, tenant: str) -> tuple[bytes, ...]:
+        """The Ed25519 public keys that sign the tenant's commands; none for a tenant without keys."""
+        config = self._tenants.get(tenant)
+        return config.public_keys if config else ()
+
     def tenants_of_product(self, product: str) -> list[str]:
         """The ids of the tenants of ``product``, sorted."""
         return sorted(t for t, c in self._tenants.items() if c.product == product)
@@ -91,21 +97,32 @@ class TenantDirectory:
             meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
         except KafkaException as e:
             raise KafkaUnavailableError(f"cannot describe {self.topic}: {e}") from e
+        if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+            raise kafka.denied(meta.error, f"cannot read {self.topic}")
         if meta.error is not None:
             raise KafkaUnavailableError(f"topic {self.topic} is unavailable ({meta.error}): run `epochq topics ensure`")
         return sorted(meta.partitions)
 
     def _unread_ends(self, partitions: list[int], timeout: float) -> dict[int, int]:
         """The end offset of each partition that holds records now (low watermark below high)."""
-        out = {}
+        out, deadline = {}, time.monotonic() + timeout
         for p in partitions:
-            try:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout, False)
-            except KafkaException as e:
-                raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{p}]: {e}") from e
+            low, high = self._watermarks(p, deadline)
             if high > low:
                 out[p] = high
         return out
+
+    def _watermarks(self, partition: int, deadline: float) -> tuple[int, int]:
+        """A partition's (low, high) watermarks; a moment's trouble (a topic just created) is waited out."""
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
+                                                                 max(0.5, deadline - time.monotonic()), False)
+                return int(low), int(high)
+            except KafkaException as e:
+                if e.args[0].code() not in kafka.TRANSIENT_READ_CODES or time.monotonic() >= deadline:
+                    raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{partition}]: {e}") from e
+                time.sleep(0.1)
 
     def _caught_up(self, ends: dict[int, int]) -> bool:
         """Whether every partition's position reached the end it had when loading began."""
@@ -133,7 +150,7 @@ class TenantDirectory:
 
 
 def tenant_config(tenant_id: str, weight: float, max_queued: int | None = None, product: str | None = None,
-                  updated_at: int = 0) -> TenantConfig:
+                  updated_at: int = 0, public_keys: Sequence[bytes] = ()) -> TenantConfig:
     """A validated tenant configuration; ValidationError naming the field that is wrong."""
     validate_tenant_id(tenant_id)
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
@@ -142,13 +159,22 @@ def tenant_config(tenant_id: str, weight: float, max_queued: int | None = None, 
         raise ValidationError(f"max_queued must be an integer >= 1, got {max_queued!r}")
     if product is not None:
         validate_name("product", product)
-    return TenantConfig(tenant_id, updated_at, float(weight), max_queued, product)
+    keys = check_public_keys(public_keys)
+    return TenantConfig(tenant_id, updated_at, float(weight), max_queued, product, *keys)
 
 
 def set_tenant(settings: Settings, tenant_id: str, weight: float, max_queued: int | None = None,
-               product: str | None = None) -> TenantConfig:
-    """Write a tenant's configuration to ``<ns>.tenants`` (acks=all); returns what was written."""
-    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000)
+               product: str | None = None, public_keys: Sequence[bytes] | None = None) -> TenantConfig:
+    """Write a tenant's configuration to ``<ns>.tenants`` (acks=all); returns what was written.
+
+    ``public_keys``: the Ed25519 keys that sign the tenant's commands; ``None`` keeps the ones
+    the table has (a new weight never drops a tenant's keys), ``[]`` removes them.
+    """
+    config = tenant_config(tenant_id, weight, max_queued, product, time.time_ns() // 1000, public_keys or ())
+    if public_keys is None:  # checked first: a bad value reads nothing
+        with TenantDirectory(settings) as directory:
+            config = tenant_config(tenant_id, weight, max_queued, product, config.updated_at,
+                                   directory.public_keys(tenant_id))
     _write(settings, tenant_id, encode_tenant(config))
     return config
 
@@ -161,7 +187,7 @@ def remove_tenant(settings: Settings, tenant_id: str) -> None:
 def tenants_producer(settings: Settings) -> Producer:
     """An idempotent producer to the tenants topic, keyed with the Java-compatible partitioner."""
     return Producer({
-        "bootstrap.servers": settings.require_bootstrap(),
+        **settings.kafka_config(),
         "enable.idempotence": True,
         "acks": "all",
         "partitioner": "murmur2_random",

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.config import Settings
 from engine.errors import KafkaUnavailableError, TopicMismatchError, ValidationError
+from engine.runtime.kafka import DENIED_CODES, denied
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -29,7 +30,7 @@ class TopicInfo:
 
 def admin_for(settings: Settings) -> AdminClient:
     """An AdminClient for the configured cluster."""
-    return AdminClient({"bootstrap.servers": settings.require_bootstrap()})
+    return AdminClient(settings.kafka_config())
 
 
 def wanted_topics(settings: Settings, partitions: int, replication: int) -> list[NewTopic]:
@@ -119,10 +120,10 @@ def _info(name: str, meta: object, config: dict[str, str]) -> TopicInfo:
 
 
 def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
+    if not names:  # none exists, or none this principal may describe
+        return {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     out: dict[str, dict[str, str]] = {}
-    if not resources:  # none of the topics exists yet: nothing to ask the broker
-        return out
     for res, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
         entries = future.result()
         keep = ("cleanup.policy", "retention.ms", "min.insync.replicas")
@@ -159,6 +160,8 @@ def partition_count(settings: Settings, admin: AdminClient | None = None) -> int
     """The partition count of the events topic (equal to the commands topic's)."""
     admin = admin or admin_for(settings)
     meta = admin.list_topics(settings.events_topic, timeout=TIMEOUT_S).topics[settings.events_topic]
+    if meta.error is not None and meta.error.code() in DENIED_CODES:
+        raise denied(meta.error, f"cannot describe {settings.events_topic}")
     if meta.error is not None:
         raise TopicMismatchError(f"topic {settings.events_topic} is missing: run `epochq topics ensure`")
     return len(meta.partitions)

@@ -19,6 +19,7 @@ RUNNING = b"u:"      # u:<job_id> -> epoch
 DEAD = b"x:"         # x:<dead_at>:<job_id> -> job_id
 IDEMPOTENCY = b"i:"  # i:<tenant>\x1f<key> -> job_id
 HISTORY = b"h:"      # h:<job_id>\x00<offset> -> status of the event at that offset
+TENANT_JOBS = b"t:"  # t:<tenant>\x1f<job_id> -> b"": jobs the tenant submitted, or sent a refused command about
 CLAIMS = b"c:"       # c:<epoch> -> owner\x00offset
 QUARANTINE = b"q:"   # q:<offset> -> error
 EPOCH = b"m:epoch"   # the newest claim's epoch
@@ -101,6 +102,16 @@ def history_prefix(job_id: str) -> bytes:
 def history_key(job_id: str, offset: int) -> bytes:
     """The history entry of the job's event at ``offset``."""
     return history_prefix(job_id) + num(offset)
+
+
+def tenant_jobs_prefix(tenant: str) -> bytes:
+    """The prefix of one tenant's entries in the tenant index."""
+    return TENANT_JOBS + tenant.encode() + b"\x1f"
+
+
+def tenant_job_key(tenant: str, job_id: str) -> bytes:
+    """The tenant index's entry of ``job_id`` under ``tenant``."""
+    return tenant_jobs_prefix(tenant) + job_id.encode()
 
 
 def offset_of(key: bytes) -> int:

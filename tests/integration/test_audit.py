@@ -19,7 +19,9 @@ from engine.config import Settings
 from engine.contract.partitioner import partition_for
 from engine.runtime.read.audit import AuditFilter, AuditSummary, audit_events
 from engine.runtime.read.joblog import job_events
+from engine.contract import messages as m
 from tests.integration.conftest import start_engine
+from tests.integration.test_bad_input import decided, produce_raw
 
 
 def iso(us: int) -> str:
@@ -85,6 +87,7 @@ def test_audit_of_a_tenant_over_a_time_range_equals_its_jobs_histories(  # type:
                       "--format", "jsonl").stdout.splitlines()]
     expected = expected_ids(settings, alpha_jobs, since, until)
     assert by_partition(rows) == expected
+    assert "3 through the tenant index" in run_audit(settings, engine.state_dir, "--tenant", "alpha").stderr
     assert [(r["partition"], r["offset"]) for r in rows] == sorted((r["partition"], r["offset"]) for r in rows)
     assert {r["job_id"] for r in rows} == {h.job_id for h in during["alpha"]}  # the earlier batch is out of range
     assert {r["tenant"] for r in rows} == {"alpha"} and not any(r["fenced"] for r in rows)
@@ -116,3 +119,44 @@ def test_audit_of_a_tenant_over_a_time_range_equals_its_jobs_histories(  # type:
     table = list(csv.reader(io.StringIO(out.read_text(encoding="utf-8"))))
     assert tuple(table[0]) == CSV_COLUMNS
     assert table[1:] == [["" if r[c] is None else str(r[c]) for c in CSV_COLUMNS] for r in rows]
+
+
+def test_audit_through_a_stale_store_equals_a_full_scan(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    """A store behind the log: its tenant index answers up to its offset, the log after it is scanned.
+
+    After the copy, jobs are submitted, and commands name other tenants' jobs (a cancel of alpha's
+    job sent as beta, of beta's job sent as alpha): whose each job is must come out as a full scan says.
+    """
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    first = submit_batch(client, tmp_path, "first")
+    assert engine.stop() == 0
+    stale = tmp_path / "stale-state"
+    shutil.copytree(engine.state_dir, stale)
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    later = submit_batch(client, tmp_path, "later")
+    scheduled = {t: client.submit("echo", {}, tenant=t, delay=3600) for t in ("alpha", "beta")}
+    for job, sent_as in ((first["alpha"][0].job_id, "beta"), (first["beta"][0].job_id, "alpha"),
+                         (scheduled["alpha"].job_id, "beta"), (scheduled["beta"].job_id, "alpha"),
+                         ("never-submitted", "alpha")):
+        client.cancel(job, tenant=sent_as, reason="test")
+    assert scheduled["beta"].wait(30).status == "cancelled"
+    # a refusal about beta's job that carries the sender's tenant, alpha: the job is still beta's
+    report = m.Command("report-1", first["beta"][1].job_id, "alpha", now_us(),
+                       m.ReportChild(first["beta"][1].job_id, "child", "alpha", "completed"))
+    produce_raw(settings, [report])
+    assert [e.tenant_id for e in decided(settings, report)] == ["alpha"]
+
+    for tenant in ("alpha", "beta"):
+        through_index = run_audit(settings, stale, "--tenant", tenant)
+        full = run_audit(settings, tmp_path / "no-state", "--tenant", tenant)
+        assert "3 through the tenant index" in through_index.stderr and "index" not in full.stderr
+        assert through_index.stdout == full.stdout and full.stdout
+        rows = [json.loads(line) for line in full.stdout.splitlines()]
+        assert {r["tenant"] for r in rows if r["type"] == "JobSubmitted"} == {tenant}
+    jobs = {json.loads(line)["job_id"] for line in run_audit(settings, stale, "--tenant", "alpha").stdout.splitlines()}
+    assert {first["alpha"][0].job_id, later["alpha"][0].job_id, scheduled["alpha"].job_id, "never-submitted"} <= jobs
+    assert first["beta"][0].job_id not in jobs and scheduled["beta"].job_id not in jobs
+    assert first["beta"][1].job_id not in jobs

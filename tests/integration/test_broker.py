@@ -14,6 +14,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from engine import broker
+from engine.broker import process
+from engine.broker.fetch import ensure_jars, require_java
 from engine.broker.state import BrokerInfo, NodeInfo, save_state
 from engine.cli.broker import register
 
@@ -116,8 +118,13 @@ def test_three_nodes_keep_acks_all_writes_after_losing_the_leader(three_nodes: B
     assert statuses == {n: n != leader for n in (1, 2, 3)}
 
     assert produce_all(producer, "replicated", [b"%d" % i for i in range(10, 20)]) == []
-    values = read_all(bs, "replicated", 20)
-    assert sorted(int(v) for v in values) == list(range(20))
+
+    restarted = broker.restart_node(leader, home=three_nodes.home)
+    statuses = {n.node_id: (n.pid, n.alive) for n in broker.status(home=three_nodes.home).nodes}
+    assert statuses[leader] == (restarted.pid, True) and all(alive for _, alive in statuses.values())
+    assert produce_all(producer, "replicated", [b"%d" % i for i in range(20, 30)]) == []
+    values = read_all(bs, "replicated", 30)
+    assert sorted(int(v) for v in values) == list(range(30))
 
 
 def run_cli(*argv: str) -> int:
@@ -152,3 +159,55 @@ def test_start_on_a_taken_port_is_a_clear_error(tmp_path: Path, monkeypatch: pyt
         assert run_cli("start", "--port", str(taken.getsockname()[1])) == 2
     err = capsys.readouterr().err
     assert "already in use" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def one_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerInfo]:
+    """A 1-node broker in its own home (also the environment's), stopped afterwards even on failure."""
+    monkeypatch.setenv("EPOCHQ_BROKER_HOME", str(tmp_path))
+    try:
+        yield broker.start(nodes=1, timeout=120)
+    finally:
+        broker.stop()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="the local broker needs java 17+")
+def test_restart_keeps_the_data_and_stop_finds_a_node_restarted_by_other_means(
+    one_node: BrokerInfo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bs, old_pid = one_node.bootstrap, one_node.nodes[0].pid
+    create_topic(AdminClient({"bootstrap.servers": bs}), "kept")
+    producer = Producer({"bootstrap.servers": bs, "acks": "all"})
+    assert produce_all(producer, "kept", [b"before"]) == []
+
+    assert run_cli("restart", "--node", "1", "--hard") == 0
+    assert "restarted" in capsys.readouterr().out
+    (node,) = broker.status().nodes
+    assert node.alive and node.pid != old_pid and not process.pid_alive(old_pid)
+    assert produce_all(producer, "kept", [b"after"]) == []
+    assert read_all(bs, "kept", 2) == [b"before", b"after"]
+
+    # Killed and started again behind the state file's back: stop still finds the JVM by its config.
+    broker.stop_node(1, hard=True)
+    stray = process.launch(require_java(), ensure_jars(), one_node.nodes[0].node_dir, 512)
+    deadline = time.monotonic() + DEADLINE_S  # the JVM's command line shows up once its launcher is done
+    while not broker.status().running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert broker.status().nodes[0].pid == stray
+    assert run_cli("stop") == 0 and capsys.readouterr().out.strip() == "stopped"
+    assert not process.pid_alive(stray)
+
+
+def test_restart_without_a_broker_or_of_a_missing_node_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("EPOCHQ_BROKER_HOME", str(tmp_path))
+    assert run_cli("restart", "--node", "1") == 2
+    err = capsys.readouterr().err
+    assert "no local broker recorded" in err and err.count("\n") == 1
+
+    dead = NodeInfo(1, 2**22 + 12345, 1, 2, tmp_path / "broker" / "node-1")
+    save_state(BrokerInfo("127.0.0.1:1", "x", (dead,), tmp_path))
+    assert run_cli("restart", "--node", "4") == 2
+    err = capsys.readouterr().err
+    assert "no node 4" in err and "its nodes: 1" in err and err.count("\n") == 1

@@ -41,12 +41,12 @@ def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
 
     asleep = client.submit("apatient", {"seconds": 60}, tenant="acme")
     running(asleep)
-    outcome = client.cancel(asleep.job_id, reason="async").wait(10, until=decided)
+    outcome = client.cancel(asleep.job_id, tenant="acme", reason="async").wait(10, until=decided)
     assert outcome.status == "cancelled" and "JobFailed" not in types(client, asleep.job_id)
 
     deaf = client.submit("deaf", {"seconds": 8}, tenant="acme")
     running(deaf)
-    outcome = client.cancel(deaf.job_id).wait(10, until=decided)
+    outcome = client.cancel(deaf.job_id, tenant="acme").wait(10, until=decided)
     assert outcome.status == "cancelled"  # after the 2 s grace, not the 8 s of sleep
     assert types(client, deaf.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
 

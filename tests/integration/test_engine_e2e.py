@@ -64,6 +64,21 @@ def test_cli_history_and_dlq_show_the_whole_story(settings: Settings, client: Cl
     assert verify_run.returncode == 0, verify_run.stdout + verify_run.stderr
     assert verify_run.stdout.count("match") == 3
 
+    assert engine.stop() == 0
+    for parallel in ("2", "1"):  # processes rebuilding partitions at once, or one after the other in this one
+        rebuilt = subprocess.run([*cli, "projections", "rebuild", "--all", "--parallel", parallel, *flags],
+                                 capture_output=True, text=True)
+        assert rebuilt.returncode == 0 and rebuilt.stdout.count("rebuilt up to offset") == 3, rebuilt.stderr
+        assert ("2 at a time" in rebuilt.stderr) == (parallel == "2")
+        checked = subprocess.run([*cli, "projections", "rebuild", "--all", "--verify", "--parallel", parallel,
+                                  *flags], capture_output=True, text=True)
+        assert checked.returncode == 0 and checked.stdout.count(": match") == 3, checked.stdout + checked.stderr
+    history = subprocess.run([*cli, "history", handle.job_id, *flags], capture_output=True, text=True, check=True)
+    assert "JobDeadLettered" in history.stdout
+    refused = subprocess.run([*cli, "projections", "rebuild", "--all", "--parallel", "0", *flags],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "--parallel" in refused.stderr and "Traceback" not in refused.stderr
+
 
 def test_idempotency_delay_and_cancel(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)

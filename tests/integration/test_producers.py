@@ -118,3 +118,35 @@ def test_a_job_from_another_language_runs_with_its_payload_intact(
     raw, command = command_record(settings, printed["partition"], job_id)
     assert raw[:10] == catalog("command").current.header  # written with the newest schema
     assert command.body.labels == labels  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("language", ["node", "go"])
+def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  # type: ignore[no-untyped-def]
+        language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if built[language]:
+        pytest.skip(built[language])
+    from engine.contract.signing import load_public_key
+    from engine.runtime.tenants import set_tenant
+    from tests.integration.test_signatures import key_files
+
+    tenant = f"{language}-team"
+    private, public = key_files(tmp_path, tenant)
+    engine_key, _ = key_files(tmp_path, "engines")
+    set_tenant(settings, tenant, 1.0, public_keys=[load_public_key(public)])
+    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
+    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    command = producer_command(language, settings, "echo", tenant, '{"signed": true}', {})
+    flag = "--signing-key" if language == "node" else "-signing-key"
+    at = 1 if language == "go" else len(command)  # Go's flags come before the arguments
+    signing = [*command[:at], flag, str(private), *command[at:]]
+    signed = subprocess.run(signing, capture_output=True, text=True, timeout=60)
+    assert signed.returncode == 0, signed.stderr
+    unsigned = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert unsigned.returncode == 0, unsigned.stderr
+    outcome = wait_done(client, json.loads(signed.stdout)["job_id"])
+    assert outcome.status == "completed" and outcome.result["payload"] == {"signed": True}, engine.logs()[-2000:]
+    refused = wait_done(client, json.loads(unsigned.stdout)["job_id"])
+    assert refused.status == "rejected" and refused.reason == "unauthenticated", refused

@@ -31,5 +31,5 @@ def test_a_handlers_progress_is_shown_by_status_and_history(  # type: ignore[no-
     as_json = json.loads(subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, text=True,
                                         timeout=60).stdout)
     assert as_json["progress"] == {"value": 0.75, "message": "step 3 of 4"} and as_json["status"] == "running"
-    assert client.cancel(handle.job_id).wait(15, until=decided).status == "cancelled"
+    assert client.cancel(handle.job_id, tenant="acme").wait(15, until=decided).status == "cancelled"
     assert engine.proc.poll() is None

@@ -59,8 +59,8 @@ def test_replaying_the_failed_child_completes_the_parent(  # type: ignore[no-unt
     outcome = parent.wait(60)
     assert outcome.status == "partial" and outcome.reason == "0 succeeded, 2 failed"
     fix.touch()
-    for child in outcome.children.values():
-        client.replay(child["job_id"], reason="fixed")
+    for tenant, child in outcome.children.items():
+        client.replay(child["job_id"], tenant=tenant, reason="fixed")  # a command acts within its tenant
     for _ in range(60):
         settled = client.status(parent.job_id)
         if settled.status == "completed":

@@ -14,7 +14,7 @@ from engine.domain.decide import (
 from engine.domain.jobs import evolve
 from projections.batch import Batch
 from projections.evolve import FENCED, POISON, fold, fold_guarded, fold_state, record_position
-from projections.store import ProjectionStore, open_store
+from projections.store import ProjectionStore, open_store, rocksdb_memory
 from projections.views import keys as k
 from projections.views.jobs import read_job
 from tests.unit.factories import claim, event, submit
@@ -87,7 +87,9 @@ def test_stale_epoch_events_never_change_state(steps, data) -> None:  # type: ig
     with tempfile.TemporaryDirectory() as tmp:
         clean = folded(events, Path(tmp) / "a")
         dirty = folded(events + zombie, Path(tmp) / "b")
-    state = lambda items: {key: v for key, v in items.items() if not key.startswith((k.HISTORY, b"m:offset"))}  # noqa: E731
+    # history and the tenant index say where events are in the log, fenced ones too: not state
+    log_index = (k.HISTORY, k.TENANT_JOBS, b"m:offset")
+    state = lambda items: {key: v for key, v in items.items() if not key.startswith(log_index)}  # noqa: E731
     assert state(clean) == state(dirty)
     fenced = [v for key, v in dirty.items() if key.startswith(k.HISTORY) and v == FENCED.encode()]
     assert len(fenced) == sum(1 for e in zombie if e.job_id)
@@ -109,6 +111,18 @@ def test_store_with_data_but_no_offset_is_rebuilt(tmp_path: Path) -> None:
     raw.close()
     store = open_store(tmp_path / "s")
     assert store.applied_offset() == -1 and store.get(b"j:orphan") is None
+
+
+def test_rocksdb_memory_counts_the_memtables_within_the_shared_cache_and_nothing_once_closed(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    before = rocksdb_memory([store])
+    for n in range(2000):
+        store.commit({f"j:job-{n}".encode(): b"x" * 500}, n)
+    grown = rocksdb_memory([store])
+    assert grown["memtables"] >= 1_000_000 > before["memtables"]  # 2,000 x 500 bytes, not flushed yet
+    assert grown["block_cache"] >= grown["memtables"]  # charged to the cache: its usage is the bounded total
+    store.close()
+    assert store.memory() == {"memtables": 0, "table_readers": 0}
 
 
 def test_indexes_follow_the_job(tmp_path: Path) -> None:

@@ -35,3 +35,11 @@ def test_produce_raises_the_typed_error(error: KafkaError, typed: type) -> None:
 def test_a_fatal_fenced_transaction_error_is_fenced() -> None:
     fatal = KafkaError(KafkaError._FATAL, "Fatal transaction error: Producer fenced by a newer instance", fatal=True)
     assert isinstance(kafka.translate(KafkaException(fatal)), FencedError)
+
+
+def test_offset_runs_join_neighbours_within_the_gap_and_seek_past_it() -> None:
+    from engine.runtime.kafka import offset_runs
+
+    assert offset_runs([], 10) == []
+    assert offset_runs([3], 10) == [(3, 3)]
+    assert offset_runs([1, 5, 15, 26, 27, 100], 10) == [(1, 15), (26, 27), (100, 100)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from engine.contract import messages as m
 from engine.contract.codec import decode_command_at
 from engine.contract.partitioner import partition_for
+from engine.contract.signing import Proof
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.pauses import check_task_command, decide_pause, is_task_command
@@ -22,12 +23,14 @@ from engine.domain.schedules import is_schedule_command
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views import keys as k
 from projections.views.counters import read_int
 from projections.views.pauses import is_paused
 
 log = logging.getLogger("epochq.admit")
 NO_LIMITS = Limits()
+UNSIGNED = Proof()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,17 +45,20 @@ class Admission:
     scope: Callable[[str | None], tuple[str, ...]]
     poison: PoisonDesk
     schedule_desk: Callable[[Partition], object]
+    authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
+    """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
 
-    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext) -> None:
-        """Decide the command at ``offset``; set it aside if that raises."""
+    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
+              signature: bytes | None = None) -> None:
+        """Decide the command at ``offset`` (``signature``: its signature header); set it aside if that raises."""
         command: list[m.Command] = []
-        error = partition.attempt(self._one, partition, offset, raw, ctx, command)
+        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature)
         if error is not None:
             self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
         partition.consumed(offset)
 
     def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-             seen: list[m.Command]) -> None:
+             seen: list[m.Command], signature: bytes | None = None) -> None:
         try:
             command = decode_command_at(raw, self.topic, partition.number, offset)
         except DecodeError as e:
@@ -61,7 +67,45 @@ class Admission:
             partition.stage(Emit(None, None, body), ctx.now)
             return
         seen.append(command)
+        proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
+        if proof.refusal is not None:
+            self._unauthenticated(partition, command, proof.refusal, ctx)
+            return
+        if not proof.by_engine and self._other_tenant(partition, command, ctx):
+            return
         self._decide(partition, command, offset, ctx)
+
+    def _other_tenant(self, partition: Partition, command: m.Command, ctx: DecideContext) -> bool:
+        """Refuse a command on an existing job of another tenant (cancel, replay, reschedule, …); True if refused.
+
+        A SubmitJob for an existing job is decide's (a duplicate or a refusal); commands only engines
+        send (reports to a parent of another tenant) are checked by their signature."""
+        body = command.body
+        if isinstance(body, (m.SubmitJob, *INTERNAL_COMMANDS)) or is_schedule_command(command):
+            return False
+        job = partition.job(command.job_id)
+        if job is None or job.tenant_id == command.tenant_id:
+            return False
+        log.warning("command %s for job %s refused: tenant %r is not the job's", command.command_id,
+                    command.job_id, command.tenant_id)
+        refusal = m.CommandRefused(type(body).__name__, job.state.value,
+                                   f"tenant: job {command.job_id} is not tenant {command.tenant_id!r}'s")
+        partition.stage(Emit(command.job_id, job.tenant_id, refusal), ctx.now, command.command_id,
+                        command.correlation_id)
+        return True
+
+    def _unauthenticated(self, partition: Partition, command: m.Command, why: str, ctx: DecideContext) -> None:
+        """Refuse a command that does not prove its tenant: a new job is rejected, an existing one untouched."""
+        log.warning("unauthenticated command %s for job %s (tenant %r): %s", command.command_id, command.job_id,
+                    command.tenant_id, why)
+        body, job = command.body, partition.job(command.job_id)
+        if isinstance(body, m.SubmitJob) and job is None:
+            emit = Emit(command.job_id, command.tenant_id, m.JobRejected(body.task_type, "unauthenticated", why))
+        else:
+            state = job.state.value if job is not None else "unknown"
+            emit = Emit(command.job_id, command.tenant_id, m.CommandRefused(type(body).__name__, state,
+                                                                            f"unauthenticated: {why}"))
+        partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
     def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
         home = partition_for(command.job_id, self.partitions)

@@ -25,15 +25,17 @@ from confluent_kafka import Message
 
 from engine.app import App
 from engine.config import Settings
+from engine.contract import messages as m
 from engine.domain.decide import DecideContext, TaskPolicy
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest
-from engine.runtime.loop import outcomes
+from engine.runtime.loop import outcomes, sampling
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.dispatch import Dispatcher, rotate
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
@@ -43,10 +45,9 @@ from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
+from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
-from projections.views import keys as k
-from projections.views.counters import read_int
 
 log = logging.getLogger("epochq.engine")
 
@@ -82,14 +83,19 @@ class Engine:
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
         self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
+        bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
-                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed)
+                                   self.board, self.poison, options.windows, options.grace_s, self._owned_changed,
+                                   self._unknown_write, bulk)
         count = partition_count(settings)
-        self.writer = Writer(settings.events_topic, settings.commands_topic, count)
+        signer = engine_signer(settings)
+        self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer)
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
-                                   lambda p: self.lifecycle.timers[p.number].desk)
-        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count)
+                                   lambda p: self.lifecycle.timers[p.number].desk,
+                                   CommandChecker(settings, self.tenants.public_keys, signer))
+        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
+                                  self.owner_id)
                          if options.standby else None)
         self.dispatcher = Dispatcher(self.board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
         self._turn = 0
@@ -109,7 +115,8 @@ class Engine:
             self.metrics.serve(self.options.metrics_port, self.options.metrics_addr)
         self.metrics.watch_gc()
         self.reader.start()
-        log.info("engine %s started on %s", self.owner_id, self.settings.commands_topic)
+        log.info("engine %s started on %s (%s)", self.owner_id, self.settings.commands_topic,
+                 self.settings.security_summary())
         try:
             while not self.stopping.is_set():
                 self.tick()
@@ -171,8 +178,8 @@ class Engine:
         results = [r for r in (self.executor.settle(item) for item in arrivals.results if item) if r]
         for result in results + self.executor.expire():
             partition = self.partitions.get(result.request.partition)
-            if partition is not None and partition.deciding:
-                partition.results.append(result)
+            if partition is not None and (partition.deciding or partition.resuming):  # resuming: same epoch
+                partition.results.append(result)  # recorded once it decides again (a resync must not lose it)
             else:
                 log.warning("dropping result of job %s attempt %d: partition %d is no longer ours",
                             result.request.job_id, result.request.attempt, result.request.partition)
@@ -187,7 +194,7 @@ class Engine:
         number, offset = cast(int, msg.partition()), cast(int, msg.offset())
         partition = self.partitions.get(number)
         if partition is not None and tag >= partition.accept_tag and partition.state is State.ACTIVE:
-            partition.commands.append((offset, msg.value()))
+            partition.commands.append((offset, msg.value(), signature_of(msg.headers())))
             return
         self.inbox.decided(1)  # not ours any more, or read before we rewound: dropped
         if partition is not None and tag >= partition.accept_tag and \
@@ -224,8 +231,8 @@ class Engine:
                 ctx, commands = ctxs[partition.number], partition.commands
                 n = min(len(commands), 32)
                 for _ in range(n):
-                    offset, raw = commands.popleft()
-                    self.admission.admit(partition, offset, raw, ctx)
+                    offset, raw, signature = commands.popleft()
+                    self.admission.admit(partition, offset, raw, ctx, signature)
                 self.inbox.decided(n)
             queued = [p for p in queued if p.commands]
 
@@ -348,13 +355,10 @@ class Engine:
             self._sample_metrics()
 
     def _sample_metrics(self) -> None:
-        """Lane and dead-letter depths, the epochs of held partitions, the timers held in memory."""
-        held = [p for p in self.partitions.values() if p.deciding and p.store is not None]
-        depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
-                  for lane in RUNNABLE_LANES}
-        self.metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
-        restoring = sum(1 for p in self.partitions.values() if p.state in (State.ASSIGNED, State.RESTORING))
-        self.metrics.set_copies(restoring, len(self.standbys.copies) if self.standbys is not None else 0)
+        sampling.sample(self.metrics, self.partitions.values(), self.standbys)
+
+    def _unknown_write(self, partition: int, event: m.Event) -> None:
+        sampling.unknown_write(self.metrics, partition, event)
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()

@@ -1,10 +1,12 @@
 """Taking, holding and giving back partitions: each one moved along its state machine.
 
-Taking partition p: open p's store (it may still be held by the instance p came from: try
-again next tick), initialise p's transactional producer (this fences any zombie), restore
-the store to the end of ``events`` p, then stage ``OwnershipClaimed(last epoch + 1)``; once
-that transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs
-left running by an older epoch are re-queued.
+Taking partition p: take p's store lock and open the store (the instance p came from, a
+standby or a rebuild in another process may still hold it: wait, trying again every
+SETUP_RETRY_S and saying so in the log every LOCKED_LOG_S), initialise p's transactional
+producer (this fences any zombie), restore the store to the end of ``events`` p, then stage
+``OwnershipClaimed(last epoch + 1)``; once that transaction commits, p is ACTIVE: its
+commands are read, its timers armed, and jobs left running by an older epoch are re-queued.
+The lock is let go when the store is closed (handed back, dropped, or at exit).
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED and the rebalance
@@ -25,15 +27,18 @@ from engine.domain import fence
 from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
-from engine.errors import ProjectionCorruptedError
+from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
 from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
+from projections.evolve import FENCED, Folded
 from projections.restore import Restorer
-from projections.store import open_store, store_path
+from projections.lock import holder_name
+from projections.store import open_locked, store_path
 from projections.views import keys as k
 from projections.views.breakers import all_breakers
 from projections.views.counters import fair_state
@@ -42,6 +47,8 @@ log = logging.getLogger("epochq.lifecycle")
 
 RESTORE_BATCH = 5000
 SETUP_RETRY_S = 0.5
+LOCKED_LOG_S = 30.0
+"""How often a partition waiting for its store lock says so again in the log (at warning)."""
 
 
 class Lifecycle:
@@ -49,8 +56,10 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 on_change: Callable[[], None] = lambda: None):
+                 on_change: Callable[[], None] = lambda: None,
+                 on_fenced: Callable[[int, m.Event], None] | None = None, bulk: BulkRestores | None = None):
         self.settings, self.owner_id = settings, owner_id
+        self.on_fenced = on_fenced  # told of each record a restore found not counting: a forged or zombie write
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
         self.on_change = on_change  # told whenever a partition is taken or given back (metrics)
@@ -59,6 +68,9 @@ class Lifecycle:
         self._restorers: dict[int, Restorer] = {}
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
+        self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
+        self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
+        self.holder = holder_name("engine", owner_id)
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -101,14 +113,39 @@ class Lifecycle:
             if time.monotonic() < self._retry_at.get(partition.number, 0.0):
                 continue
             try:
-                self._set_up(partition)
-            except Exception as e:  # noqa: BLE001 - e.g. the store still held by the instance it came from
+                if not self._in_bulk(partition.number):
+                    self._set_up(partition)
+            except StoreLockedError as e:
+                self._wait_for_lock(partition.number, e)
+            except Exception as e:  # noqa: BLE001 - e.g. the producer's initialisation timed out
                 log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
                 self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
 
+    def _in_bulk(self, p: int) -> bool:
+        """Whether a restore process holds ``p``'s store: one running, or one started now for a long lag."""
+        bulk = self.bulk
+        if bulk is None:
+            return False
+        if bulk.busy(p):
+            return True
+        if not bulk.may_begin(p):
+            return False
+        target = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
+        applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
+        return bulk.begin(p, target - applied - 1, target)
+
+    def _wait_for_lock(self, p: int, error: StoreLockedError) -> None:
+        """Another holder has p's store: try again soon, and say so now and then (never crash)."""
+        now = time.monotonic()
+        self._retry_at[p] = now + SETUP_RETRY_S
+        if now >= self._locked_logged.get(p, 0.0):
+            log.warning("partition %d: waiting for its store (%s); trying again every %.1f s",
+                        p, error, SETUP_RETRY_S)
+            self._locked_logged[p] = now + LOCKED_LOG_S
+
     def _set_up(self, partition: Partition) -> None:
         p = partition.number
-        store = open_store(store_path(self.settings.state_dir, self.settings.namespace, p))
+        store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         try:
             producer = kafka.owner_producer(self.settings, p)
         except Exception:
@@ -116,17 +153,34 @@ class Lifecycle:
             raise
         partition.open(store, producer)
         self._retry_at.pop(p, None)
-        self._start_restore(partition)
+        self._locked_logged.pop(p, None)
+        try:
+            self._start_restore(partition)
+        except Exception:  # e.g. the events' end unreadable while a broker is away: the retry opens afresh
+            self._release(partition)
+            partition.store = partition.producer = None
+            raise
         partition.move(State.RESTORING)
 
     def _start_restore(self, partition: Partition) -> None:
         p = partition.number
         topic = self.settings.events_topic
         partition.restore_target = kafka.end_offsets(self.events, topic, [p])[p]
-        restorer = Restorer(partition.store, topic, p)  # type: ignore[arg-type]
+        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p))  # type: ignore[arg-type]
         self._restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
+
+    def _folded_hook(self, p: int) -> Callable[[m.Event, Folded], None] | None:
+        """The restorer's hook that reports the records of partition ``p`` that did not count."""
+        hook = self.on_fenced
+        if hook is None:
+            return None
+
+        def folded(event: m.Event, verdict: Folded) -> None:
+            if verdict.status == FENCED:
+                hook(p, event)
+        return folded
 
     @property
     def restoring(self) -> bool:
@@ -252,8 +306,7 @@ class Lifecycle:
         partition.forget_pending()
         if self._restorers.pop(partition.number, None) is not None:
             self._unassign_events(partition.number)
-        store.wipe()
-        partition.open(open_store(store.path), partition.producer)  # type: ignore[arg-type]
+        partition.open(store.reset(), partition.producer)  # type: ignore[arg-type]  # its lock held throughout
         if partition.state is State.RESTORING:
             self._start_restore(partition)
         else:
@@ -309,10 +362,13 @@ class Lifecycle:
 
     def _release(self, partition: Partition) -> None:
         p = partition.number
+        if self.bulk is not None:
+            self.bulk.forget(p)
         self.timers.pop(p, None)
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)
         self._retry_at.pop(p, None)
+        self._locked_logged.pop(p, None)
         if partition.store is not None:
             partition.store.close()
 
@@ -326,5 +382,7 @@ class Lifecycle:
         """Close whatever is still held at process exit."""
         for p in list(self.partitions):
             self.close(p)
+        if self.bulk is not None:
+            self.bulk.close()
         for note in self._notes:
             note.settled.set()

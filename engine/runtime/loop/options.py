@@ -31,3 +31,4 @@ class EngineOptions:
     windows: Windows = field(default_factory=Windows)  # the time router's horizon and sweep intervals
     idle_s: float = 0.05  # the longest the loop sleeps with nothing to do (timers wake it sooner)
     standby: bool = False  # keep warm copies of the partitions this instance does not own (loop/standby.py)
+    bulk_restore_min: int = 100_000  # a store lacking this many events restores in a process of its own; 0: never

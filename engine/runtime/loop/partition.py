@@ -148,7 +148,8 @@ class Partition:
         self.revoke_deadline = 0.0
         self.corrupt: ProjectionCorruptedError | None = None  # the store failed a read: wipe and restore it
         self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
-        self.commands: collections.deque[tuple[int, Any]] = collections.deque()  # (offset, raw) to decide
+        self.commands: collections.deque[tuple[int, Any, bytes | None]] = collections.deque()
+        """(offset, raw, signature header) of the commands to decide."""
         self.results: list[Any] = []  # finished attempts to record once no transaction is under way
 
     # --- lifecycle -----------------------------------------------------------------------

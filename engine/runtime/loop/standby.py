@@ -8,10 +8,12 @@ Streams' standby replicas, ``num.standby.replicas``). A copy is never written by
 decision: only committed events reach it, in log order, so it holds exactly what a rebuild
 of the same prefix holds.
 
-The loop gives the standbys a slice of each tick (``budget_s``); a partition it is assigned
-is handed over (its pending batch committed, its store closed) before the owner opens it.
-A store it cannot open (an owner in another process of the same state directory holds it)
-is tried again later.
+A copy holds its store's lock (projections/lock.py) as long as it has the store open, so a
+``projections rebuild`` refuses to replace it meanwhile. The loop gives the standbys a slice
+of each tick (``budget_s``); a partition it is assigned is handed over (its pending batch
+committed, its store closed and its lock let go) before the owner takes the lock and opens
+it. A store whose lock someone else holds (an owner in another process of the same state
+directory, a rebuild) is tried again every RETRY_S.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import ProjectionCorruptedError
+from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
+from projections.lock import holder_name
 from projections.restore import Restorer
-from projections.store import ProjectionStore, open_store, store_path
+from projections.store import ProjectionStore, open_locked, store_path
 
 log = logging.getLogger("epochq.standby")
 
@@ -45,8 +48,9 @@ class Copy:
 class Standbys:
     """The standby copies of one engine instance, folded a slice of time at a time."""
 
-    def __init__(self, settings: Settings, consumer: Consumer, partitions: int):
+    def __init__(self, settings: Settings, consumer: Consumer, partitions: int, owner_id: str):
         self.settings, self.consumer = settings, consumer
+        self.holder = holder_name("standby copy of", owner_id)
         self.topic = settings.events_topic
         self.all = set(range(partitions))
         self.copies: dict[int, Copy] = {}
@@ -92,11 +96,18 @@ class Standbys:
 
     def _open(self, p: int) -> None:
         try:
-            store = open_store(store_path(self.settings.state_dir, self.settings.namespace, p))
-        except Exception as e:  # noqa: BLE001 - held by an owner in another process: try again later
+            store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
+        except StoreLockedError as e:  # an owner in another process, or a rebuild: try again later
             log.debug("partition %d: standby copy not opened (%s)", p, e)
             self._retry_at[p] = time.monotonic() + RETRY_S
             return
+        except Exception as e:  # noqa: BLE001 - an unreadable store: try again later
+            log.warning("partition %d: standby copy not opened (%s)", p, e)
+            self._retry_at[p] = time.monotonic() + RETRY_S
+            return
+        self._follow(p, store)
+
+    def _follow(self, p: int, store: ProjectionStore) -> None:
         restorer = Restorer(store, self.topic, p)
         self.copies[p] = Copy(store, restorer)
         kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
@@ -110,12 +121,11 @@ class Standbys:
             log.debug("partition %d: standby unassign skipped: %s", p, e)
         copy.restorer.finish()
         offset = copy.restorer.next_offset
-        copy.store.close()
+        copy.store.close()  # and its lock, before the owner takes it
         log.info("partition %d: standby copy handed over at offset %d", p, offset)
 
     def _wipe(self, p: int, error: ProjectionCorruptedError) -> None:
         log.error("partition %d: standby copy corrupt (%s); wiping it and following from offset 0", p, error)
         copy = self.copies.pop(p)
         kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
-        copy.store.wipe()
-        self._open(p)
+        self._follow(p, copy.store.reset())  # its lock held throughout

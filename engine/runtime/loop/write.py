@@ -28,6 +28,7 @@ from engine.contract.partitioner import partition_for
 from engine.errors import FencedError, TransactionAbortedError
 from engine.runtime import kafka
 from engine.runtime.loop.partition import Partition, Staged
+from engine.runtime.signatures import CommandSigner
 
 
 @dataclass(slots=True)
@@ -60,8 +61,10 @@ class Written:
 class Writer:
     """Writes staged work, one transaction per partition, committing them in parallel."""
 
-    def __init__(self, events_topic: str, commands_topic: str, partitions: int, threads: int = 8):
+    def __init__(self, events_topic: str, commands_topic: str, partitions: int, threads: int = 8,
+                 signer: CommandSigner | None = None):
         self.events_topic, self.commands_topic, self.partitions = events_topic, commands_topic, partitions
+        self.signer = signer  # signs the commands engines send themselves (docs/security.md)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochq-commit")
 
     def launch(self, partition: Partition, staged: Staged, group: Any, wake: Callable[[], None]) -> Written:
@@ -87,8 +90,9 @@ class Writer:
             self._produce_events(written, producer)
             for command in staged.commands:
                 target = partition_for(command.job_id, self.partitions)
-                kafka.produce_owned(producer, self.commands_topic, encode_command(command), command.job_id.encode(),
-                                    target)
+                value = encode_command(command)
+                kafka.produce_owned(producer, self.commands_topic, value, command.job_id.encode(), target,
+                                    headers=self.signer.headers(value) if self.signer is not None else None)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, e)
         return written

@@ -111,6 +111,11 @@ class EngineMetrics:
                               "(engine run --standby)", registry=r)
         self.fenced_writes = Counter("epochq_fenced_writes_total",
                                      "Events the fold marked fenced, plus producer fencings", registry=r)
+        self.unknown_writes = Counter("epochq_unknown_writes_total", "Records a restore found not counting: claims "
+                                      "that are not the successor of the valid one, events outside the valid "
+                                      "claim's epoch (forged, or a zombie's)", ("kind",), registry=r)
+        for kind in ("claim", "event"):  # present at 0 from the start: an alert rule sees the first one
+            self.unknown_writes.labels(kind)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
         self.tick_seconds = Histogram("epochq_tick_seconds", "Time one loop tick spends in a step: decide (commands, "
                                       "results, timers, dispatch), write (the transactions), apply (store commits)",
@@ -129,6 +134,9 @@ class EngineMetrics:
         self.gc_pause = Histogram("epochq_gc_pause_seconds", "Pauses of the engine process's garbage collector, "
                                   "by generation (2: a full collection)", ["generation"], registry=r,
                                   buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0))
+        self.rocksdb_memory = Gauge("epochq_rocksdb_memory_bytes", "RocksDB memory of this process, by kind: "
+                                    "block_cache (the shared cache, memtables charged to it: bounded), memtables, "
+                                    "table_readers (outside the cache)", ("kind",), registry=r)
         self._gc_watch = PauseWatch(lambda generation, seconds: self.gc_pause.labels(str(generation)).observe(seconds))
 
     # --- events folded from the log --------------------------------------------------------
@@ -240,6 +248,11 @@ class EngineMetrics:
         """Record how many partitions are restoring and how many are followed as standbys."""
         self.restoring.set(restoring)
         self.standbys.set(standbys)
+
+    def set_rocksdb_memory(self, by_kind: dict[str, int]) -> None:
+        """Record RocksDB's memory by kind (projections.store.rocksdb_memory)."""
+        for kind, size in by_kind.items():
+            self.rocksdb_memory.labels(kind).set(size)
 
     def set_timers(self, partition: int, held: tuple[int, int] | None) -> None:
         """Record the (job, schedule) timers a partition holds in memory; None: the partition is gone."""

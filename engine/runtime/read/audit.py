@@ -1,11 +1,14 @@
-"""A tenant's audit trail, read from ``<ns>.events`` itself: the log, never the projection.
+"""A tenant's audit trail, read from ``<ns>.events`` itself: the events always come from the log.
 
 Every partition is scanned from offset 0 up to its end as it was when the export started, in
 log order (partition by partition, offset by offset), with the fold's fencing verdicts
 (:func:`engine.runtime.read.joblog.with_fencing`, the same as ``epochq history``). An event is
 exported when its job belongs to the tenant (and has the task type, when one is asked for) and
-it occurred in ``[since, until)``. Because nothing here reads RocksDB, an audit works after a
-projection directory was deleted, and it is what a rebuild would see.
+it occurred in ``[since, until)``. Where the state directory holds a partition's store with a
+tenant index, only the offsets it names for the tenant's jobs are read (with the store's
+verdicts), and the log after the store's offset is scanned: the same export, since the index
+follows the same rule of whose a job is. Without a store, an audit works after a projection
+directory was deleted, and it is what a rebuild would see.
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException
 
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.kafka import scan_partition
-from engine.runtime.read.joblog import LoggedEvent, with_fencing
+from engine.runtime.kafka import records_at, scan_partition
+from engine.runtime.read.joblog import LoggedEvent, read_at, with_fencing
 from engine.runtime.topics import partition_count
+
+if TYPE_CHECKING:
+    from projections.query import TenantIndex
 
 Progress = Callable[[int, int], None]
 """Called with (offsets read so far, offsets to read in all, over every partition) while an audit runs."""
@@ -62,6 +69,7 @@ class AuditSummary:
     fenced: int = 0
     jobs: set[str] = field(default_factory=set)
     partitions: int = 0
+    indexed: int = 0
     records: int = 0
     undecodable: int = 0
 
@@ -74,8 +82,9 @@ class AuditSummary:
     def line(self) -> str:
         """``12 events of 3 jobs, 0 fenced writes (read 140 records in 3 partitions)``."""
         skipped = f", {self.undecodable} undecodable skipped" if self.undecodable else ""
+        indexed = f", {self.indexed} through the tenant index" if self.indexed else ""
         return (f"{self.events} events of {len(self.jobs)} jobs, {self.fenced} fenced writes "
-                f"(read {self.records} records in {self.partitions} partitions{skipped})")
+                f"(read {self.records} records in {self.partitions} partitions{indexed}{skipped})")
 
 
 class _Jobs:
@@ -115,7 +124,14 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
         ends = kafka.end_offsets(consumer, settings.events_topic, range(count))
         summary.partitions = count
         meter = _Meter(ends, progress)
+        earlier = _Earlier(settings)
         for p in range(count):
+            index = _tenant_index(settings, p, flt.tenant)
+            if index is not None:
+                summary.indexed += 1
+                logged = _indexed(consumer, settings.events_topic, p, index, ends[p], summary, meter)
+                yield from matching_events(p, earlier.prefixed(p, logged, index.jobs, flt.tenant), flt, summary)
+                continue
             scan = scan_partition(consumer, settings.events_topic, p, 0, ends[p])
             try:
                 events = _decoded(scan, settings.events_topic, p, summary, meter)
@@ -123,8 +139,68 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
             finally:
                 scan.close()  # unassigns: before the consumer closes, even when the caller stops early
         meter.done()
+        earlier.close()
     finally:
         consumer.close()
+
+
+def _tenant_index(settings: Settings, p: int, tenant: str) -> TenantIndex | None:
+    from projections.query import tenant_index  # the projections, read-only, only when a state dir has them
+
+    return tenant_index(settings, p, tenant)
+
+
+def _indexed(consumer: Consumer, topic: str, p: int, index: TenantIndex, end: int, summary: AuditSummary,
+             meter: _Meter) -> Iterator[LoggedEvent]:
+    """The indexed jobs' events (read at their offsets, with the store's verdicts), then the log after the store."""
+    fenced = {offset for offset, verdict in index.entries if verdict == "fenced"}
+    at = records_at(consumer, topic, p, [offset for offset, _ in index.entries])
+    for offset, event in _decoded(((o, None, v) for o, v in at), topic, p, summary, meter):
+        yield LoggedEvent(offset, event, offset in fenced)
+    tail = scan_partition(consumer, topic, p, index.applied_offset + 1, end)
+    try:
+        yield from with_fencing(_decoded(tail, topic, p, summary, meter), None, claim=index.epoch)
+    finally:
+        tail.close()
+
+
+class _Earlier:
+    """Reads, for the log after a store, the earlier events of jobs the tenant index does not list.
+
+    A job outside the tenant's index can still be the tenant's in the events after the store's
+    offset: submitted there, or named there by a command of the tenant's. Its events before the
+    store's offset (from the job's history index) say whose it is, as a full scan would know.
+    """
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._consumer: Consumer | None = None
+
+    def prefixed(self, p: int, logged: Iterable[LoggedEvent], listed: frozenset[str],
+                 tenant: str) -> Iterator[LoggedEvent]:
+        """``logged``, each unlisted job's earlier events put before its first event of ``tenant``."""
+        looked: set[str] = set()
+        for item in logged:
+            job, event = item.event.job_id, item.event
+            if job is not None and job not in listed and job not in looked and event.tenant_id == tenant:
+                looked.add(job)
+                yield from self._before(p, job, item.offset)
+            yield item
+
+    def _before(self, p: int, job_id: str, offset: int) -> list[LoggedEvent]:
+        from projections.query import history_entries
+
+        entries = [(o, v) for o, v in history_entries(self.settings, p, job_id) if o < offset]
+        if not entries:
+            return []
+        if self._consumer is None:
+            self._consumer = kafka.events_reader(self.settings, "audit-earlier")
+        return read_at(self._consumer, self.settings.events_topic, p, entries)
+
+    def close(self) -> None:
+        """Release the consumer, if one was needed."""
+        if self._consumer is not None:
+            self._consumer.close()
 
 
 def _partition_count(settings: Settings) -> int:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from engine.config import Settings
 from engine.contract import messages as m
@@ -15,7 +14,7 @@ from engine.contract.partitioner import partition_for
 from engine.errors import DecodeError, TopicMismatchError
 from engine.domain import fence
 from engine.runtime import kafka
-from engine.runtime.kafka import scan_partition
+from engine.runtime.kafka import records_at, scan_partition
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,29 +78,16 @@ def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]
     """The events at the given offsets (from the history index), with the index's fenced verdicts."""
     consumer = kafka.events_reader(settings, "history")
     try:
-        return _read_at(consumer, settings.events_topic, partition, verdicts)
+        return read_at(consumer, settings.events_topic, partition, verdicts)
     finally:
         consumer.close()
 
 
-def _read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
-    out = []
-    for offset, verdict in verdicts:
-        value = _fetch_one(consumer, topic, partition, offset)
-        if value is not None:
-            event = decode_event_at(value, topic, partition, offset)
-            out.append(LoggedEvent(offset, event, verdict == "fenced"))
-    return out
-
-
-def _fetch_one(consumer: Consumer, topic: str, partition: int, offset: int, timeout: float = 10.0) -> bytes | None:
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for msg in consumer.consume(1, 0.5):
-            if not msg.error() and msg.offset() == offset:
-                return msg.value()
-    return None
+def read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
+    """The events at the sorted offsets of ``verdicts`` (offset, verdict), marked fenced as the verdicts say."""
+    fenced = {offset for offset, verdict in verdicts if verdict == "fenced"}
+    return [LoggedEvent(offset, decode_event_at(value, topic, partition, offset), offset in fenced)
+            for offset, value in records_at(consumer, topic, partition, [offset for offset, _ in verdicts])]
 
 
 def job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
@@ -120,7 +106,7 @@ def job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
         if indexed is None:
             records = scan_partition(consumer, settings.events_topic, p)
             return list(with_fencing(_decoded(records, settings.events_topic, p), job_id))
-        out = _read_at(consumer, settings.events_topic, p, indexed.entries)
+        out = read_at(consumer, settings.events_topic, p, indexed.entries)
         tail = scan_partition(consumer, settings.events_topic, p, indexed.applied_offset + 1)
         out += with_fencing(_decoded(tail, settings.events_topic, p), job_id, claim=indexed.epoch)
         return out

@@ -2,15 +2,21 @@
 // single-object encoding (hamba/avro), produced with franz-go (Java-compatible murmur2,
 // acks=all). The guide: docs/producing.md.
 //
-//	epochq-produce [-schemas DIR] [-label k=v ...] BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON
+//	epochq-produce [-schemas DIR] [-label k=v ...] [-signing-key PEM_FILE] BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON
+//
+// -signing-key (or EPOCHQ_SIGNING_KEY_FILE): the tenant's Ed25519 private key (PKCS#8 PEM); the
+// record then carries the epochq-signature header (docs/contract.md, "Signing a command").
 //
 // Prints the job id and partition as one JSON line: {"job_id":"...","partition":2}.
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
@@ -118,6 +124,8 @@ func run() error {
 		"the repository's schemas/ directory")
 	jobLabels := labels{}
 	flag.Var(jobLabels, "label", "a job label key=value (schema v2 and later); repeatable")
+	signingKey := flag.String("signing-key", os.Getenv("EPOCHQ_SIGNING_KEY_FILE"),
+		"the tenant's Ed25519 private key (PKCS#8 PEM): sign the command")
 	flag.Parse()
 	if flag.NArg() != 5 {
 		return fmt.Errorf("usage: epochq-produce [-schemas DIR] [-label k=v] BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON")
@@ -166,12 +174,42 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	record := &kgo.Record{Topic: namespace + ".commands", Key: []byte(jobID), Value: value}
+	if *signingKey != "" {
+		signature, err := sign(*signingKey, record.Topic, value)
+		if err != nil {
+			return err
+		}
+		record.Headers = []kgo.RecordHeader{{Key: "epochq-signature", Value: signature}}
+	}
 	if err := client.ProduceSync(ctx, record).FirstErr(); err != nil {
 		return err
 	}
 	out, _ := json.Marshal(map[string]any{"job_id": jobID, "partition": record.Partition})
 	fmt.Println(string(out))
 	return nil
+}
+
+// sign is the epochq-signature of a command record: Ed25519 over
+// "epochq-command-v1" 0x00 topic 0x00 value, by the key in keyFile.
+func sign(keyFile, topic string, value []byte) ([]byte, error) {
+	text, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(text)
+	if block == nil {
+		return nil, fmt.Errorf("%s: not a PEM file", keyFile)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", keyFile, err)
+	}
+	key, ok := parsed.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", keyFile)
+	}
+	message := append([]byte("epochq-command-v1\x00"+topic+"\x00"), value...)
+	return ed25519.Sign(key, message), nil
 }
 
 func main() {

@@ -4,6 +4,7 @@
 // The guide: docs/producing.md.
 //
 //   node produce.js BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON [--label k=v ...] [--schemas DIR]
+//                   [--signing-key PEM_FILE]   (the tenant's Ed25519 key: docs/contract.md, "Signing a command")
 //
 // Prints the job id and partition as one JSON line: {"job_id": "...", "partition": 2}.
 'use strict';
@@ -44,12 +45,22 @@ function singleObjectEncoder(schema) {
   return (value) => Buffer.concat([header, type.toBuffer(value)]);
 }
 
+// The epochq-signature header: Ed25519 over "epochq-command-v1" 0x00 topic 0x00 value (docs/contract.md).
+function signatureHeaders(keyFile, topic, value) {
+  if (!keyFile) return {};
+  const key = crypto.createPrivateKey(fs.readFileSync(keyFile));
+  const message = Buffer.concat([Buffer.from('epochq-command-v1\0' + topic + '\0', 'utf8'), value]);
+  return { 'epochq-signature': crypto.sign(null, message, key) };
+}
+
 function parseArgs(argv) {
   const positional = [], labels = {};
   let schemas = path.resolve(__dirname, '../../../schemas');
+  let signingKey = process.env.EPOCHQ_SIGNING_KEY_FILE || null;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--label') { const [k, ...v] = argv[++i].split('='); labels[k] = v.join('='); }
     else if (argv[i] === '--schemas') schemas = argv[++i];
+    else if (argv[i] === '--signing-key') signingKey = argv[++i];
     else positional.push(argv[i]);
   }
   if (positional.length !== 5) {
@@ -57,7 +68,7 @@ function parseArgs(argv) {
   }
   const [bootstrap, namespace, taskType, tenant, payload] = positional;
   JSON.parse(payload); // must be JSON; the bytes are sent as given (no float rounding of big integers)
-  return { bootstrap, namespace, taskType, tenant, payload, labels, schemas };
+  return { bootstrap, namespace, taskType, tenant, payload, labels, schemas, signingKey };
 }
 
 async function main() {
@@ -86,9 +97,9 @@ async function main() {
   const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
   await producer.connect();
   try {
-    const [meta] = await producer.send({
-      topic: `${args.namespace}.commands`, acks: -1, messages: [{ key: jobId, value }],
-    });
+    const topic = `${args.namespace}.commands`;
+    const headers = signatureHeaders(args.signingKey, topic, value);
+    const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: jobId, value, headers }] });
     console.log(JSON.stringify({ job_id: jobId, partition: meta.partition }));
   } finally {
     await producer.disconnect();

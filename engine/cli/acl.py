@@ -1,0 +1,57 @@
+"""``epochq acl apply|list``: the Kafka ACLs of a namespace's roles (engine, service, auditor)."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.runtime.acls import apply_acls, list_acls, wanted_acls
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``acl`` subcommand and its verbs to ``subparsers``."""
+    parser = subparsers.add_parser("acl", help="write and list the Kafka ACLs of a namespace (docs/security.md)")
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    apply = verbs.add_parser("apply", help="allow engines, services and auditors what the design needs, no more")
+    add_connection_flags(apply)
+    for role, default in (("engine", "engine"), ("service", "service"), ("auditor", "auditor")):
+        apply.add_argument(f"--{role}", action="append", metavar="USER",
+                           help=f"a {role} principal: a user name or Type:name; repeat for several "
+                                f"(default {default})")
+    apply.add_argument("--dry-run", action="store_true", help="print the rules, write nothing")
+    apply.set_defaults(func=_apply)
+    show = verbs.add_parser("list", help="the ACLs on the namespace's topics, groups and transactional ids")
+    add_connection_flags(show)
+    show.add_argument("--all", action="store_true", help="every ACL on the cluster, not only the namespace's")
+    show.add_argument("--json", action="store_true", help="one JSON document")
+    show.set_defaults(func=_list)
+
+
+def _apply(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    rules = wanted_acls(settings.namespace, args.engine or ["engine"], args.service or ["service"],
+                        args.auditor or ["auditor"])
+    for rule in rules:
+        print(rule.row())
+    if args.dry_run:
+        print(f"{len(rules)} rules (dry run: nothing written)")
+        return 0
+    apply_acls(settings, rules)
+    print(f"{len(rules)} rules in place for namespace {settings.namespace}")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    rules = list_acls(settings, None if args.all else settings.namespace)
+    if args.json:
+        print_json([{"principal": r.principal, "permission": r.permission, "operation": r.operation,
+                     "resource_type": r.resource_type, "pattern": r.pattern, "name": r.name} for r in rules])
+        return 0
+    for rule in rules:
+        print(rule.row())
+    if not rules:
+        print("no ACLs" + ("" if args.all else f" for namespace {settings.namespace}"))
+    return 0

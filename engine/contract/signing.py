@@ -1,0 +1,130 @@
+"""Command signatures: the source of truth for which bytes a tenant signs and how a signature is checked.
+
+A service proves a command's tenant by signing the command record with the tenant's Ed25519
+private key; the engine checks the signature against the tenant's public keys in the tenants
+table. The signature travels in the record header ``epochq-signature`` (64 raw bytes) and covers
+
+    b"epochq-command-v1" 0x00 <topic, UTF-8> 0x00 <the record value, as produced>
+
+The value is the whole single-object Avro command (command id, job id, tenant, issue time,
+body), so no field can be changed without breaking the signature; the topic binds it to one
+namespace. docs/contract.md gives the same rule for other languages.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from engine.errors import ValidationError
+
+SIGNATURE_HEADER = "epochq-signature"
+CONTEXT = b"epochq-command-v1\x00"
+PUBLIC_KEY_BYTES = 32
+SIGNATURE_BYTES = 64
+MAX_KEYS = 2
+
+
+def signed_bytes(topic: str, value: bytes) -> bytes:
+    """The bytes a signature of the command record ``value`` on ``topic`` covers."""
+    return CONTEXT + topic.encode() + b"\x00" + value
+
+
+def sign(key: Ed25519PrivateKey, topic: str, value: bytes) -> bytes:
+    """The 64-byte signature of a command record."""
+    return key.sign(signed_bytes(topic, value))
+
+
+def verifies(public_keys: Sequence[bytes], topic: str, value: bytes, signature: bytes | None) -> bool:
+    """Decide whether ``signature`` is one of ``public_keys``' over the command record."""
+    if signature is None or len(signature) != SIGNATURE_BYTES:
+        return False
+    message = signed_bytes(topic, value)
+    for raw in public_keys:
+        try:
+            _public_key(raw).verify(signature, message)
+            return True
+        except (InvalidSignature, ValueError):
+            continue
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _public_key(raw: bytes) -> Ed25519PublicKey:
+    """A loaded key, once per key: loading costs as much as a verification."""
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """What a command's signature proves: a refusal (why it proves nothing), or who signed it."""
+
+    refusal: str | None = None
+    by_engine: bool = False
+
+
+def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
+                 engine_keys: Sequence[bytes], required: bool, internal: bool = False) -> Proof:
+    """Decide whether a command record proves its tenant.
+
+    A signature by the engines' key (commands the engines send themselves: fan-out children,
+    schedule occurrences, reports to a parent) is good for any tenant. Otherwise the signature
+    must be by one of the tenant's keys. A signature that verifies against none is refused
+    even when signatures are not required; an unsigned command is refused only when they are.
+    ``internal``: a command only engines send (a report to a parent job or a schedule); when
+    signatures are required it must be the engines'.
+    """
+    if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
+        return Proof()  # the common case first: one verification
+    if verifies(engine_keys, topic, value, signature):
+        return Proof(by_engine=True)
+    if verifies(tenant_keys, topic, value, signature):
+        return Proof("only engines send this command") if required else Proof()
+    if signature is not None:
+        return Proof(f"the signature is not by a key of tenant {tenant!r}")
+    if not required:
+        return Proof()
+    if not tenant_keys:
+        return Proof(f"signatures are required and tenant {tenant!r} has no public key "
+                     "(epochq tenants set --public-key)")
+    return Proof(f"signatures are required and the command has no {SIGNATURE_HEADER} header")
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """An Ed25519 private key from a PEM (PKCS#8) file, as ``openssl genpkey -algorithm ed25519`` writes."""
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), None)
+    except (OSError, ValueError, TypeError) as e:
+        raise ValidationError(f"signing_key_file: cannot load {path}: {e}", "signing_key_file") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValidationError(f"signing_key_file: {path} is not an Ed25519 key", "signing_key_file")
+    return key
+
+
+def load_public_key(path: Path) -> bytes:
+    """The 32 raw bytes of an Ed25519 public key from a PEM file (or of a private key's public half)."""
+    try:
+        data = Path(path).read_bytes()
+        key = (serialization.load_pem_private_key(data, None).public_key() if b"PRIVATE KEY" in data
+               else serialization.load_pem_public_key(data))
+    except (OSError, ValueError, TypeError) as e:
+        raise ValidationError(f"public_key: cannot load {path}: {e}", "public_key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValidationError(f"public_key: {path} is not an Ed25519 key", "public_key")
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def check_public_keys(keys: Sequence[bytes]) -> tuple[bytes, ...]:
+    """The keys as a tuple; ValidationError unless each is 32 bytes and there are at most 2."""
+    if len(keys) > MAX_KEYS:
+        raise ValidationError(f"public_keys: at most {MAX_KEYS} (the current and the next), got {len(keys)}")
+    for key in keys:
+        if len(key) != PUBLIC_KEY_BYTES:
+            raise ValidationError(f"public_keys: an Ed25519 public key is {PUBLIC_KEY_BYTES} bytes, got {len(key)}")
+    return tuple(keys)

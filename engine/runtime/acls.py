@@ -1,0 +1,138 @@
+"""Who may do what on a namespace's topics: the source of truth for the ACLs epochq's design needs.
+
+Roles (docs/security.md):
+
+- **engine**: reads commands, reads and writes events and tenants, commits the engine group's
+  offsets, reads with its reader groups, and uses the transactional ids of its partitions;
+- **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
+  which a client does so that a job's handle can follow its events later;
+- **auditor**: reads events, with the reader groups.
+
+Nothing else is granted: with the standard authorizer and ``allow.everyone.if.no.acl.found=false``
+no other principal (super users aside) writes events. :func:`wanted_acls` is pure; the other
+functions talk to the brokers with an AdminClient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from engine.config import Settings
+from engine.errors import KafkaUnavailableError, ValidationError
+from engine.runtime.topics import admin_for
+
+TIMEOUT_S = 30.0
+ROLES = ("engine", "service", "auditor")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class AclRule:
+    """One rule: ``principal`` may (ALLOW) or may not (DENY) do ``operation`` on a resource name or prefix."""
+
+    principal: str
+    resource_type: str
+    pattern: str
+    name: str
+    operation: str
+    permission: str = "ALLOW"
+
+    def row(self) -> str:
+        """The rule as one line of ``epochq acl list``."""
+        return (f"{self.principal:<20} {self.permission:<5} {self.operation:<16} {self.resource_type:<16} "
+                f"{self.pattern:<8} {self.name}")
+
+
+def principal(name: str) -> str:
+    """A Kafka principal: ``User:NAME`` for a bare name, a given ``Type:name`` as it is."""
+    if not name or name.strip() != name:
+        raise ValidationError(f"principal: {name!r} is not a user name", "principal")
+    return name if ":" in name else f"User:{name}"
+
+
+def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
+                auditors: Sequence[str]) -> list[AclRule]:
+    """Every ALLOW rule the namespace's roles need, sorted; principals as given to :func:`principal`."""
+    rules = [r for p in engines for r in _engine(namespace, principal(p))]
+    rules += [r for p in services for r in _service(namespace, principal(p))]
+    rules += [r for p in auditors for r in _auditor(namespace, principal(p))]
+    return sorted(set(rules))
+
+
+def _topic(who: str, name: str, *operations: str) -> list[AclRule]:
+    return [AclRule(who, "TOPIC", "LITERAL", name, op) for op in operations]
+
+
+def _engine(ns: str, who: str) -> list[AclRule]:
+    return [
+        *_topic(who, f"{ns}.commands", "READ", "DESCRIBE", "DESCRIBE_CONFIGS"),
+        *_topic(who, f"{ns}.events", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
+        *_topic(who, f"{ns}.tenants", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
+        AclRule(who, "GROUP", "LITERAL", f"{ns}.engine", "READ"),
+        AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ"),
+        AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "WRITE"),
+        AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "DESCRIBE"),
+    ]
+
+
+def _service(ns: str, who: str) -> list[AclRule]:
+    return [*_topic(who, f"{ns}.commands", "WRITE", "DESCRIBE"), *_topic(who, f"{ns}.events", "DESCRIBE")]
+
+
+def _auditor(ns: str, who: str) -> list[AclRule]:
+    return [*_topic(who, f"{ns}.events", "READ", "DESCRIBE"),
+            AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ")]
+
+
+def _binding(rule: AclRule) -> AclBinding:
+    return AclBinding(ResourceType[rule.resource_type], rule.name, ResourcePatternType[rule.pattern],
+                      rule.principal, "*", AclOperation[rule.operation], AclPermissionType[rule.permission])
+
+
+def _rule(binding: AclBinding) -> AclRule:
+    return AclRule(binding.principal, _name(binding.restype), _name(binding.resource_pattern_type), binding.name,
+                   _name(binding.operation), _name(binding.permission_type))
+
+
+def _name(value: object) -> str:
+    """An enum member's name (the bindings the broker returns hold enums; their types allow str and int)."""
+    return str(getattr(value, "name", value))
+
+
+def apply_acls(settings: Settings, rules: Iterable[AclRule]) -> int:
+    """Create ``rules`` on the cluster (existing ones stay as they are); returns how many were asked for."""
+    bindings = [_binding(r) for r in rules]
+    if not bindings:
+        return 0
+    admin = admin_for(settings)
+    try:
+        for future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
+            future.result()
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot create ACLs: {e.args[0].str() if e.args else e}") from e
+    return len(bindings)
+
+
+def list_acls(settings: Settings, namespace: str | None = None) -> list[AclRule]:
+    """Every ACL on the cluster, or those on resources named under ``namespace`` (``NS.``), sorted."""
+    anything: Any = None  # AclBindingFilter's None: any name, principal or host (its types say str)
+    any_acl = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything,
+                               AclOperation.ANY, AclPermissionType.ANY)
+    admin = admin_for(settings)  # held until the answer is in: a collected client cancels its requests
+    try:
+        found = admin.describe_acls(any_acl, request_timeout=TIMEOUT_S).result()
+    except KafkaException as e:
+        raise KafkaUnavailableError(f"cannot list ACLs: {e.args[0].str() if e.args else e}") from e
+    rules = [_rule(b) for b in found]
+    return sorted(r for r in rules if namespace is None or r.name.startswith(f"{namespace}."))

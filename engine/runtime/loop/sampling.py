@@ -1,0 +1,40 @@
+"""What the engine's gauges show, worked out from the partitions it holds and the copies it follows."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from engine.contract import messages as m
+from engine.domain.lanes import RUNNABLE_LANES
+from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.standby import Standbys
+from engine.runtime.observe.metrics import EngineMetrics
+from projections.store import rocksdb_memory
+from projections.views import keys as k
+from projections.views.counters import read_int
+
+log = logging.getLogger("epochq.engine")
+
+
+def sample(metrics: EngineMetrics, partitions: Iterable[Partition], standbys: Standbys | None) -> None:
+    """Lane and dead-letter depths, partitions restoring and followed, RocksDB's memory."""
+    partitions = list(partitions)
+    held = [p for p in partitions if p.deciding and p.store is not None]
+    depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
+              for lane in RUNNABLE_LANES}
+    metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
+    restoring = sum(1 for p in partitions if p.state in (State.ASSIGNED, State.RESTORING))
+    metrics.set_copies(restoring, len(standbys.copies) if standbys is not None else 0)
+    stores = [p.store for p in partitions if p.store is not None]
+    stores += [c.store for c in standbys.copies.values()] if standbys is not None else []
+    metrics.set_rocksdb_memory(rocksdb_memory(stores))
+
+
+def unknown_write(metrics: EngineMetrics, partition: int, event: m.Event) -> None:
+    """A record of ``partition`` that does not count: alert (only a forged or a zombie's write is one)."""
+    kind = "claim" if isinstance(event.body, m.OwnershipClaimed) else "event"
+    metrics.unknown_writes.labels(kind).inc()
+    log.error("partition %d: %s %s at epoch %d by %r does not count (not the valid claim's %s): a forged "
+              "or a zombie's write, marked fenced", partition, kind, event.type, event.epoch, event.owner,
+              "successor" if kind == "claim" else "epoch")

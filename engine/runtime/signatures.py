@@ -1,0 +1,89 @@
+"""Command signatures at run time: who signs (a client with its tenant's key, an engine with the
+engines' key) and the check every engine applies to the commands it admits.
+
+The rule itself (the bytes signed, when a command is refused) is :mod:`engine.contract.signing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.signing import SIGNATURE_HEADER, Proof, authenticate, load_private_key, sign
+from engine.errors import ConfigError, ValidationError
+
+Headers = list[tuple[str, str | bytes | None]]
+
+
+class CommandSigner:
+    """Signs command records for one commands topic with one private key."""
+
+    def __init__(self, key: Ed25519PrivateKey, topic: str):
+        self._key, self.topic = key, topic
+        self.public_key = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+    def headers(self, value: bytes) -> Headers:
+        """The record headers that carry the signature of ``value``."""
+        return [(SIGNATURE_HEADER, sign(self._key, self.topic, value))]
+
+
+def client_signer(settings: Settings) -> CommandSigner | None:
+    """The signer of a client's commands (``signing_key_file``), if it has one."""
+    if settings.signing_key_file is None:
+        return None
+    return CommandSigner(_load(settings.signing_key_file, "signing_key_file"), settings.commands_topic)
+
+
+def engine_signer(settings: Settings) -> CommandSigner | None:
+    """The signer of the commands engines send themselves (``engine_key_file``).
+
+    Required when the namespace requires signatures: otherwise the engines' own commands
+    (fan-out children, schedule occurrences) would be refused.
+    """
+    if settings.engine_key_file is None:
+        if settings.require_signatures:
+            raise ConfigError("engine_key_file (EPOCHQ_ENGINE_KEY_FILE): required with require_signatures, "
+                              "to sign the commands engines send themselves (docs/security.md)")
+        return None
+    return CommandSigner(_load(settings.engine_key_file, "engine_key_file"), settings.commands_topic)
+
+
+def _load(path: Any, field: str) -> Ed25519PrivateKey:
+    try:
+        return load_private_key(path)
+    except ValidationError as e:
+        raise ConfigError(f"{field}: {str(e).split(': ', 1)[-1]}") from None
+
+
+def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, str | bytes | None] | None
+                 ) -> bytes | None:
+    """The signature header's value among a record's headers (as a consumer returns them), if there is one."""
+    pairs = headers.items() if isinstance(headers, dict) else headers or ()
+    for name, value in pairs:
+        if name == SIGNATURE_HEADER:
+            return value if isinstance(value, bytes) else None
+    return None
+
+
+INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence)
+"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
+
+
+class CommandChecker:
+    """What an admitted command's signature proves (see ``engine.contract.signing.authenticate``)."""
+
+    def __init__(self, settings: Settings, tenant_keys: Callable[[str], tuple[bytes, ...]],
+                 engine: CommandSigner | None):
+        self.topic, self.required = settings.commands_topic, settings.require_signatures
+        self._tenant_keys = tenant_keys
+        self._engine_keys = (engine.public_key,) if engine is not None else ()
+
+    def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
+        internal = isinstance(command.body, INTERNAL_COMMANDS)
+        return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
+                            self._engine_keys, self.required, internal)

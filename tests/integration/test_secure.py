@@ -1,0 +1,203 @@
+"""Against a secure local broker (SASL_SSL, SCRAM-SHA-512, standard authorizer) with `epochq acl apply`:
+an engine with the engine user runs jobs; a service writes commands only; an auditor reads events only.
+
+The module starts its own secure broker in a temporary EPOCHQ_BROKER_HOME (one for the module).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from engine import broker
+from engine.broker.secure import USERS
+from engine.client import Client
+from engine.config import Settings
+from engine.errors import AccessDeniedError
+from engine.runtime.topics import ensure_topics
+from tests.integration.conftest import ROOT, EngineProcess
+
+DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+          KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
+
+
+@pytest.fixture(scope="module")
+def secure_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A running secure broker's home; stopped at the end of the module, even when tests fail."""
+    home = tmp_path_factory.mktemp("secure-broker")
+    info = broker.start(nodes=1, home=home, secure=True)
+    assert info.secure_dir is not None
+    try:
+        yield info.secure_dir
+    finally:
+        broker.stop(home=home)
+
+
+def user_env(secure_dir: Path, user: str) -> dict[str, str]:
+    """The EPOCHQ_* variables `broker start --secure` wrote for ``user`` (``user-mtls``: with its certificate)."""
+    lines = (secure_dir / "users" / f"{user}.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line)
+
+
+@pytest.fixture(scope="module")
+def namespace(secure_home: Path) -> str:
+    """A namespace whose topics the admin created and whose ACLs `epochq acl apply` wrote."""
+    ns = f"s{uuid.uuid4().hex[:8]}"
+    ensure_topics(as_user(secure_home, "admin", ns, Path("/nonexistent")), partitions=3)
+    result = cli(secure_home, "admin", "acl", "apply", "--namespace", ns)
+    assert result.returncode == 0, result.stderr
+    assert "rules in place" in result.stdout
+    return ns
+
+
+def as_user(secure_dir: Path, user: str, namespace: str, state_dir: Path) -> Settings:
+    """Settings connecting as ``user``, read from its env file the way a process reads its environment."""
+    env = user_env(secure_dir, user)
+    fields = {k.removeprefix("EPOCHQ_").lower(): v for k, v in env.items()}
+    return Settings(namespace=namespace, state_dir=state_dir, **fields)  # type: ignore[arg-type]
+
+
+def cli(secure_dir: Path, user: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``epochq ARGS`` as ``user`` (its credentials in the environment only)."""
+    env = {**_clean_env(), **user_env(secure_dir, user)}
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("EPOCHQ_")}
+
+
+def test_the_broker_refuses_clients_without_credentials_and_prints_no_password(secure_home: Path) -> None:
+    env = user_env(secure_home, "service")
+    errors: list[KafkaError] = []
+    plain = Producer({"bootstrap.servers": env["EPOCHQ_BOOTSTRAP"], "message.timeout.ms": 3000})
+    plain.produce("anything", b"x", on_delivery=lambda err, _msg: errors.append(err))
+    plain.flush(10)
+    assert errors and errors[0] is not None  # a PLAINTEXT client never gets a record in
+    status = subprocess.run([sys.executable, "-m", "engine.cli.main", "broker", "status"], cwd=ROOT,
+                            env={**_clean_env(), "EPOCHQ_BROKER_HOME": str(secure_home.parents[1])},
+                            capture_output=True, text=True)
+    assert "(secure)" in status.stdout
+    for user in USERS:
+        password = user_env(secure_home, user)["EPOCHQ_SASL_PASSWORD"]
+        assert password not in status.stdout + status.stderr
+        assert password not in repr(as_user(secure_home, user, "x", Path("/nonexistent")))
+
+
+def test_an_engine_with_the_engine_user_runs_a_job_submitted_by_a_service(
+        secure_home: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in user_env(secure_home, "engine").items():
+        monkeypatch.setenv(key, value)  # the engine process inherits the engine user's credentials
+    engine_settings = as_user(secure_home, "engine", namespace, tmp_path / "state")
+    engine = EngineProcess(engine_settings, "secure-engine", tmp_path)
+    try:
+        engine.wait_active(3)
+        assert "SASL_SSL SCRAM-SHA-512 as engine" in engine.logs()
+        service = Client(as_user(secure_home, "service", namespace, tmp_path / "none"))
+        handle = service.submit("echo", {"n": 1}, tenant="acme")
+        service.close()
+        auditor = Client(as_user(secure_home, "auditor", namespace, tmp_path / "none"))
+        outcome = auditor.status(handle.job_id)
+        for _ in range(150):
+            if outcome.done:
+                break
+            time.sleep(0.2)
+            outcome = auditor.status(handle.job_id)
+        auditor.close()
+        assert outcome.status == "completed", engine.logs()[-3000:]
+        assert outcome.result["payload"] == {"n": 1}
+    finally:
+        assert engine.stop() == 0, engine.logs()[-3000:]
+
+
+def test_a_service_writes_commands_but_cannot_write_events_or_read_any_topic(
+        secure_home: Path, namespace: str, tmp_path: Path) -> None:
+    service = as_user(secure_home, "service", namespace, tmp_path)
+    assert _produce_error(service, service.commands_topic) is None
+    for topic in (service.events_topic, service.tenants_topic):
+        assert _produce_error(service, topic) in DENIED, topic
+    for topic in (service.commands_topic, service.events_topic, service.tenants_topic):
+        assert _read_error(service, topic) in DENIED, topic
+    with pytest.raises(AccessDeniedError, match="AUTHORIZATION_FAILED"):
+        Client(service).status(str(uuid.uuid4()))  # refused, not an empty history
+
+
+def test_an_auditor_reads_events_but_cannot_write_anywhere(secure_home: Path, namespace: str, tmp_path: Path) -> None:
+    auditor = as_user(secure_home, "auditor", namespace, tmp_path)
+    for topic in (auditor.commands_topic, auditor.events_topic, auditor.tenants_topic):
+        assert _produce_error(auditor, topic) in DENIED, topic
+    assert _read_error(auditor, auditor.events_topic) is None
+    assert _read_error(auditor, auditor.commands_topic) in DENIED
+
+
+def test_a_client_certificate_is_the_same_principal_as_the_scram_user(secure_home: Path, namespace: str,
+                                                                      tmp_path: Path) -> None:
+    service = as_user(secure_home, "service-mtls", namespace, tmp_path)
+    assert service.kafka_config()["security.protocol"] == "SSL" and "sasl.username" not in service.kafka_config()
+    assert _produce_error(service, service.commands_topic) is None
+    assert _produce_error(service, service.events_topic) in DENIED
+    auditor = as_user(secure_home, "auditor-mtls", namespace, tmp_path)
+    assert _read_error(auditor, auditor.events_topic) is None
+    assert _produce_error(auditor, auditor.commands_topic) in DENIED
+
+
+def test_no_one_but_the_engine_may_write_events_or_use_its_transactional_ids(
+        secure_home: Path, namespace: str, tmp_path: Path) -> None:
+    engine = as_user(secure_home, "engine", namespace, tmp_path)
+    assert _produce_error(engine, engine.events_topic) is None
+    service = as_user(secure_home, "service", namespace, tmp_path)
+    producer = Producer({**service.kafka_config(), "transactional.id": f"{namespace}.owner.p0"})
+    with pytest.raises(KafkaException) as denied:
+        producer.init_transactions(20)
+    assert denied.value.args[0].code() in DENIED
+    listed = cli(secure_home, "admin", "acl", "list", "--namespace", namespace)
+    writers = {line.split()[0] for line in listed.stdout.splitlines()
+               if f" {namespace}.events" in line and " WRITE " in line}
+    assert writers == {"User:engine"}, listed.stdout
+
+
+def _produce_error(settings: Settings, topic: str) -> int | None:
+    """The error code of producing one record to ``topic`` as ``settings``'s user; ``None`` if it was written."""
+    errors: list[KafkaError] = []
+    producer = Producer({**settings.kafka_config(), "message.timeout.ms": 10000, "acks": "all"})
+    producer.produce(topic, b"probe", key=b"probe", partition=0,
+                     on_delivery=lambda err, _msg: errors.append(err) if err else None)
+    assert producer.flush(20) == 0
+    return errors[0].code() if errors else None
+
+
+def _read_error(settings: Settings, topic: str) -> int | None:
+    """The error code of fetching from ``topic`` partition 0; ``None`` if the fetch was allowed.
+
+    Refused: the topic's metadata is (no DESCRIBE), or the fetch is. Allowed: a record or the end
+    of the partition came back; neither within 10 s fails the test.
+    """
+    consumer = Consumer({**settings.kafka_config(), "group.id": f"{settings.namespace}.reader.probe",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
+    meta = consumer.list_topics(topic, timeout=10).topics[topic]
+    if meta.error is not None:
+        consumer.close()
+        return int(meta.error.code())
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        for _ in range(20):
+            msg = consumer.poll(0.5)
+            error = msg.error() if msg is not None else None
+            if msg is not None and (error is None or error.code() == KafkaError._PARTITION_EOF):
+                return None
+            if error is not None:
+                return int(error.code())
+        raise AssertionError(f"no answer reading {topic} in 10 s")
+    finally:
+        consumer.close()

@@ -1,0 +1,34 @@
+"""A claim counts only as the successor of the valid one: a forged jump cannot fence the owner for good."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.contract import messages as m
+from engine.domain import fence
+from engine.runtime.read.joblog import with_fencing
+from projections.batch import Batch
+from projections.evolve import APPLIED, FENCED, current_epoch, fold
+from projections.store import open_store
+from projections.views.jobs import read_job
+from tests.unit.factories import claim, event
+
+
+def test_only_the_successor_claim_counts() -> None:
+    assert fence.claim_counts(1, 0) and fence.claim_counts(6, 5)
+    assert not fence.claim_counts(105, 5) and not fence.claim_counts(5, 5) and not fence.claim_counts(4, 5)
+
+
+def test_a_forged_claim_far_ahead_neither_fences_the_owner_nor_blocks_the_next_one(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    batch = Batch(store)
+    submitted = m.JobSubmitted("t", m.Payload(b"{}"), 5, "NORMAL", 3)
+    log = [claim(1), event(submitted, "job-1", epoch=1), claim(101, owner="mallory"),
+           event(m.JobQueued("submitted"), "job-1", epoch=1), event(m.JobCancelled("forged"), "job-1", epoch=101,
+                                                                    owner="mallory")]
+    verdicts = [fold(batch, e, offset).status for offset, e in enumerate(log)]
+    assert verdicts == [APPLIED, APPLIED, FENCED, APPLIED, FENCED]
+    assert current_epoch(batch) == 1 and read_job(batch, "job-1").state.value == "queued"  # type: ignore[union-attr]
+    assert fold(batch, claim(2, owner="owner-b"), 5).status == APPLIED  # the real successor still takes over
+    history = list(with_fencing(enumerate(log), "job-1"))
+    assert [h.fenced for h in history] == [False, False, True]  # history says the same as the fold
