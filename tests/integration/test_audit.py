@@ -126,7 +126,8 @@ def test_audit_through_a_stale_store_equals_a_full_scan(  # type: ignore[no-unty
     """A store behind the log: its tenant index answers up to its offset, the log after it is scanned.
 
     After the copy, jobs are submitted, and commands name other tenants' jobs (a cancel of alpha's
-    job sent as beta, of beta's job sent as alpha): whose each job is must come out as a full scan says.
+    job sent as beta, of beta's job sent as alpha, both refused): whose each job is must come out as
+    a full scan says.
     """
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
@@ -138,8 +139,9 @@ def test_audit_through_a_stale_store_equals_a_full_scan(  # type: ignore[no-unty
     engine.wait_active(3)
     later = submit_batch(client, tmp_path, "later")
     scheduled = {t: client.submit("echo", {}, tenant=t, delay=3600) for t in ("alpha", "beta")}
-    for job, sent_as in ((first["alpha"][0].job_id, "beta"), (first["beta"][0].job_id, "alpha"),
-                         (scheduled["alpha"].job_id, "beta"), (scheduled["beta"].job_id, "alpha"),
+    for job, sent_as in ((first["alpha"][0].job_id, "beta"), (first["beta"][0].job_id, "alpha"),  # refused
+                         (scheduled["alpha"].job_id, "beta"), (scheduled["beta"].job_id, "alpha"),  # refused
+                         (scheduled["alpha"].job_id, "alpha"), (scheduled["beta"].job_id, "beta"),
                          ("never-submitted", "alpha")):
         client.cancel(job, tenant=sent_as, reason="test")
     assert scheduled["beta"].wait(30).status == "cancelled"
