@@ -2,7 +2,8 @@
 
 The public API is small: ``App`` registers handlers, ``Client`` submits and watches jobs,
 ``RetryPolicy`` says how failures are retried, ``JobContext`` is what a handler is given,
-``Outcome`` is what ``handle.wait()`` returns. Errors live in ``engine.errors``.
+``Outcome`` is what ``handle.wait()`` returns, ``Cancelled`` is how a handler stops when asked
+to. Errors live in ``engine.errors``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__all__ = ["App", "Client", "RetryPolicy", "JobContext", "Outcome", "errors"]
+__all__ = ["App", "Cancelled", "Client", "RetryPolicy", "JobContext", "Outcome", "errors"]
 
 _WHERE = {
     "App": "engine.app",
@@ -18,6 +19,7 @@ _WHERE = {
     "Outcome": "engine.client",
     "RetryPolicy": "engine.domain.retry",
     "JobContext": "engine.runtime.execution.context",
+    "Cancelled": "engine.runtime.execution.context",
     "errors": "engine.errors",
 }
 

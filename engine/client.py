@@ -2,101 +2,33 @@
 
 from __future__ import annotations
 
-import json
+import inspect
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
-from engine.contract.codec import decode_event_at, encode_command
+from engine.contract.codec import encode_command
 from engine.contract.ids import job_id_for_key, new_uuid4s
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command, check_submit
 from engine.domain.lanes import parse_priority
+from engine.domain.pauses import check_task_command, is_task_command, task_envelope
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
+from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
+from engine.runtime.read.joblog import job_history
+from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.signatures import client_signer
-from engine.runtime.read.joblog import LoggedEvent, job_history, with_fencing
+
+__all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
 from engine.schedule_client import ScheduleMethods
-
-FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
-STATUS_OF = {
-    "JobSubmitted": "accepted", "JobScheduled": "scheduled", "JobQueued": "queued",
-    "JobStarted": "running", "JobSucceeded": "completed", "JobFailed": "failed",
-    "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
-    "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
-    "JobFannedOut": "running", "JobRescheduled": "scheduled",
-}
-
-
-@dataclass
-class Outcome:
-    """What the log says about a job: its status, and result or error when it has one."""
-
-    job_id: str
-    status: str = "submitted"
-    result: Any = None
-    error: str | None = None
-    reason: str | None = None
-    attempts: int = 0
-    duplicate: bool = False
-    events: list[LoggedEvent] = field(default_factory=list)
-    children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
-
-    @property
-    def done(self) -> bool:
-        """Whether the job reached a final state (completed, dead, cancelled, rejected)."""
-        return self.status in FINAL
-
-    def apply(self, logged: LoggedEvent) -> None:
-        """Take one event of the job into account (fenced events change nothing)."""
-        self.events.append(logged)
-        if logged.fenced:
-            return
-        body = logged.event.body
-        self.status = STATUS_OF.get(type(body).__name__, self.status)
-        _details(self, body)
-
-
-def _details(outcome: Outcome, body: m.EventBody) -> None:
-    if isinstance(body, m.JobSucceeded):
-        outcome.result = _decode_result(body.result)
-    elif isinstance(body, m.JobFailed):
-        outcome.error = f"{body.error_type}: {body.message}"
-    elif isinstance(body, m.JobStarted):
-        outcome.attempts = body.attempt
-    elif isinstance(body, m.JobRejected):
-        outcome.reason, outcome.error = body.reason, body.detail
-    elif isinstance(body, m.JobDeadLettered):
-        outcome.reason = body.reason
-    elif isinstance(body, m.DuplicateSubmitted):
-        outcome.duplicate = True
-    elif isinstance(body, m.JobFannedOut):
-        outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
-    elif isinstance(body, m.ChildReported):
-        outcome.children[body.child_tenant] = {"job_id": body.child_job_id, "status": body.status, "error": body.error}
-    elif isinstance(body, m.JobSettled):
-        outcome.status = "completed" if body.outcome == "completed" else "partial"
-        outcome.reason = f"{body.succeeded} succeeded, {body.failed} failed"
-    elif isinstance(body, m.CommandRefused):
-        outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
-
-
-def _decode_result(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
-
 
 class JobHandle:
     """A submitted job: ``wait()`` follows its events partition until it is final.
@@ -129,33 +61,16 @@ class JobHandle:
             self._start = (self._starts or {}).get(self.partition, 0)
         return self._start
 
-    def wait(self, timeout: float = 30.0) -> Outcome:
-        """The job's outcome once final, or its latest status when ``timeout`` runs out."""
-        outcome = self._follow(self.start_offset, timeout)
-        if outcome.duplicate and not outcome.done:
-            return self.client.status(self.job_id)
-        return outcome
+    def wait(self, timeout: float = 30.0, *, watch: Watch | None = None, until: Until = finished) -> Outcome:
+        """The job's outcome once final (or once ``until`` holds), or its latest status when ``timeout`` runs out.
 
-    def _follow(self, start: int, timeout: float) -> Outcome:
-        settings, outcome = self.client.settings, Outcome(self.job_id)
-        consumer = kafka.events_reader(settings, "handle")
-        topic, key = settings.events_topic, self.job_id.encode()
-        consumer.assign([TopicPartition(topic, self.partition, start)])
-        deadline = time.monotonic() + timeout
-        try:
-            while not outcome.done and not (outcome.duplicate and outcome.status == "submitted"):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                # offset() and value() are typed optional for error messages: a record has both
-                records = [(msg.offset(), decode_event_at(msg.value(), topic, self.partition, msg.offset()))  # type: ignore[arg-type]
-                           for msg in consumer.consume(500, min(remaining, 0.2))
-                           if not msg.error() and msg.key() in (key, None)]  # None: ownership claims
-                for logged in with_fencing(records, self.job_id, mid_log=True):  # type: ignore[arg-type]
-                    outcome.apply(logged)
-        finally:
-            consumer.close()
-        return outcome
+        ``watch`` is called with the outcome at each change of status (queued, running, retrying...).
+        """
+        return self.client.wait_all([self], timeout, watch=watch, until=until)[0]
+
+    def followed(self) -> Followed:
+        """Where the job's events are to be read from."""
+        return Followed(self.job_id, self.partition, self.start_offset)
 
 
 class Client(ScheduleMethods):
@@ -168,6 +83,7 @@ class Client(ScheduleMethods):
         self._reader = kafka.events_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
+        self._follower = Follower(self.settings)
 
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
@@ -201,21 +117,70 @@ class Client(ScheduleMethods):
         return self._send(commands)
 
     def cancel(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
-        """Ask the owner to cancel a job that has not started."""
+        """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
+        attempt is asked to stop (status ``cancelling``) and the job is cancelled when it stops, or when
+        the engine's cancel grace runs out; an attempt that succeeds first completes the job. A final
+        job refuses (``handle.wait(until=decided)`` returns at the refusal), and so does a ``tenant``
+        that is not the job's (a command acts only within its tenant)."""
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
+
+    def cancel_many(self, jobs: Iterable[tuple[str, str]], *, reason: str = "",
+                    requested_by: str = "") -> list[JobHandle]:
+        """Cancel many jobs, each ``(job_id, tenant)``, with one flush (``epochq purge``); a dead job is purged."""
+        return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by)) for job_id, tenant in jobs])
 
     def replay(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
         """Put a dead-lettered job back with a fresh attempt count."""
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
 
+    def wait_all(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
+                 watch: Watch | None = None, until: Until = finished) -> list[Outcome]:
+        """Every handle's outcome, in the handles' order, once all are final or ``timeout`` ran out.
+
+        One reader follows each events partition once for all of them.
+        """
+        batch = list(handles)
+        found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch, until=until)}
+        return [found[h.job_id] for h in batch]
+
+    def as_completed(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
+                     watch: Watch | None = None, until: Until = finished) -> Iterator[Outcome]:
+        """Each handle's outcome as soon as it is final; when ``timeout`` runs out, the rest as they stand
+        (``outcome.done`` is false for those)."""
+        followed = {h.job_id: h.followed() for h in handles}
+        for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
+            yield self.status(outcome.job_id) if outcome.duplicate and not outcome.done else outcome
+
+    def pause_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
+                        wait: float = 10.0) -> list[Outcome]:
+        """Start no job of ``task_type`` in any partition until it is resumed (queued jobs wait; running ones finish).
+
+        One command per partition; returns each partition's decision (``TaskTypePaused``, or a refusal
+        when it already was), read within ``wait`` seconds (an undecided one has no events).
+        """
+        return self._task_command(m.PauseTaskType(task_type, reason, requested_by), wait)
+
+    def resume_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
+                         wait: float = 10.0) -> list[Outcome]:
+        """Start jobs of a paused ``task_type`` again in every partition; as ``pause_task_type``."""
+        return self._task_command(m.ResumeTaskType(task_type, reason, requested_by), wait)
+
+    def _task_command(self, body: m.PauseTaskType | m.ResumeTaskType, wait: float) -> list[Outcome]:
+        count = self._partition_count()
+        handles = self._send([new_command(task_envelope(body.task_type, p, count), "", body) for p in range(count)])
+        return self.wait_all(handles, wait, until=lambda o: bool(o.events))
+
     def status(self, job_id: str) -> Outcome:
         """The job's current outcome, folded from its whole history in the log.
+
+        A job with no event at all has status ``unknown`` (``outcome.known`` is false): the id
+        is wrong, or no engine has decided its command yet.
 
         With a projection of the job's partition in ``settings.state_dir`` (an engine's, or a
         standby's), its history index says where the job's events are, and only the log after
         the projection's applied offset is read; otherwise the partition is scanned.
         """
-        outcome = Outcome(job_id)
+        outcome = Outcome(job_id, status="unknown")
         for logged in job_history(self.settings, job_id):
             outcome.apply(logged)
         return outcome
@@ -225,6 +190,7 @@ class Client(ScheduleMethods):
         if self._writer is not None:
             self._writer.flush(10)
         self._reader.close()
+        self._follower.close()
 
     def __enter__(self) -> Client:
         return self
@@ -237,11 +203,9 @@ class Client(ScheduleMethods):
     def _job_command(self, n: int, job_id: str, command_id: str, now: int, job: Mapping[str, Any]) -> m.Command:
         """The command of the ``n``-th job of a batch; errors name the job's index."""
         try:
-            return self._submit_command(job_id, command_id, now, **job)
+            return self._submit_command(job_id, command_id, now, **_submit_kwargs(job))
         except ValidationError as e:
             raise ValidationError(f"job {n}: {e}", e.field, e.reason) from None
-        except TypeError as e:  # a missing or unknown argument
-            raise ValidationError(f"job {n}: {str(e).replace('_submit_command()', 'submit')}") from None
 
     def _submit_command(self, job_id: str, command_id: str, now: int, task_type: str, payload: Any, tenant: str,
                         priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
@@ -309,6 +273,24 @@ class Client(ScheduleMethods):
         return self._partitions
 
 
+SUBMIT_KEYS = frozenset(inspect.signature(Client.submit).parameters) - {"self"}
+"""The keys a job of ``submit_many`` may have: ``submit``'s arguments."""
+
+
+def _submit_kwargs(job: Mapping[str, Any]) -> dict[str, Any]:
+    """``job`` as ``submit``'s arguments; ValidationError naming a key that is not one, or one missing."""
+    if not isinstance(job, Mapping):
+        raise ValidationError(f"must be a mapping of submit's arguments, got {type(job).__name__}")
+    unknown = sorted(str(k) for k in job if k not in SUBMIT_KEYS)
+    if unknown:
+        raise ValidationError(f"unknown key(s) {', '.join(map(repr, unknown))}; submit takes "
+                              f"{', '.join(sorted(SUBMIT_KEYS))}", unknown[0], "invalid_key")
+    missing = [k for k in ("task_type", "tenant") if k not in job]
+    if missing:
+        raise ValidationError(f"missing key(s) {', '.join(map(repr, missing))}", missing[0])
+    return {"payload": None, **job}
+
+
 def _labels(labels: object) -> Any:
     """A copy of a mapping of labels ({} for None); anything else as it is, for check_labels to name."""
     if labels is None:
@@ -318,7 +300,9 @@ def _labels(labels: object) -> Any:
 
 def _check(command: m.Command) -> None:
     """The engine's rules for a command other than SubmitJob, checked before producing it."""
-    if is_schedule_command(command):
+    if is_task_command(command):
+        check_task_command(command)
+    elif is_schedule_command(command):
         check_schedule_command(command)
     else:
         check_job_command(command, command.issued_at)

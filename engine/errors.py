@@ -1,6 +1,7 @@
 """The error tree of epochq, grouped by what the caller does about each error.
 
 - ``ConfigError``: a setting is wrong; fix it and start again.
+- ``NotFoundError``: the job, tenant or schedule named does not exist; check the name.
 - ``DecodeError``: a record is not a known single-object Avro record; quarantine it.
 - ``ValidationError``: input is wrong for good; dead-letter it, never retry.
 - ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
@@ -29,6 +30,10 @@ class EpochqError(Exception):
 
 class ConfigError(EpochqError):
     """A setting is missing or invalid; the message names the setting."""
+
+
+class NotFoundError(EpochqError):
+    """The job, tenant or schedule a request names does not exist (the CLI exits 1)."""
 
 
 class DecodeError(EpochqError):

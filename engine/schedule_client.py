@@ -37,6 +37,7 @@ class Receipt:
     status: str = "sent"  # sent (not waited for / not decided in time) | accepted | refused
     reason: str = ""
     armed: int | None = None  # the occurrence a schedule decision armed, or a reschedule's new due time (µs, UTC)
+    paused: bool = False  # an upsert left (or made) the schedule paused
     events: list[m.Event] = field(default_factory=list)
 
     @property
@@ -65,7 +66,8 @@ class ScheduleMethods:
         """Create or replace a recurring schedule: cron expression in an IANA time zone (docs/time.md).
 
         Validated here first (``ValidationError`` naming the field); the engine also refuses
-        a task type it has no handler for.
+        a task type it has no handler for. Replacing a paused schedule leaves it paused
+        (``receipt.paused``); ``resume_schedule`` fires it again.
         """
         data = encode_payload(payload)
         schedule = Schedule(schedule_id=schedule_id, tenant_id=tenant, task_type=task_type, cron=cron,
@@ -164,5 +166,7 @@ def _take(receipt: Receipt, event: m.Event) -> None:
     receipt.status = "accepted"
     if isinstance(body, m.ScheduleArmed):
         receipt.armed = body.occurrence_at
+    elif isinstance(body, m.ScheduleUpserted):
+        receipt.paused = not body.enabled
     elif isinstance(body, m.JobRescheduled):
         receipt.armed = body.due_at

@@ -26,6 +26,7 @@ from projections.views.breakers import fold_breaker
 from projections.views.counters import charge_start, track_depths
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
+from projections.views.pauses import fold_pause
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
@@ -86,7 +87,7 @@ def fold_state(batch: Batch, event: m.Event) -> Folded:
         return FENCED_FOLD
     if isinstance(body, m.CommandQuarantined):
         return APPLIED_FOLD
-    if fold_breaker(batch, event) or fold_schedule(batch, event):
+    if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event):
         return APPLIED_FOLD
     return _job_event(batch, event)
 

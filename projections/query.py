@@ -123,13 +123,49 @@ class DeadFilter:
     since_us: int | None = None
     until_us: int | None = None
 
-    def admits(self, job: JobView) -> bool:
-        """Whether ``job`` passes the filter."""
-        dead_at = job.finished_at or 0
+    def admits(self, job: JobView, at: int | None = None) -> bool:
+        """Whether ``job`` passes the filter; ``at``: the time since/until compare with (default: its death)."""
+        dead_at = (job.finished_at or 0) if at is None else at
         return ((self.task_type is None or job.task_type == self.task_type)
                 and (self.tenant is None or job.tenant_id == self.tenant)
                 and (self.since_us is None or dead_at >= self.since_us)
                 and (self.until_us is None or dead_at < self.until_us))
+
+
+def applied_offsets(settings: Settings) -> dict[int, int]:
+    """The offset of the last event each store of the state directory folded (-1: none yet), per partition."""
+    out: dict[int, int] = {}
+    for p, path in partition_dirs(settings):
+        try:
+            with read_store(path) as store:
+                out[p] = store.applied_offset()
+        except Exception:  # noqa: BLE001 - a store being created, or not a store: not a source of answers
+            continue
+    return out
+
+
+def quarantined(settings: Settings) -> list[tuple[int, int, str]]:
+    """(partition, events offset, error) of every quarantined command the state directory's stores folded."""
+    out: list[tuple[int, int, str]] = []
+    for p, path in partition_dirs(settings):
+        with read_store(path) as store:
+            out += [(p, int(k.suffix_after(k.QUARANTINE, key)), raw.decode("utf-8", "replace"))
+                    for key, raw in store.scan(k.QUARANTINE)]
+    return out
+
+
+def queued_jobs(settings: Settings, where: DeadFilter | None = None) -> list[JobView]:
+    """Jobs waiting in a ready queue of every partition, oldest submission first, filtered (``since`` and
+    ``until`` compare with the submission time)."""
+    where = where or DeadFilter()
+    out: list[JobView] = []
+    for _, path in partition_dirs(settings):
+        with read_store(path) as store:
+            for _, job_id in store.scan(k.READY):
+                raw = store.get(k.job_key(job_id.decode()))
+                if raw is not None and where.admits(job := decode_job(raw), job.submitted_at):
+                    out.append(job)
+    return sorted(out, key=lambda j: (j.submitted_at, j.job_id))
 
 
 def dead_letters(settings: Settings, where: DeadFilter | None = None) -> list[JobView]:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from engine.config import Settings, load_settings
 from engine.errors import ValidationError
+
+EXIT_NEGATIVE = 1
+"""The request ran, and its answer is no: a job ended dead or rejected, a command was refused, a name is unknown."""
+EXIT_NOT_DONE = 4
+"""``--wait`` ran out: the job has not reached a final state within ``--timeout``."""
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024
 """What ``--payload @file`` or ``-`` reads at most: far over any payload limit, short of exhausting memory."""
@@ -63,15 +69,24 @@ def _read_file(name: str) -> bytes:
         raise ValidationError(f"payload: cannot read @{name}: {e.strerror or e}", "payload") from None
 
 
-def parse_time(text: str | None, field: str) -> datetime | None:
-    """An aware datetime from ISO-8601 text (``--run-at``); ValidationError naming ``field`` if it is not one."""
+RELATIVE = re.compile(r"^(?:\+|in\s+)(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)$", re.IGNORECASE)
+UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_time(text: str | None, field: str, now: datetime | None = None) -> datetime | None:
+    """An aware datetime from ISO-8601 text with a zone, or a time from now (``+5m``, ``in 2h``, ``+30s``, ``+1d``);
+    ValidationError naming ``field`` if it is neither."""
     if text is None:
         return None
+    relative = RELATIVE.match(text.strip())
+    if relative:
+        amount, unit = float(relative.group(1)), relative.group(2).lower()
+        return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise ValidationError(f"{field}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+01:00",
-                              field) from None
+        raise ValidationError(f"{field}: {text!r} is not a time: give ISO-8601 with a zone, e.g. "
+                              "2026-12-01T09:00:00+01:00, or a time from now, e.g. +5m, in 2h", field) from None
     if when.tzinfo is None:
         raise ValidationError(f"{field}: give a time zone, e.g. {text}+00:00", field)
     return when

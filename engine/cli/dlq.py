@@ -9,9 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
-from engine.errors import ConfigError
+from engine.errors import ConfigError, NotFoundError, ValidationError
 from projections.query import DeadFilter, dead_letters, find_job
 
 
@@ -32,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _filters(replay)
     replay.add_argument("--reason", required=True, help="why (recorded in the JobReplayed event)")
     replay.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
+    replay.add_argument("--all", action="store_true", help="replay every dead job, of every tenant (no filter)")
     replay.set_defaults(func=_replay)
 
 
@@ -52,11 +54,21 @@ def _us(text: str | None, flag: str) -> int | None:
         return None
     try:
         when = datetime.fromisoformat(text)
-    except ValueError as e:
-        raise ConfigError(f"{flag}: {e}") from e
+    except ValueError:
+        raise ConfigError(f"{flag}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+00:00") from None
     if when.tzinfo is None:
         raise ConfigError(f"{flag}: give a time zone, e.g. {text}+00:00")
     return int(when.timestamp() * 1_000_000)
+
+
+def _check_scope(args: argparse.Namespace) -> None:
+    """Refuse a replay of the whole dead-letter queue that did not say ``--all``, and ``--all`` with a target."""
+    targeted = args.job_id or any((args.task_type, args.tenant, args.since, args.until))
+    if not targeted and not args.all:
+        raise ValidationError("dlq replay: give a JOB, a filter (--task-type, --tenant, --since, --until), "
+                              "or --all to replay every dead job of every tenant")
+    if targeted and args.all:
+        raise ValidationError("dlq replay: --all replays everything; drop it to use a JOB or filters")
 
 
 def dead_json(job: JobView) -> dict[str, Any]:
@@ -71,7 +83,9 @@ def dead_json(job: JobView) -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    jobs = dead_letters(settings_from(args), _filter(args))
+    settings = settings_from(args)
+    jobs = dead_letters(settings, _filter(args))
+    say_freshness(settings)
     if args.json:
         print_json([dead_json(j) for j in jobs])
         return 0
@@ -86,17 +100,19 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     found = find_job(settings_from(args), args.job_id)
     if found is None or found[1].state.value != "dead":
-        print(f"epochq: job {args.job_id} is not in the dead-letter queue")
-        return 1
+        raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
     print(json.dumps(dead_json(found[1]), indent=2))
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
+    _check_scope(args)
     settings = settings_from(args)
     if args.job_id:
         found = find_job(settings, args.job_id)
-        jobs = [found[1]] if found and found[1].state.value == "dead" else []
+        if found is None or found[1].state.value != "dead":
+            raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
+        jobs = [found[1]]
     else:
         jobs = dead_letters(settings, _filter(args))
     with Client(settings) as client:

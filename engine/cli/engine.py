@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
                      help="worker slots of one lane, e.g. --slots BATCH=1 (repeatable)")
     run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
+    run.add_argument("--cancel-grace", type=float, default=10.0,
+                     help="seconds a running job asked to stop (epochq cancel) may run on before it is given up")
     run.add_argument("--session-timeout-ms", type=int, default=6000,
                      help="consumer group session timeout: how soon a dead instance's partitions move")
     run.add_argument("--fifo", action="store_true",
@@ -134,7 +136,8 @@ def _run_one(args: argparse.Namespace) -> int:
                             session_timeout_ms=args.session_timeout_ms, metrics_port=args.metrics_port,
                             metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold,
                             windows=windows(args.horizon, args.sweep_interval, args.overdue_interval),
-                            standby=args.standby, bulk_restore_min=args.restore_process_min)
+                            standby=args.standby, bulk_restore_min=args.restore_process_min,
+                            cancel_grace_s=args.cancel_grace)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

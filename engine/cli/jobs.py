@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.cli.common import (
-    PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
+    EXIT_NEGATIVE, EXIT_NOT_DONE, PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload,
+    settings_from,
 )
 from engine.client import Client, Outcome
+from engine.errors import NotFoundError
 from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
@@ -45,21 +48,37 @@ def _submit(args: argparse.Namespace) -> int:
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane)
-        outcome = handle.wait(args.timeout) if args.wait else Outcome(handle.job_id)
+        outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
     if args.json:
         print_json({**outcome_json(outcome), "partition": handle.partition})
     else:
         print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
         _print_outcome(outcome)
-    return 0 if outcome.status not in ("dead", "rejected") else 1
+    return _submit_status(outcome, args)
+
+
+def show_change(outcome: Outcome) -> None:
+    """While ``--wait`` waits: each change of status on stderr (stdout keeps the one result line)."""
+    detail = f" ({outcome.error})" if outcome.status in ("failed", "retrying") and outcome.error else ""
+    print(f"epochq: job {outcome.job_id}: {outcome.status}{detail}", file=sys.stderr)
+
+
+def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
+    """What ``submit`` exits with: 1 for a job that ended dead or rejected, 4 for one not final within --timeout."""
+    if outcome.status in ("dead", "rejected"):
+        return EXIT_NEGATIVE
+    if args.wait and not outcome.done:
+        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s", file=sys.stderr)
+        return EXIT_NOT_DONE
+    return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         outcome = client.status(args.job_id)
-    if not outcome.events:
-        print(f"epochq: no events for job {args.job_id}")
-        return 1
+    if not outcome.known:
+        raise NotFoundError(f"unknown job {args.job_id}: no events in the log (a mistyped id, "
+                            "or a command no engine has decided yet)")
     if args.json:
         print_json(outcome_json(outcome))
     else:
@@ -73,8 +92,7 @@ def _status(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     events = job_history(settings_from(args), args.job_id)
     if not events:
-        print(f"epochq: no events for job {args.job_id}")
-        return 1
+        raise NotFoundError(f"unknown job {args.job_id}: no events in the log")
     if args.json:
         print_json([event_json(e) for e in events])
         return 0
@@ -92,7 +110,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
             "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
-            "children": outcome.children}
+            "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
+            "due": _iso(outcome.due_at) if outcome.due_at is not None else None}
 
 
 def event_json(logged: LoggedEvent) -> dict[str, Any]:
@@ -119,6 +138,8 @@ def _brief(row: dict[str, Any]) -> str:
     detail = row["detail"]
     if row["error"]:
         return f"  {row['error']}"
+    if row["type"] == "JobProgressed":
+        return f"  value={detail.get('value')} {detail.get('message', '')}".rstrip()
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = _iso(detail[key]) if key == "due_at" else detail[key]
@@ -126,7 +147,22 @@ def _brief(row: dict[str, Any]) -> str:
     return ""
 
 
+def _progress_json(outcome: Outcome) -> dict[str, Any] | None:
+    if outcome.progress is None:
+        return None
+    value, message = outcome.progress
+    return {"value": value, "message": message}
+
+
+def _progress_text(value: float | None, message: str) -> str:
+    return " ".join(part for part in ("" if value is None else f"{value:g}", message) if part)
+
+
 def _print_outcome(outcome: Outcome) -> None:
+    if outcome.due_at is not None and outcome.status in ("scheduled", "retrying"):
+        print(f"  due: {_iso(outcome.due_at)}")
+    if outcome.progress is not None:
+        print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
             print(f"  {label}: {json.dumps(value) if label == 'result' else value}")

@@ -1,18 +1,35 @@
-"""Entry point of the ``epochq`` command: one subcommand per module, each with ``register``."""
+"""Entry point of the ``epochq`` command: one subcommand per module, each with ``register``.
+
+Decides how a run ends: the subcommand's status, or one line on stderr and a status that
+says what went wrong (docs/cli.md, *Exit status*); never a traceback unless
+``EPOCHQ_TRACEBACK=1`` asks for one.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaException
 
-from engine.errors import EpochqError
+from engine.errors import EpochqError, KafkaUnavailableError, NotFoundError
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
-                      "schedules", "lateness", "acl")
+                      "schedules", "lateness", "acl", "control", "purge", "quarantine")
+EXIT_NOT_FOUND = 1
+"""What was named does not exist (the same status as a job that ended dead, or a refused command)."""
+EXIT_ERROR = 2
+"""A usage error, a bad value, or anything epochq refused: one line on stderr."""
+EXIT_UNREACHABLE = 3
+"""The Kafka cluster did not answer in time."""
+EXIT_INTERNAL = 70
+"""A bug in epochq (an exception it did not expect): one line, and the traceback with EPOCHQ_TRACEBACK=1."""
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``epochq queues | head``): 128 + SIGPIPE, as a shell reports it."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,18 +42,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``epochq`` subcommand; errors become one line on stderr and exit status 2."""
-    args = build_parser().parse_args(argv)
+    """Run one ``epochq`` subcommand; errors become one line on stderr and a non-zero status."""
     try:
-        return int(args.func(args) or 0)
+        args = build_parser().parse_args(argv)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
+    except BrokenPipeError:
+        return _pipe_closed()
+    except NotFoundError as e:
+        return _fail(str(e), EXIT_NOT_FOUND)
+    except KafkaUnavailableError as e:
+        return _fail(str(e), EXIT_UNREACHABLE)
     except EpochqError as e:
-        print(f"epochq: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(str(e))
+    except OSError as e:  # a file named on the command line (--out, --payload @FILE) cannot be used
+        return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KafkaException as e:  # one not translated where it entered: still one line, not a traceback
-        print(f"epochq: error: kafka: {e.args[0].str() if e.args else e}", file=sys.stderr)
-        return 2
+        return _fail(f"kafka: {e.args[0].str() if e.args else e}")
     except KeyboardInterrupt:
         return 130
+    except Exception as e:  # noqa: BLE001 - the last resort: a bug, reported in one line
+        if os.environ.get("EPOCHQ_TRACEBACK") == "1":
+            traceback.print_exc()
+        return _fail(f"internal error: {type(e).__name__}: {e} (EPOCHQ_TRACEBACK=1 shows where)", EXIT_INTERNAL)
+
+
+def _fail(message: str, status: int = EXIT_ERROR) -> int:
+    print(f"epochq: error: {message}", file=sys.stderr)
+    return status
+
+
+def _pipe_closed() -> int:
+    """Stop writing to a stdout nobody reads, so the interpreter's exit does not complain either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

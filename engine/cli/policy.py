@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.fresh import say_freshness
 from projections.query import breaker_report, queue_report
 
 
@@ -22,7 +23,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _queues(args: argparse.Namespace) -> int:
-    report = queue_report(settings_from(args))
+    settings = settings_from(args)
+    report = queue_report(settings)
+    say_freshness(settings)
     if args.json:
         print_json(report)
         return 0
@@ -34,7 +37,9 @@ def _queues(args: argparse.Namespace) -> int:
 
 
 def _breakers(args: argparse.Namespace) -> int:
-    records = breaker_report(settings_from(args))
+    settings = settings_from(args)
+    records = breaker_report(settings)
+    say_freshness(settings)
     if args.json:
         print_json([{"task_type": r.task_type, "status": r.status.value, "since_us": r.since,
                      "reopen_at_us": r.reopen_at, "reason": r.reason} for r in records])

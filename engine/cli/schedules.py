@@ -10,11 +10,12 @@ from typing import Any
 from engine.cli.common import (
     PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
 )
+from engine.cli.fresh import say_freshness
 from engine.cli.jobs import outcome_json
 from engine.client import Client
 from engine.domain.cron import next_occurrences
 from engine.domain.schedules import ScheduleView, iso
-from engine.errors import ValidationError
+from engine.errors import NotFoundError, ValidationError
 from engine.schedule_client import Receipt
 
 
@@ -105,10 +106,12 @@ def _change(args: argparse.Namespace) -> int:
 def _print_receipt(receipt: Receipt, as_json: bool, done: str) -> int:
     if as_json:
         print_json({"schedule_id": receipt.schedule_id, "status": receipt.status, "reason": receipt.reason,
+                    "paused": receipt.paused,
                     "armed_us": receipt.armed, "armed": iso(receipt.armed) if receipt.armed else None})
     elif receipt.status == "accepted":
         armed = f"; next occurrence {iso(receipt.armed)}" if receipt.armed else ""
-        print(f"schedule {receipt.schedule_id} {done}{armed}")
+        paused = f"; paused: `epochq schedules resume {receipt.schedule_id}` fires it" if receipt.paused else ""
+        print(f"schedule {receipt.schedule_id} {done}{armed}{paused}")
     elif receipt.status == "refused":
         print(f"schedule {receipt.schedule_id}: refused: {receipt.reason}")
     else:
@@ -117,8 +120,10 @@ def _print_receipt(receipt: Receipt, as_json: bool, done: str) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    with Client(settings) as client:
         rows = client.schedules(args.tenant)
+    say_freshness(settings)
     if args.json:
         print_json([schedule_json(v) for v in rows])
         return 0
@@ -133,12 +138,13 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.next < 0:
+        raise ValidationError(f"--next: must be 0 or more, got {args.next}", "next")
     with Client(settings_from(args)) as client:
         view = client.schedule(args.schedule_id)
         last = client.status(view.last_job_id) if view and view.last_job_id else None
     if view is None:
-        print(f"epochq: no schedule {args.schedule_id} in the projections of this state directory")
-        return 1
+        raise NotFoundError(f"no schedule {args.schedule_id} in the projections of this state directory")
     row = schedule_json(view, args.next)
     row["last_run"] = outcome_json(last) if last is not None else None
     if args.json:

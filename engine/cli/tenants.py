@@ -10,6 +10,7 @@ from typing import Any
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.contract.messages import TenantConfig
 from engine.contract.signing import load_public_key
+from engine.errors import NotFoundError
 from engine.runtime.tenants import TenantDirectory, remove_tenant, set_tenant
 
 
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     put = verbs.add_parser("set", help="create or update a tenant")
     put.add_argument("tenant")
     put.add_argument("--weight", type=float, required=True, help="fair-share weight, > 0")
-    put.add_argument("--max-queued", type=int, help="limit on the tenant's queued jobs")
+    put.add_argument("--max-queued", type=int,
+                     help="limit on the tenant's queued jobs in each partition (up to N x partitions in all)")
     put.add_argument("--product", help="the product the tenant belongs to (for scoped tasks)")
     keys = put.add_mutually_exclusive_group()
     keys.add_argument("--public-key", action="append", type=Path, metavar="FILE",
@@ -64,7 +66,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _remove(args: argparse.Namespace) -> int:
-    remove_tenant(settings_from(args), args.tenant)
+    settings = settings_from(args)
+    with TenantDirectory(settings) as directory:
+        known = args.tenant in directory.all()
+    if not known:
+        raise NotFoundError(f"no tenant {args.tenant!r} in {settings.tenants_topic} (`epochq tenants list` shows them)")
+    remove_tenant(settings, args.tenant)
     print(f"tenant {args.tenant} removed")
     return 0
 
@@ -77,7 +84,7 @@ def tenant_json(config: TenantConfig) -> dict[str, Any]:
 
 
 def _describe(config: TenantConfig) -> str:
-    limit = "no limit" if config.max_queued is None else f"max {config.max_queued} queued"
+    limit = "no limit" if config.max_queued is None else f"max {config.max_queued} queued per partition"
     product = f", product {config.product}" if config.product else ""
     keys = f", {len(config.public_keys)} signing key(s)" if config.public_keys else ""
     return f"weight {config.weight:g}, {limit}{product}{keys}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.errors import TopicMismatchError
 from engine.runtime.topics import check_topics, describe_topics, ensure_topics
 
 
@@ -14,8 +15,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     verbs = parser.add_subparsers(dest="verb", required=True)
     ensure = verbs.add_parser("ensure", help="create missing topics and verify all of them")
     add_connection_flags(ensure)
-    ensure.add_argument("--partitions", type=int, default=6, help="partition count of commands and events")
-    ensure.add_argument("--replication", type=int, default=1, help="replication factor")
+    ensure.add_argument("--partitions", type=int,
+                        help="partition count of commands and events (default 6); existing topics must have it")
+    ensure.add_argument("--replication", type=int, help="replication factor (default 1); existing topics must have it")
     ensure.set_defaults(func=_ensure)
     describe = verbs.add_parser("describe", help="show the namespace's topics")
     add_connection_flags(describe)
@@ -33,6 +35,9 @@ def _ensure(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     infos = describe_topics(settings)
+    if not infos:
+        raise TopicMismatchError(f"namespace {settings.namespace} has none of its topics: "
+                                 "run `epochq topics ensure` first")
     if args.json:
         print_json([i.__dict__ if hasattr(i, "__dict__") else _as_dict(i) for i in infos])
     else:

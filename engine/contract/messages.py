@@ -120,8 +120,27 @@ class ReportOccurrence:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class PauseTaskType:
+    """Start no job of ``task_type`` in the command's partition until it is resumed."""
+
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeTaskType:
+    """Start jobs of a paused ``task_type`` again in the command's partition."""
+
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
-                          | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence)
+                          | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence | PauseTaskType
+                          | ResumeTaskType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +323,34 @@ class JobRescheduled:
 
 
 @dataclass(frozen=True, slots=True)
+class JobCancelRequested:
+    attempt: int
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgressed:
+    attempt: int
+    value: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTypePaused:
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskTypeResumed:
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleUpserted:
     schedule_id: str
     tenant_id: str
@@ -361,7 +408,8 @@ EventBody: TypeAlias = (
     | JobStarted | JobSucceeded | JobFailed | JobRetryScheduled | JobDeadLettered | JobCancelled
     | JobReplayed | JobRequeued | CommandRefused | CommandQuarantined | BreakerOpened | BreakerHalfOpened
     | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
-    | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped
+    | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped | JobCancelRequested
+    | JobProgressed | TaskTypePaused | TaskTypeResumed
 )
 
 
@@ -388,7 +436,7 @@ class Event:
 COMMAND_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
-              ResumeSchedule, RemoveSchedule, ReportOccurrence)
+              ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType)
 }
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c
@@ -398,6 +446,7 @@ EVENT_BODIES: dict[str, type] = {
         JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
         BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
         SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
+        JobCancelRequested, JobProgressed, TaskTypePaused, TaskTypeResumed,
     )
 }
 

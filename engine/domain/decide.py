@@ -104,7 +104,7 @@ class AttemptFinished:
 
     job_id: str
     attempt: int
-    kind: str  # succeeded | failed | invalid
+    kind: str  # succeeded | failed | invalid | cancelled (stopped after a cancel request)
     duration_us: int
     result: bytes | None = None
     error_type: str = ""
@@ -120,7 +120,17 @@ class RequeueOrphan:
     job_id: str
 
 
-Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan
+@dataclass(frozen=True, slots=True)
+class ProgressReported:
+    """A running attempt's latest ``ctx.progress`` report, as the executor collected it."""
+
+    job_id: str
+    attempt: int
+    value: float | None
+    message: str
+
+
+Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan | ProgressReported
 
 
 def decide(job: JobView | None, given: Input, ctx: DecideContext) -> list[Emit | Send]:
@@ -237,6 +247,8 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
 @_command.register
 def _(body: m.CancelJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     cmd = given.command
+    if job is not None and job.state is JobState.RUNNING:
+        return [Emit(cmd.job_id, job.tenant_id, _cancel_running(body, job))]
     refused = _refusal("CancelJob", job, Trigger.CANCEL)
     event = refused or m.JobCancelled(body.reason, body.requested_by)
     return [Emit(cmd.job_id, _tenant(cmd, job), event)]
@@ -248,6 +260,15 @@ def _(body: m.ReplayDeadJob, given: CommandInput, job: JobView | None, ctx: Deci
     refused = _refusal("ReplayDeadJob", job, Trigger.REPLAY)
     event = refused or m.JobReplayed(body.reason, body.requested_by)
     return [Emit(cmd.job_id, _tenant(cmd, job), event)]
+
+
+def _cancel_running(body: m.CancelJob, job: JobView) -> m.EventBody:
+    """A cancel of a running job: its attempt is asked to stop; the job is cancelled when the attempt ends."""
+    if job.children or job.scope:
+        return m.CommandRefused("CancelJob", job.state.value, "a scoped job is cancelled through its children")
+    if job.cancel is not None:
+        return m.CommandRefused("CancelJob", job.state.value, f"a cancel of attempt {job.attempt} is under way")
+    return m.JobCancelRequested(job.attempt, body.reason, body.requested_by)
 
 
 def _refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRefused | None:
@@ -323,11 +344,14 @@ def _(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[E
     if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt:
         return []
     emit: Callable[[m.EventBody], Emit] = lambda body: Emit(job.job_id, job.tenant_id, body)  # noqa: E731
-    if given.kind == "succeeded":
+    if given.kind == "succeeded":  # also after a cancel request: the work is done, its result stands
         return [emit(m.JobSucceeded(given.attempt, given.duration_us, given.result))]
     retryable = given.retryable and given.kind != "invalid"
     failed = m.JobFailed(given.attempt, given.error_type, given.message, given.duration_us,
                          given.traceback, retryable)
+    if job.cancel is not None:  # asked to stop: it stopped (cancelled), or failed on the way; never retried
+        cancelled = emit(m.JobCancelled(*job.cancel))
+        return [cancelled] if given.kind == "cancelled" else [emit(failed), cancelled]
     return [emit(failed), emit(_after_failure(job, given, retryable, ctx))]
 
 
@@ -367,4 +391,14 @@ def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: D
 def _(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
+    if job.cancel is not None:  # its attempt was asked to stop: it is not run again
+        return [Emit(job.job_id, job.tenant_id, m.JobCancelled(*job.cancel))]
     return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]
+
+
+@_decide.register
+def _(given: ProgressReported, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    if job is None or job.state is not JobState.RUNNING or job.attempt != given.attempt \
+            or job.progress == (given.value, given.message):
+        return []
+    return [Emit(job.job_id, job.tenant_id, m.JobProgressed(given.attempt, given.value, given.message))]

@@ -53,6 +53,8 @@ class JobView:
     scope: str | None = None
     parent_job_id: str | None = None
     children: tuple[tuple[str, str, str, str], ...] = ()  # scoped jobs: (tenant, child id, status, error)
+    cancel: tuple[str, str] | None = None  # a cancel asked of the running attempt: (reason, requested_by)
+    progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
 
     def child_counts(self) -> tuple[int, int, int]:
         """(succeeded, failed, pending) children of a scoped job."""
@@ -104,6 +106,8 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobReplayed: Trigger.REPLAY,
     m.JobRequeued: Trigger.REQUEUE,
     m.JobRescheduled: Trigger.RESCHEDULE,
+    m.JobCancelRequested: Trigger.REQUEST_CANCEL,
+    m.JobProgressed: Trigger.PROGRESS,
     m.JobFannedOut: Trigger.FAN_OUT,
     m.ChildReported: Trigger.CHILD_REPORT,
 }
@@ -138,7 +142,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         event.job_id or "", event.tenant_id or "", body.task_type, state, body.priority, body.lane,
         body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
         0, body.run_at, None, None, None, None, (), "", 0,
-        body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (),
+        body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
     )
 
 
@@ -161,7 +165,7 @@ def _(body: m.JobQueued, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobStarted, job: JobView, at: int) -> dict[str, object]:
-    return dict(attempt=body.attempt, started_at=at, queued_at=None)
+    return dict(attempt=body.attempt, started_at=at, queued_at=None, progress=None)
 
 
 @_apply.register
@@ -225,3 +229,13 @@ def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
     return dict(queued_at=at, due_at=at)
+
+
+@_apply.register
+def _(body: m.JobCancelRequested, job: JobView, at: int) -> dict[str, object]:
+    return dict(cancel=(body.reason, body.requested_by))
+
+
+@_apply.register
+def _(body: m.JobProgressed, job: JobView, at: int) -> dict[str, object]:
+    return dict(progress=(body.value, body.message))

@@ -9,7 +9,7 @@ from engine.errors import InvalidTransitionError
 
 class JobState(StrEnum):
     """Where a job is in its life. ``completed``, ``dead`` and ``cancelled`` are final
-    (a dead job can still be replayed by an operator)."""
+    (a dead job can still be replayed, or purged, i.e. cancelled, by an operator)."""
 
     PENDING = "pending"
     SCHEDULED = "scheduled"
@@ -43,6 +43,8 @@ class Trigger(StrEnum):
     CHILD_REPORT = "child_report"  # ChildReported: one child reached a final state
     SETTLE = "settle"              # JobSettled(outcome=completed): every child succeeded
     SETTLE_PARTIAL = "settle_partial"  # JobSettled(outcome=partial|failed): some children did not
+    REQUEST_CANCEL = "request_cancel"  # JobCancelRequested: the running attempt is asked to stop
+    PROGRESS = "progress"          # JobProgressed: the running attempt reported how far it got
 
 
 S, T = JobState, Trigger
@@ -67,7 +69,12 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.SCHEDULED, T.CANCEL): S.CANCELLED,
     (S.QUEUED, T.CANCEL): S.CANCELLED,
     (S.RETRYING, T.CANCEL): S.CANCELLED,
+    (S.RUNNING, T.REQUEST_CANCEL): S.RUNNING,
+    (S.RUNNING, T.PROGRESS): S.RUNNING,
+    (S.RUNNING, T.CANCEL): S.CANCELLED,  # the asked-to-stop attempt stopped (or was re-queued by a new owner)
+    (S.FAILED, T.CANCEL): S.CANCELLED,  # it failed after the request: no retry
     (S.DEAD, T.REPLAY): S.QUEUED,
+    (S.DEAD, T.CANCEL): S.CANCELLED,  # purged from the dead-letter queue: given up for good
     (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
     (S.RETRYING, T.RESCHEDULE): S.RETRYING,
     (S.PENDING, T.FAN_OUT): S.RUNNING,

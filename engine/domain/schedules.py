@@ -16,7 +16,8 @@ one partition and one owner decides for it. Its life, as events:
   firing also records that the fired occurrence finished). So at most one occurrence of a
   schedule is in flight, and a schedule advances only when work actually finished.
 - ``SchedulePaused`` / ``ScheduleResumed`` / ``ScheduleRemoved``. A paused schedule never
-  fires; resuming arms from the resume time (the paused stretch is not owed).
+  fires; resuming arms from the resume time (the paused stretch is not owed). Upserting a
+  paused schedule again changes its definition and leaves it paused: only a resume undoes a pause.
 """
 
 from __future__ import annotations
@@ -216,11 +217,12 @@ def _(body: m.UpsertSchedule, cmd: m.Command, view: ScheduleView | None, ctx: Sc
         schedule = admit_schedule(body, ctx)
     except ValidationError as e:
         return _refuse(cmd, "UpsertSchedule", view, str(e))
+    enabled = body.enabled and (view is None or view.enabled)  # a pause is undone by resume, not by a re-add
     upserted = m.ScheduleUpserted(body.schedule_id, body.tenant_id, body.task_type, body.cron, body.payload,
-                                  body.timezone, schedule.priority, body.enabled, schedule.misfire_policy.value,
+                                  body.timezone, schedule.priority, enabled, schedule.misfire_policy.value,
                                   body.max_catch_up, schedule.dst_policy.value)
     out: list[Emit | Send] = [Emit(cmd.job_id, body.tenant_id, upserted)]
-    if body.enabled and (view is None or view.fired is None):
+    if enabled and (view is None or view.fired is None):
         out += _arm_after(schedule, body.tenant_id, ctx.now)
     return out
 

@@ -99,8 +99,11 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
     })
 
 
-def events_reader(settings: Settings, name: str) -> Consumer:
-    """A consumer that reads events (read_committed) by explicit assignment, never committing."""
+def events_reader(settings: Settings, name: str, fetch_wait_ms: int = 20) -> Consumer:
+    """A consumer that reads events (read_committed) by explicit assignment, never committing.
+
+    ``fetch_wait_ms``: how long the broker may hold a fetch at the end of the log; partitions
+    newly assigned join the next fetch, so a reader that assigns often wants it short."""
     return Consumer({
         **settings.kafka_config(),
         "group.id": f"{settings.namespace}.reader.{name}",
@@ -108,7 +111,7 @@ def events_reader(settings: Settings, name: str) -> Consumer:
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 20,
+        "fetch.wait.max.ms": fetch_wait_ms,
         "fetch.min.bytes": 1,
         "queued.max.messages.kbytes": PREFETCH_KB,
         "queued.min.messages": PREFETCH_MESSAGES,

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.config import Settings
-from engine.errors import KafkaUnavailableError, TopicMismatchError
+from engine.errors import KafkaUnavailableError, TopicMismatchError, ValidationError
 from engine.runtime.kafka import DENIED_CODES, denied
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
@@ -43,17 +43,39 @@ def wanted_topics(settings: Settings, partitions: int, replication: int) -> list
     return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
 
 
-def ensure_topics(settings: Settings, partitions: int = 6, replication: int = 1) -> list[TopicInfo]:
-    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict."""
+def ensure_topics(settings: Settings, partitions: int | None = None, replication: int | None = None) -> list[TopicInfo]:
+    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict.
+
+    ``partitions`` and ``replication`` are what missing topics are created with (default 6 and 1);
+    when given, existing topics must have them too: a different count is refused, never changed.
+    """
+    for name, count in (("partitions", partitions), ("replication", replication)):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+            raise ValidationError(f"{name}: must be a whole number >= 1, got {count!r}", name)
     admin = admin_for(settings)
     existing = _list(admin)
-    missing = [t for t in wanted_topics(settings, partitions, replication) if t.topic not in existing]
+    wanted = wanted_topics(settings, partitions or 6, replication or 1)
+    missing = [t for t in wanted if t.topic not in existing]
     if missing:
         _create(admin, missing)
         _await_metadata(admin, _names(settings))
     infos = describe_topics(settings, admin)
     check_topics(settings, infos)
+    check_asked(settings, infos, partitions, replication)
     return infos
+
+
+def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | None, replication: int | None) -> None:
+    """Refuse existing topics whose partition count or replication differs from what was asked for."""
+    problems = []
+    for info in infos:
+        if partitions is not None and info.name != settings.tenants_topic and info.partitions != partitions:
+            problems.append(f"{info.name} has {info.partitions} partitions, not {partitions}")
+        if replication is not None and info.replication != replication:
+            problems.append(f"{info.name} has replication {info.replication}, not {replication}")
+    if problems:
+        raise TopicMismatchError("; ".join(problems) + ": existing topics are never changed; "
+                                 "drop the flag to use them as they are, or use another --namespace")
 
 
 def _list(admin: AdminClient) -> set[str]:

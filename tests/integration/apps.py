@@ -86,3 +86,39 @@ def per_tenant_sync(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     if ctx.tenant in payload.get("broken", []):
         raise RuntimeError(f"tenant {ctx.tenant}: export failed")
     return {"tenant": ctx.tenant}
+
+
+@app.task("patient", timeout=120)
+def patient(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Works in small steps and stops at the next step once asked to (ctx.raise_if_cancelled)."""
+    for _ in range(int(float(payload.get("seconds", 60)) * 20)):
+        ctx.raise_if_cancelled()
+        time.sleep(0.05)
+    return {"finished": True}
+
+
+@app.task("deaf", timeout=120)
+def deaf(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Never looks at ctx.cancelled: only the cancel grace stops it."""
+    time.sleep(float(payload.get("seconds", 5)))
+    return {"finished": True}
+
+
+@app.task("apatient", timeout=120)
+async def apatient(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """An async handler: a cancel request cancels its task."""
+    import asyncio
+
+    await asyncio.sleep(float(payload.get("seconds", 60)))
+    return {"finished": True}
+
+
+@app.task("progressing", timeout=60)
+def progressing(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Reports progress, then holds at 3 of 4 steps until asked to stop (or for 20 s)."""
+    for step in range(1, 4):
+        ctx.progress(step / 4, f"step {step} of 4")
+        time.sleep(0.2)
+    ctx.sleep(20)
+    ctx.raise_if_cancelled()  # woken by a cancel: stop (returning would complete the job)
+    return {"steps": 3}

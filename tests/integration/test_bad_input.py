@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -62,6 +63,10 @@ def test_bad_input_is_recorded_and_nothing_else_is_lost(  # type: ignore[no-unty
     assert len(quarantined) == 3
     assert {q.raw for q in quarantined} == {b"not avro at all", b"\xc3\x01" + b"\x00" * 8 + b"junk", b""}
     assert all(q.topic == settings.commands_topic and q.partition == 1 and q.error for q in quarantined)
+    listed = json.loads(epochq(settings, "quarantine", "list", "--json", "--state-dir", str(engine.state_dir)).stdout)
+    assert sorted((r["partition"], r["command_offset"], r["bytes"]) for r in listed) == sorted(
+        (1, q.offset, len(q.raw)) for q in quarantined)
+    assert all(r["error"] for r in listed)
     assert engine.proc.poll() is None
 
 
@@ -152,7 +157,7 @@ def test_the_cli_takes_large_payloads_from_a_file_or_stdin_and_says_what_is_wron
                         (("--payload", "@/no/such.json"), "payload: cannot read"),
                         (("--payload", "{oops"), "payload: the text given is not JSON"),
                         (("--delay", "-5"), "delay: must be a finite number of seconds >= 0"),
-                        (("--run-at", "2026-13-01"), "run_at: '2026-13-01' is not an ISO-8601 time"),
+                        (("--run-at", "2026-13-01"), "run_at: '2026-13-01' is not a time: give ISO-8601"),
                         (("--run-at", "0001-01-01T00:00:00+00:00"), "run_at: 0001-01-01T00:00:00Z"),
                         (("--priority", "99"), "priority: must be 0-9"),
                         (("--tenant", " "), "tenant_id: must not start or end with a space")):

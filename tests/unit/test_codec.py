@@ -32,7 +32,8 @@ from engine.contract.messages import (
     JobSucceeded, OwnershipClaimed, Payload, ReplayDeadJob, SubmitJob, TenantConfig,
 )
 from engine.contract.messages import (
-    BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobFannedOut, JobRescheduled, JobSettled,
+    BreakerClosed, BreakerHalfOpened, BreakerOpened, ChildReported, JobCancelRequested, JobFannedOut,
+    JobProgressed, JobRescheduled, JobSettled, PauseTaskType, ResumeTaskType, TaskTypePaused, TaskTypeResumed,
     OccurrenceSkipped, PauseSchedule, RemoveSchedule, ReportChild, ReportOccurrence, RescheduleJob,
     ResumeSchedule, ScheduleArmed, ScheduleFired, SchedulePaused, ScheduleRemoved, ScheduleResumed,
     ScheduleUpserted, UpsertSchedule,
@@ -58,6 +59,8 @@ COMMAND_SAMPLES = [
     ResumeSchedule("nightly"),
     RemoveSchedule("nightly", "gone"),
     ReportOccurrence("nightly", T0, "job-9", "completed"),
+    PauseTaskType("email.send", "smtp maintenance", "ops"),
+    ResumeTaskType("email.send"),
 ]
 
 EVENT_SAMPLES = [
@@ -88,6 +91,11 @@ EVENT_SAMPLES = [
     ChildReported("c-1", "acme", "completed"),
     JobSettled(1, 1, "partial"),
     JobRescheduled(T0 + 5, "moved"),
+    JobCancelRequested(2, "no longer needed", "ops"),
+    JobProgressed(2, 0.25, "a quarter"),
+    JobProgressed(3),
+    TaskTypePaused("email.send", "smtp maintenance", "ops"),
+    TaskTypeResumed("email.send"),
     ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
     SchedulePaused("nightly", "holiday"),
     ScheduleResumed("nightly"),

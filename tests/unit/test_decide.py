@@ -7,7 +7,8 @@ from dataclasses import replace
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, Emit, RequeueOrphan, Send, StartAttempt, TaskPolicy,
+    AttemptFinished, CommandInput, DecideContext, Emit, ProgressReported, RequeueOrphan, Send, StartAttempt,
+    TaskPolicy,
     TimerFired, decide,
 )
 from engine.domain.jobs import JobView, evolve
@@ -125,10 +126,45 @@ def test_replay_gives_a_dead_job_fresh_attempts() -> None:
     assert bodies == [m.JobReplayed("fixed", "ops")] and job.state is JobState.QUEUED and job.attempt == 0
 
 
-def test_cancel_refused_while_running_names_state() -> None:
+def running_cancel_requested() -> JobView:
     job, _ = run(queued_job(), StartAttempt("job-1"))
-    _, bodies = run(job, CommandInput(command("job-1", m.CancelJob()), 3))
-    assert isinstance(bodies[0], m.CommandRefused) and bodies[0].state == "running"
+    job, bodies = run(job, CommandInput(command("job-1", m.CancelJob("stop it", "ops")), 3))
+    assert bodies == [m.JobCancelRequested(1, "stop it", "ops")]
+    assert job is not None and job.state is JobState.RUNNING and job.cancel == ("stop it", "ops")
+    return job
+
+
+def test_cancel_of_a_running_job_asks_its_attempt_to_stop_once() -> None:
+    job = running_cancel_requested()
+    _, bodies = run(job, CommandInput(command("job-1", m.CancelJob()), 4))
+    assert isinstance(bodies[0], m.CommandRefused) and "under way" in bodies[0].reason
+
+
+def test_an_attempt_that_stops_after_a_cancel_request_cancels_the_job() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "cancelled", 5, error_type="Cancelled"))
+    assert bodies == [m.JobCancelled("stop it", "ops")] and job is not None and job.state is JobState.CANCELLED
+
+
+def test_an_attempt_that_fails_after_a_cancel_request_is_not_retried() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "failed", 5, error_type="IOError"))
+    assert [type(b).__name__ for b in bodies] == ["JobFailed", "JobCancelled"]
+    assert job is not None and job.state is JobState.CANCELLED and job.errors[0].error_type == "IOError"
+
+
+def test_an_attempt_that_ignores_a_cancel_request_and_succeeds_completes() -> None:
+    job, bodies = run(running_cancel_requested(), AttemptFinished("job-1", 1, "succeeded", 5, result=b"1"))
+    assert [type(b).__name__ for b in bodies] == ["JobSucceeded"] and job.state is JobState.COMPLETED
+
+
+def test_an_orphan_asked_to_stop_is_cancelled_not_requeued() -> None:
+    job, bodies = run(running_cancel_requested(), RequeueOrphan("job-1"), replace(CTX, epoch=2))
+    assert bodies == [m.JobCancelled("stop it", "ops")] and job is not None and job.state is JobState.CANCELLED
+
+
+def test_cancelled_without_a_request_is_an_ordinary_failure() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, bodies = run(job, AttemptFinished("job-1", 1, "cancelled", 5, error_type="Cancelled"))
+    assert [type(b).__name__ for b in bodies] == ["JobFailed", "JobRetryScheduled"]
 
 
 def test_result_of_a_stale_attempt_is_ignored() -> None:
@@ -159,3 +195,26 @@ def test_a_child_rejected_for_a_bad_tenant_is_still_reported_to_its_parent() -> 
     assert isinstance(report, Send) and isinstance(report.command.body, m.ReportChild)
     (reported,) = decide(parent, CommandInput(report.command, 3), CTX)[:1]
     assert isinstance(reported.body, m.ChildReported) and reported.body.status == "rejected"
+
+
+def test_progress_of_the_running_attempt_is_recorded_once_per_change() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, bodies = run(job, ProgressReported("job-1", 1, 0.5, "half"))
+    assert bodies == [m.JobProgressed(1, 0.5, "half")] and job is not None and job.progress == (0.5, "half")
+    assert job.state is JobState.RUNNING
+    assert run(job, ProgressReported("job-1", 1, 0.5, "half"))[1] == []  # nothing new
+    assert run(job, ProgressReported("job-1", 2, 0.9, ""))[1] == []  # another attempt's
+    job, _ = run(job, AttemptFinished("job-1", 1, "failed", 5, error_type="E"))
+    assert run(job, ProgressReported("job-1", 1, 0.7, ""))[1] == []  # no longer running
+    job, _ = run(job, TimerFired("job-1"), replace(CTX, now=NOW + 10**9))
+    job, _ = run(job, StartAttempt("job-1"))
+    assert job is not None and job.progress is None  # a new attempt starts from nothing
+
+
+def test_a_dead_job_can_be_purged_by_a_cancel() -> None:
+    job, _ = run(queued_job(), StartAttempt("job-1"))
+    job, _ = run(job, AttemptFinished("job-1", 1, "invalid", 5, error_type="ValidationError"))
+    assert job is not None and job.state is JobState.DEAD
+    job, bodies = run(job, CommandInput(command("job-1", m.CancelJob("purge: known bug", "ops")), 9))
+    assert bodies == [m.JobCancelled("purge: known bug", "ops")] and job is not None
+    assert job.state is JobState.CANCELLED

@@ -453,3 +453,114 @@ def test_async_handlers_run_on_the_event_loop_and_report_like_threads() -> None:
 def test_an_async_handler_cannot_ask_for_a_process() -> None:
     with pytest.raises(ValueError, match="event loop"):
         App().register("aok", _async_ok, executor="process")
+
+
+# --- cancelling a running attempt ------------------------------------------------------------
+
+
+def _cooperative(ctx: JobContext, payload: Any) -> str:
+    for _ in range(200):
+        ctx.raise_if_cancelled()
+        time.sleep(0.01)
+    return "finished"
+
+
+def _sleeper(ctx: JobContext, payload: Any) -> str:
+    return "woken" if ctx.sleep(5) else "slept"
+
+
+def _stubborn(ctx: JobContext, payload: Any) -> str:
+    time.sleep(1.0)  # never looks at ctx.cancelled
+    return "ignored the cancel"
+
+
+async def _async_waiter(ctx: JobContext, payload: Any) -> str:
+    import asyncio
+
+    await asyncio.sleep(5)
+    return "finished"
+
+
+def started(ex: Executor, req: RunRequest) -> None:
+    ex.submit(req)
+    time.sleep(0.1)
+    assert ex.cancel(req.job_id, req.attempt, grace_s=0.4)
+    assert not ex.cancel(req.job_id, req.attempt + 1, grace_s=0.4)  # not the attempt that runs
+
+
+@pytest.mark.parametrize(("task", "error_type"), [("coop", "Cancelled"), ("aw", "CancelledError")])
+def test_a_cancelled_attempt_that_stops_is_cancelled(task: str, error_type: str) -> None:
+    app = App()
+    app.register("coop", _cooperative)
+    app.register("aw", _async_waiter)
+    ex = Executor(app, SLOTS)
+    try:
+        started(ex, request(task))
+        start = time.monotonic()
+        (result,) = ex.wait_results(2.0)
+        assert time.monotonic() - start < 0.3  # it stopped when asked, not at the grace's end
+        assert (result.outcome.kind, result.outcome.error_type, result.outcome.retryable) == (
+            "cancelled", error_type, False)
+        assert ex.free_slots(Lane.NORMAL) == SLOTS[Lane.NORMAL]
+    finally:
+        ex.shutdown(1.0)
+
+
+def test_ctx_sleep_wakes_on_a_cancel_and_a_result_still_counts() -> None:
+    app = App()
+    app.register("sleeper", _sleeper)
+    ex = Executor(app, SLOTS)
+    try:
+        started(ex, request("sleeper"))
+        (result,) = ex.wait_results(2.0)
+        assert result.outcome.kind == "succeeded" and json.loads(result.outcome.result or b"") == "woken"
+    finally:
+        ex.shutdown(1.0)
+
+
+def test_an_attempt_that_ignores_a_cancel_is_given_up_after_the_grace() -> None:
+    app = App()
+    app.register("stubborn", _stubborn)
+    ex = Executor(app, SLOTS)
+    try:
+        started(ex, request("stubborn"))
+        (result,) = ex.wait_results(2.0)
+        assert result.outcome.kind == "cancelled" and "cancel grace" in result.outcome.message
+        assert ex.in_flight() == 0
+        assert ex.wait_results(1.2) == []  # its late "ignored the cancel" is discarded
+    finally:
+        ex.shutdown(1.0)
+
+
+def test_a_cancel_flag_is_per_attempt_and_not_pickled() -> None:
+    cancels = {7}
+    ctx = JobContext("j", "t", "x", 1, 1, 0, None, 0.0, None, 7, cancels)
+    assert ctx.cancelled and not pickle.loads(pickle.dumps(ctx)).cancelled
+    with pytest.raises(Exception, match="asked to stop"):
+        ctx.raise_if_cancelled()
+    cancels.clear()
+    assert not ctx.cancelled and ctx.sleep(0.01) is False
+
+
+def _reporting(ctx: JobContext, payload: Any) -> str:
+    for n in range(1, 4):
+        ctx.progress(n / 4, f"step {n}")
+    with pytest.raises(ValueError, match="finite"):
+        ctx.progress(float("nan"))
+    time.sleep(0.5)
+    return "done"
+
+
+def test_the_latest_progress_of_a_running_attempt_is_taken_at_most_every_interval() -> None:
+    app = App()
+    app.register("reporting", _reporting)
+    ex = Executor(app, SLOTS)
+    try:
+        req = request("reporting")
+        ex.submit(req)
+        time.sleep(0.2)
+        assert ex.take_progress(every_s=0.0) == [(req, 0.75, "step 3")]
+        assert ex.take_progress(every_s=0.0) == []  # nothing new since
+        assert ex.wait_results(2.0)[0].outcome.kind == "succeeded"
+    finally:
+        ex.shutdown(1.0)

@@ -19,7 +19,8 @@ NEW_VALUES = {
     "submitted_at": 11, "updated_at": 21, "epoch": 4, "idempotency_key": "k", "attempt": 2, "due_at": 99,
     "queued_at": 30, "started_at": 40, "finished_at": 50, "result": b"ok",
     "errors": (AttemptError(1, "E", "boom", "tb", 5, 6),), "dead_reason": "r", "replays": 1, "scope": "global",
-    "parent_job_id": "p", "children": (("t", "c", "pending", ""),),
+    "parent_job_id": "p", "children": (("t", "c", "pending", ""),), "cancel": ("why", "ops"),
+    "progress": (0.5, "half"),
 }
 
 
@@ -46,3 +47,14 @@ def test_the_copy_stays_frozen():
 def test_an_unknown_field_is_named():
     with pytest.raises(TypeError, match="no field.*colour"):
         replace(BASE, colour="red")
+
+
+def test_a_stored_record_from_before_the_cancel_field_still_decodes() -> None:
+    import marshal
+
+    from projections.views.jobs import decode_job, encode_job
+
+    record = replace(BASE, cancel=("why", "ops"))
+    assert decode_job(encode_job(record)) == record
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-2], 2)  # the record as the previous release wrote it
+    assert decode_job(older) == BASE

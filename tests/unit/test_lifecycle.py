@@ -29,13 +29,16 @@ def test_forbidden_transition_names_state_and_trigger(state: JobState | None, tr
     assert trigger.value in str(info.value)
 
 
-def test_final_states_allow_nothing_but_replay_of_dead() -> None:
+def test_final_states_allow_nothing_but_replay_or_purge_of_dead() -> None:
     for trigger in Trigger:
         assert not allows(JobState.COMPLETED, trigger)
         assert not allows(JobState.CANCELLED, trigger)
-        assert allows(JobState.DEAD, trigger) == (trigger is Trigger.REPLAY)
+        assert allows(JobState.DEAD, trigger) == (trigger in (Trigger.REPLAY, Trigger.CANCEL))  # replay or purge
 
 
-def test_running_job_cannot_be_cancelled() -> None:
-    with pytest.raises(InvalidTransitionError, match="running"):
-        next_state(JobState.RUNNING, Trigger.CANCEL)
+def test_a_running_job_is_asked_to_stop_before_it_is_cancelled() -> None:
+    assert next_state(JobState.RUNNING, Trigger.REQUEST_CANCEL) is JobState.RUNNING
+    assert next_state(JobState.RUNNING, Trigger.CANCEL) is JobState.CANCELLED
+    assert next_state(JobState.FAILED, Trigger.CANCEL) is JobState.CANCELLED
+    with pytest.raises(InvalidTransitionError, match="queued"):
+        next_state(JobState.QUEUED, Trigger.REQUEST_CANCEL)

@@ -106,6 +106,18 @@ def test_a_paused_upsert_arms_nothing() -> None:
     assert run.view is not None and run.view.armed is None and not run.view.enabled
 
 
+def test_re_adding_a_paused_schedule_changes_it_and_leaves_it_paused() -> None:
+    run = Run()
+    run(upsert(), T0)
+    run(m.PauseSchedule(SID, "maintenance"), T0 + 1)
+    outs = run(upsert(cron="*/5 * * * *"), T0 + 2)
+    assert run.types(outs) == ["ScheduleUpserted"]
+    assert run.view is not None and not run.view.enabled and run.view.armed is None
+    assert run.view.cron == "*/5 * * * *"
+    outs = run(m.ResumeSchedule(SID), T0 + 3)
+    assert "ScheduleArmed" in run.types(outs) and run.view.enabled
+
+
 @pytest.mark.parametrize(("change", "named"), [
     ({"cron": "61 * * * *"}, "cron"),
     ({"timezone": "Mars/Olympus"}, "timezone"),

@@ -48,7 +48,7 @@ class AsyncRunner:
         self._loop.call_soon_threadsafe(self._start_pending)
 
     def cancel(self, token: int) -> None:
-        """Cancel the attempt's task if it still runs (it ran past its deadline)."""
+        """Cancel the attempt's task if it still runs (asked to stop, or past its deadline)."""
         self._loop.call_soon_threadsafe(self._cancel, token)
 
     def running(self) -> int:
@@ -80,9 +80,8 @@ class AsyncRunner:
     def _done(self, token: int, task: asyncio.Task[Any], report: Report,
               on_error: Callable[[BaseException], Any]) -> None:
         self._tasks.pop(token, None)
-        if task.cancelled():
-            return  # it ran past its deadline: the executor already reported the timeout
-        error = task.exception()
+        # cancelled: asked to stop, or past its deadline (the executor then drops this report as late)
+        error: BaseException | None = asyncio.CancelledError() if task.cancelled() else task.exception()
         outcome = on_error(error) if error is not None else task.result()
         report((token, outcome, time.time()))
 

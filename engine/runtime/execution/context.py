@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import MutableMapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 LOGGER_PREFIX = "epochq.handler."
+NO_CANCELS: frozenset[int] = frozenset()
+SLEEP_STEP_S = 0.05
+MAX_PROGRESS_MESSAGE = 1000
+
+
+class Cancelled(Exception):  # a control-flow signal, not an error (like Retry): no -Error suffix
+    """Raised by ``ctx.raise_if_cancelled()`` (or by a handler itself): the attempt stops because a cancel
+    was asked for. After a cancel request, any exception ends the job ``cancelled``; without one, this is
+    an ordinary failure."""
 
 
 class JobLoggerAdapter(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -39,6 +50,43 @@ class JobContext:
     idempotency_key: str | None
     deadline: float
     _logger: logging.LoggerAdapter | None = field(default=None, repr=False, compare=False)  # type: ignore[type-arg]
+    _token: int = field(default=-1, repr=False, compare=False)
+    _cancels: AbstractSet[int] = field(default=NO_CANCELS, repr=False, compare=False)  # the executor's, shared
+    _progress: dict[int, tuple[float | None, str]] | None = field(default=None, repr=False, compare=False)
+
+    def progress(self, value: float | None = None, message: str = "") -> None:
+        """Report how far the attempt got (``value``: a fraction, a count...; ``message``: text).
+
+        The engine records the latest report as a ``JobProgressed`` event about once a second
+        (``epochq status`` shows it); reports in between replace each other. A no-op in a
+        process-pool worker.
+        """
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise ValueError(f"progress value must be a finite number or None, got {value!r}")
+        if self._progress is not None:
+            self._progress[self._token] = (None if value is None else float(value), str(message)[:MAX_PROGRESS_MESSAGE])
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a cancel of this attempt was asked for (``epochq cancel``): stop soon, then return or raise.
+
+        Always false in a process-pool worker (``executor="process"``): such an attempt is stopped by
+        the cancel grace only.
+        """
+        return self._token in self._cancels
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``Cancelled`` if a cancel of this attempt was asked for: a checkpoint for loops."""
+        if self._token in self._cancels:
+            raise Cancelled(f"job {self.job_id} attempt {self.attempt} was asked to stop")
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, waking early when a cancel is asked for; True if it was."""
+        end = time.monotonic() + seconds
+        while not self.cancelled and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, SLEEP_STEP_S))
+        return self.cancelled
 
     @property
     def logger(self) -> logging.LoggerAdapter:  # type: ignore[type-arg]

@@ -48,6 +48,7 @@ class OutcomeKind(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     INVALID = "invalid"
+    CANCELLED = "cancelled"  # stopped (raised, or ran out of its cancel grace) after a cancel was asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,17 @@ class Outcome:
         kind = OutcomeKind.INVALID if invalid else OutcomeKind.FAILED
         return cls(kind, None, type(exc).__qualname__, _clip(str(exc)), summarize_traceback(exc),
                    duration_us, retryable=not invalid)
+
+    def cancelled(self) -> Outcome:
+        """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
+        return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
+                       self.duration_us, retryable=False)
+
+    @classmethod
+    def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:
+        """Asked to stop, the attempt ran past its cancel grace; whatever it returns later is discarded."""
+        message = f"did not stop within the cancel grace ({grace_s:.3g}s); a result it produces later is discarded"
+        return cls(OutcomeKind.CANCELLED, None, "Cancelled", message, "", duration_us, retryable=False)
 
     @classmethod
     def timed_out(cls, allowed_s: float, duration_us: int) -> Outcome:
@@ -218,6 +230,7 @@ class _Running:
     deadline: float
     allowed_s: float
     started_ns: int
+    grace_s: float | None = None  # set when a cancel was asked for: the deadline is then the grace's end
 
 
 class Executor:
@@ -250,6 +263,9 @@ class Executor:
         self._running_in: Counter[Lane] = Counter()  # per lane: len(_running), len(_stuck) kept as counts
         self._stuck_in: Counter[Lane] = Counter()
         self._ready: list[RunResult] = []  # decided at submit: unknown task types
+        self._cancels: set[int] = set()  # tokens asked to stop; each attempt's context reads it
+        self._progress: dict[int, tuple[float | None, str]] = {}  # token -> the latest unreported progress
+        self._progress_taken = 0.0
         self._tokens = itertools.count()
         self._closed = False
 
@@ -306,7 +322,8 @@ class Executor:
         heapq.heappush(self._deadlines, (deadline, token))
         self._running_in[request.lane] += 1
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
-                         request.partition, request.idempotency_key, deadline)
+                         request.partition, request.idempotency_key, deadline, None, token, self._cancels,
+                         self._progress)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
                     _failed_attempt)
@@ -402,6 +419,7 @@ class Executor:
         token, outcome, finished_at = item
         with self._lock:
             entry = self._running.pop(token, None)
+            self._cancels.discard(token)
             if entry is None:
                 lane = self._stuck.pop(token, None)
                 if lane is not None:
@@ -410,8 +428,45 @@ class Executor:
                 return None
             self._running_in[entry.request.lane] -= 1
         if finished_at > entry.deadline:
-            outcome = Outcome.timed_out(entry.allowed_s, outcome.duration_us)
+            outcome = self._late(entry, outcome.duration_us)
+        elif entry.grace_s is not None and outcome.kind is not OutcomeKind.SUCCEEDED:
+            outcome = outcome.cancelled()
         return RunResult(entry.request, outcome)
+
+    def _late(self, entry: _Running, duration_us: int) -> Outcome:
+        if entry.grace_s is not None:
+            return Outcome.out_of_grace(entry.grace_s, duration_us)
+        return Outcome.timed_out(entry.allowed_s, duration_us)
+
+    def take_progress(self, every_s: float = 1.0) -> list[tuple[RunRequest, float | None, str]]:
+        """The latest progress of each running attempt that reported since the last take, at most every ``every_s``."""
+        now = time.monotonic()
+        if not self._progress or now - self._progress_taken < every_s:
+            return []
+        self._progress_taken = now
+        reports = {}
+        while self._progress:  # popitem is atomic: a report written meanwhile stays for the next take
+            token, report = self._progress.popitem()
+            reports[token] = report  # popped again only if written again: newer
+        with self._lock:
+            return [(self._running[t].request, *report) for t, report in reports.items() if t in self._running]
+
+    def cancel(self, job_id: str, attempt: int, grace_s: float) -> bool:
+        """Ask ``attempt`` of ``job_id`` to stop: its ``ctx.cancelled`` turns true, an async handler's task
+        is cancelled, and past ``grace_s`` seconds it is given up like a timed-out one. False if not running."""
+        with self._lock:
+            token = next((t for t, e in self._running.items()
+                          if e.request.job_id == job_id and e.request.attempt == attempt), None)
+            if token is None:
+                return False
+            entry = self._running[token]
+            entry.grace_s = grace_s
+            entry.deadline = min(entry.deadline, time.time() + grace_s)
+            heapq.heappush(self._deadlines, (entry.deadline, token))
+            self._cancels.add(token)
+        if self._aio is not None:
+            self._aio.cancel(token)  # a no-op unless the attempt is an async task
+        return True
 
     def expire(self, room: int = sys.maxsize) -> list[RunResult]:
         """Time out up to ``room`` attempts past their deadline (each reported once)."""
@@ -427,14 +482,19 @@ class Executor:
 
     def _time_out(self, token: int) -> RunResult:
         entry = self._running.pop(token)
+        self._cancels.discard(token)
         request, self._stuck[token] = entry.request, entry.request.lane
         self._running_in[request.lane] -= 1
         self._stuck_in[request.lane] += 1
-        log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
-                    request.task_type, request.attempt, entry.allowed_s)
+        if entry.grace_s is None:
+            log.warning("job %s (%s, attempt %d) timed out after %.3gs", request.job_id,
+                        request.task_type, request.attempt, entry.allowed_s)
+        else:
+            log.warning("job %s (%s, attempt %d) did not stop within its cancel grace of %.3gs", request.job_id,
+                        request.task_type, request.attempt, entry.grace_s)
         if self._aio is not None:
             self._aio.cancel(token)
-        return RunResult(request, Outcome.timed_out(entry.allowed_s, _since(entry.started_ns)))
+        return RunResult(request, self._late(entry, _since(entry.started_ns)))
 
     def in_flight(self, partition: int | None = None) -> int:
         """How many attempts are running (of ``partition``, or of all partitions)."""

@@ -18,6 +18,7 @@ from engine.contract.partitioner import partition_for
 from engine.contract.signing import Proof
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
+from engine.domain.pauses import check_task_command, decide_pause, is_task_command
 from engine.domain.schedules import is_schedule_command
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
@@ -25,6 +26,7 @@ from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views import keys as k
 from projections.views.counters import read_int
+from projections.views.pauses import is_paused
 
 log = logging.getLogger("epochq.admit")
 NO_LIMITS = Limits()
@@ -121,6 +123,9 @@ class Admission:
             desk.decide(getattr(command.body, "schedule_id", ""), given, ctx,  # type: ignore[attr-defined]
                         command.command_id, command.correlation_id)
             return
+        if is_task_command(command):  # its "job" is the task type in this partition: engine/domain/pauses.py
+            self._pause(partition, command, ctx)
+            return
         body = command.body
         if isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
@@ -128,6 +133,19 @@ class Admission:
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
         partition.decide(command.job_id, given, ctx, command.command_id, command.correlation_id)
+
+    def _pause(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+        try:
+            check_task_command(command)
+            body = decide_pause(command, lambda task_type: is_paused(partition.batch, task_type))
+        except ValidationError as e:
+            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
+        if isinstance(body, (m.TaskTypePaused, m.TaskTypeResumed)):
+            log.warning("task type %s %s in partition %d (%s)", body.task_type,
+                        "paused" if isinstance(body, m.TaskTypePaused) else "resumed", partition.number,
+                        body.reason or "no reason given")
+        partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
+                        command.correlation_id)
 
     def _limits(self, partition: Partition, command: m.Command) -> Limits:
         """Backpressure inputs for one SubmitJob: queue depths now (pending decisions included), and the limits."""

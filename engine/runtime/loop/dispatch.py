@@ -19,6 +19,7 @@ from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.timers import SetAside
 from projections.views import keys as k
+from projections.views.pauses import is_paused
 
 MAX_SKIPPED = 256  # blocked jobs (breaker open) passed over per tenant per tick
 
@@ -116,7 +117,8 @@ class LaneRound:
         try:
             job = self.partition.job(job_id)
             if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
-                                                                                              self.ctx.now):
+                                                                                              self.ctx.now) \
+                    or is_paused(self.partition.batch, job.task_type):
                 return None
             weight = self.d.weight(tenant)
             return TenantHead.from_order(tenant, weight, units_of(weight), order)

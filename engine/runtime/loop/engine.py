@@ -40,7 +40,7 @@ from engine.runtime.loop.dispatch import Dispatcher, rotate
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.partition import Partition, State, cancel_requests
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
@@ -213,6 +213,7 @@ class Engine:
             if partition.results:
                 results, partition.results = partition.results, []
                 outcomes.record(self.partitions, results, self.board, self.poison, ctxs)
+        outcomes.record_progress(self.partitions, self.executor.take_progress(), ctxs)
         if not taking:
             return
         active = [p for p in deciding if p.state is State.ACTIVE]
@@ -297,6 +298,8 @@ class Engine:
             if verdict in (Verdict.COMMITTED, Verdict.OUT_OF_ORDER):
                 self._observe(w)
                 starts += self._requests(w)
+                for job_id, attempt in cancel_requests(w.staged):
+                    self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._after(w, verdict)
         if starts:
             self.executor.submit_many(starts)

@@ -26,6 +26,7 @@ class EngineOptions:
     metrics_addr: str = "127.0.0.1"
     dlq_alert_threshold: int = 100
     grace_s: float = 10.0
+    cancel_grace_s: float = 10.0  # how long an attempt asked to stop may run on before it is given up
     session_timeout_ms: int = 6000
     windows: Windows = field(default_factory=Windows)  # the time router's horizon and sweep intervals
     idle_s: float = 0.05  # the longest the loop sleeps with nothing to do (timers wake it sooner)

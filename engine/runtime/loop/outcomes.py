@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import AttemptFinished, DecideContext, Emit
-from engine.runtime.execution.executor import RunResult
+from engine.domain.decide import AttemptFinished, DecideContext, Emit, ProgressReported
+from engine.runtime.execution.executor import RunRequest, RunResult
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.poison import PoisonDesk
@@ -39,7 +40,37 @@ def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ct
     req, out = result.request, result.outcome
     given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result, out.error_type,
                             out.message, out.traceback, out.retryable)
-    if partition.decide(req.job_id, given, ctx):
+    events = partition.decide(req.job_id, given, ctx)
+    if events:
+        log_failures(events, req.task_type)
         body = board.outcome(req.task_type, out.kind, ctx.now)
         if body is not None:
             partition.stage(Emit(None, None, body), ctx.now)
+
+
+def log_failures(events: list[m.Event], task_type: str) -> None:
+    """Every failed attempt at WARNING, every dead letter at ERROR: an operator reads them in the engine's log."""
+    for event in events:
+        body = event.body
+        if isinstance(body, m.JobFailed):
+            log.warning("job %s (%s, tenant %s) attempt %d failed: %s: %s", event.job_id, task_type,
+                        event.tenant_id, body.attempt, body.error_type, body.message)
+        elif isinstance(body, m.JobDeadLettered):
+            log.error("job %s (%s, tenant %s) dead-lettered after %d attempt(s): %s", event.job_id, task_type,
+                      event.tenant_id, body.attempts, body.reason)
+        elif isinstance(body, m.JobCancelled):
+            log.info("job %s (%s, tenant %s) cancelled: %s", event.job_id, task_type, event.tenant_id,
+                     body.reason or "no reason given")
+
+
+def record_progress(partitions: dict[int, Partition], reports: list[tuple[RunRequest, float | None, str]],
+                    ctx_of: dict[int, DecideContext]) -> None:
+    """Decide each running attempt's latest progress report, if its partition is still ours and deciding."""
+    for req, value, message in reports:
+        partition, ctx = partitions.get(req.partition), ctx_of.get(req.partition)
+        if partition is None or ctx is None or not fence.counts(req.epoch, partition.epoch):
+            continue  # not ours now, or writing: the next report is taken
+        error = partition.attempt(partition.decide, req.job_id, ProgressReported(req.job_id, req.attempt, value,
+                                                                                  message), ctx)
+        if error is not None:
+            log.warning("progress of job %s not recorded: %s", req.job_id, error)

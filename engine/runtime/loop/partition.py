@@ -116,6 +116,11 @@ class Staged:
         del self.commands[commands:], self.starts[starts:]
 
 
+def cancel_requests(staged: Staged) -> list[tuple[str, int]]:
+    """The (job id, attempt) of every running attempt this tick asked to stop (``JobCancelRequested``)."""
+    return [(e.job_id or "", e.body.attempt) for e in staged.events if isinstance(e.body, m.JobCancelRequested)]
+
+
 Observer = Callable[[m.Event, Folded], None]
 
 

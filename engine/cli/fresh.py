@@ -1,0 +1,53 @@
+"""How fresh an answer from local projections is: which partitions the state directory holds, how far behind."""
+
+from __future__ import annotations
+
+import sys
+
+from confluent_kafka import KafkaException
+
+from engine.config import Settings
+from engine.errors import EpochqError
+from engine.runtime import kafka
+from projections.query import applied_offsets
+
+BEHIND_SLACK = 1
+"""Records a caught-up store may trail the log's end by: the commit marker after its last transaction."""
+
+
+def freshness(settings: Settings, applied: dict[int, int], ends: dict[int, int]) -> str:
+    """One line: the partitions answered for, those missing, those behind the log. Pure."""
+    where = f"from the projections in {settings.state_dir}"
+    if not ends:
+        return f"{where}: {len(applied)} partition(s); the log could not be read to compare"
+    missing = sorted(set(ends) - set(applied))
+    behind = {p: ends[p] - (applied[p] + 1) for p in sorted(applied) if p in ends
+              and ends[p] - (applied[p] + 1) > BEHIND_SLACK}
+    parts = [f"{where}: {len(set(applied) & set(ends))} of {len(ends)} partition(s)"]
+    if missing:
+        parts.append(f"partition(s) {_list(missing)} not here, their jobs are left out")
+    if behind:
+        parts.append("behind the log: " + ", ".join(f"partition {p} by {n} record(s)" for p, n in behind.items()))
+    if not missing and not behind:
+        parts.append("up to date")
+    return "; ".join(parts)
+
+
+def say_freshness(settings: Settings) -> None:
+    """Print on stderr how fresh the projections behind this answer are (stdout stays the answer)."""
+    applied = applied_offsets(settings)
+    try:
+        reader = kafka.events_reader(settings, "fresh")
+        try:
+            topic = settings.events_topic
+            meta = reader.list_topics(topic, timeout=5).topics[topic]
+            ends = kafka.end_offsets(reader, topic, sorted(meta.partitions), timeout=5) if meta.partitions else {}
+        finally:
+            reader.close()
+    except (EpochqError, KafkaException):  # the answer stands; only the comparison is missing
+        ends = {}
+    print(f"epochq: {freshness(settings, applied, ends)}", file=sys.stderr)
+
+
+def _list(numbers: list[int]) -> str:
+    return ",".join(str(n) for n in numbers)

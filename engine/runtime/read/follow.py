@@ -1,0 +1,173 @@
+"""Following many jobs' events at once: the one reader behind ``wait``, ``wait_all`` and ``as_completed``.
+
+Each events partition is read once from the earliest start among the jobs followed in it;
+every record is routed by its key to its job's outcome, and ownership claims (no key) feed
+the partition's fencing verdicts. A client keeps one reader for all its waits, so a
+finished job's ``wait()`` costs an assignment and one fetch, not a new consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, Message, TopicPartition
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.domain import fence
+from engine.errors import DecodeError
+from engine.runtime import kafka
+from engine.runtime.read.joblog import LoggedEvent
+from engine.runtime.read.outcome import Outcome
+
+BATCH = 1000
+FETCH_WAIT_MS = 5
+"""The reader's fetch.wait.max.ms: a new assignment joins the next fetch, at most this long from now."""
+MAX_WAIT_S = 0.1
+"""The longest one poll blocks (it returns with the first record): how often the deadline is looked at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """One job to follow: its events partition and an offset at or before its first event to read."""
+
+    job_id: str
+    partition: int
+    start: int
+
+
+Until = Callable[[Outcome], bool]
+Watch = Callable[[Outcome], None]
+
+
+def finished(outcome: Outcome) -> bool:
+    """A job's wait is over: it is final, or it was a duplicate submission (its history is older)."""
+    return outcome.done or (outcome.duplicate and outcome.status == "submitted")
+
+
+def decided(outcome: Outcome) -> bool:
+    """A command's wait is over: the job is final, or the command was refused."""
+    return outcome.done or outcome.reason == "refused"
+
+
+class _Partition:
+    """The fencing state of one followed partition: the newest claim, and the next offset expected."""
+
+    __slots__ = ("claim", "next")
+
+    def __init__(self, start: int) -> None:
+        self.claim = 0
+        self.next = start
+
+    def verdict(self, event: m.Event) -> bool | None:
+        """Whether ``event`` is fenced (None for a claim, which only moves the fence)."""
+        if isinstance(event.body, m.OwnershipClaimed):
+            if fence.claim_counts(event.epoch, self.claim):
+                self.claim = event.epoch
+            return None
+        if self.claim == 0:  # the scan starts mid-log, after the last claim: the first epoch stands in
+            self.claim = event.epoch
+        return not fence.counts(event.epoch, self.claim)
+
+
+class Follower:
+    """A client's events reader for waits: one consumer, reused; a concurrent wait gets a consumer of its own."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._consumer: Consumer | None = None
+        self._lock = threading.Lock()
+
+    def follow(self, jobs: Sequence[Followed], timeout: float, until: Until = finished,
+               watch: Watch | None = None) -> Iterator[Outcome]:
+        """Each job's outcome as soon as ``until`` holds for it; at the deadline, the others as they stand.
+
+        ``watch`` is called with a job's outcome whenever its status changes.
+        """
+        if not jobs:
+            return
+        shared = self._lock.acquire(blocking=False)
+        consumer = self._shared() if shared else kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
+        try:
+            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch).run(timeout)
+        finally:
+            if shared:
+                consumer.unassign()
+                self._lock.release()
+            else:
+                consumer.close()
+
+    def _shared(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
+        return self._consumer
+
+    def close(self) -> None:
+        """Release the reader."""
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+class _Run:
+    """One follow: the outcomes of its jobs, folded from the records read since their starts."""
+
+    def __init__(self, consumer: Consumer, topic: str, jobs: Sequence[Followed], until: Until,
+                 watch: Watch | None) -> None:
+        self.consumer, self.topic, self.until, self.watch = consumer, topic, until, watch
+        self.outcomes = {j.job_id: Outcome(j.job_id) for j in jobs}
+        self.keys = {j.job_id.encode(): j.job_id for j in jobs}
+        self.partitions: dict[int, _Partition] = {}
+        for job in jobs:
+            start = min(job.start, self.partitions[job.partition].next) if job.partition in self.partitions \
+                else job.start
+            self.partitions[job.partition] = _Partition(start)
+        self.pending = set(self.outcomes)
+
+    def run(self, timeout: float) -> Iterator[Outcome]:
+        self.consumer.assign([TopicPartition(self.topic, p, s.next) for p, s in self.partitions.items()])
+        deadline = time.monotonic() + timeout
+        while self.pending and (remaining := deadline - time.monotonic()) > 0:
+            first = self.consumer.poll(min(remaining, MAX_WAIT_S))  # returns with the first record
+            if first is not None:
+                yield from self._take([first, *self.consumer.consume(BATCH, 0)])
+        for job_id in sorted(self.pending):
+            yield self.outcomes[job_id]
+
+    def _take(self, messages: list[Message]) -> Iterator[Outcome]:
+        for msg in messages:
+            logged = self._relevant(msg)
+            if logged is None:
+                continue
+            job_id = logged.event.job_id or ""
+            outcome = self.outcomes[job_id]
+            before = outcome.status
+            outcome.apply(logged)
+            if self.watch is not None and outcome.status != before:
+                self.watch(outcome)
+            if job_id in self.pending and self.until(outcome):
+                self.pending.discard(job_id)
+                yield outcome
+
+    def _relevant(self, msg: Message) -> LoggedEvent | None:
+        """The record as an event of a followed job, with its fencing verdict; None for any other record."""
+        offset, p = msg.offset(), msg.partition()
+        state = self.partitions.get(p)  # type: ignore[arg-type]
+        if msg.error() or state is None or offset is None or offset < state.next:
+            return None
+        state.next = offset + 1
+        key = msg.key()
+        if key is not None and key not in self.keys:
+            return None
+        try:
+            event = decode_event_at(msg.value(), self.topic, p, offset)  # type: ignore[arg-type]
+        except DecodeError:
+            return None
+        fenced = state.verdict(event)
+        if fenced is None or event.job_id not in self.outcomes:
+            return None
+        return LoggedEvent(offset, event, fenced)

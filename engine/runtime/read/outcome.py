@@ -1,0 +1,99 @@
+"""A job's outcome as the log tells it: the fold of its events that clients show (status, result, error)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.contract import messages as m
+from engine.runtime.read.joblog import LoggedEvent
+
+FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
+STATUS_OF = {
+    "JobSubmitted": "accepted", "JobScheduled": "scheduled", "JobQueued": "queued",
+    "JobStarted": "running", "JobSucceeded": "completed", "JobFailed": "failed",
+    "JobRetryScheduled": "retrying", "JobDeadLettered": "dead", "JobCancelled": "cancelled",
+    "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
+    "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
+    "TaskTypePaused": "paused", "TaskTypeResumed": "resumed",  # the envelope of a task type's pause in a partition
+}
+
+
+@dataclass
+class Outcome:
+    """What the log says about a job: its status, and result or error when it has one."""
+
+    job_id: str
+    status: str = "submitted"
+    result: Any = None
+    error: str | None = None
+    reason: str | None = None
+    attempts: int = 0
+    duplicate: bool = False
+    progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
+    due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
+    events: list[LoggedEvent] = field(default_factory=list)
+    children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
+
+    @property
+    def known(self) -> bool:
+        """Whether any event of the job was read (an id with none is unknown, or not decided yet)."""
+        return bool(self.events)
+
+    @property
+    def done(self) -> bool:
+        """Whether the job reached a final state (completed, dead, cancelled, rejected)."""
+        return self.status in FINAL
+
+    def apply(self, logged: LoggedEvent) -> None:
+        """Take one event of the job into account (fenced events change nothing)."""
+        self.events.append(logged)
+        if logged.fenced:
+            return
+        body = logged.event.body
+        self.status = STATUS_OF.get(type(body).__name__, self.status)
+        _details(self, body)
+
+
+def _details(outcome: Outcome, body: m.EventBody) -> None:
+    if isinstance(body, m.JobSucceeded):
+        outcome.result = _decode_result(body.result)
+    elif isinstance(body, m.JobFailed):
+        outcome.error = f"{body.error_type}: {body.message}"
+    elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
+        outcome.due_at = body.due_at
+    elif isinstance(body, m.JobStarted):
+        outcome.attempts, outcome.progress = body.attempt, None
+    elif isinstance(body, m.JobProgressed):
+        outcome.progress = (body.value, body.message)
+    elif isinstance(body, m.JobRejected):
+        outcome.reason, outcome.error = body.reason, body.detail
+    elif isinstance(body, m.JobDeadLettered):
+        outcome.reason = body.reason
+    elif isinstance(body, m.DuplicateSubmitted):
+        outcome.duplicate = True
+    elif isinstance(body, m.JobFannedOut):
+        outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
+    elif isinstance(body, m.ChildReported):
+        outcome.children[body.child_tenant] = {"job_id": body.child_job_id, "status": body.status, "error": body.error}
+    elif isinstance(body, m.JobSettled):
+        outcome.status = "completed" if body.outcome == "completed" else "partial"
+        outcome.reason = f"{body.succeeded} succeeded, {body.failed} failed"
+    elif isinstance(body, m.JobCancelled):
+        outcome.reason = body.reason or None
+    elif isinstance(body, m.JobCancelRequested):
+        outcome.reason = f"cancel requested{': ' + body.reason if body.reason else ''}"
+    elif isinstance(body, m.CommandRefused):
+        outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
+
+
+def _decode_result(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+

@@ -1,0 +1,110 @@
+"""Cancelling jobs on a real broker: waiting ones at once, running ones cooperatively, then by the grace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.client import Client, JobHandle
+from engine.config import Settings
+from engine.runtime.read.follow import decided
+from tests.integration.conftest import ROOT, start_engine
+
+
+def epochq(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
+           "--namespace", settings.namespace]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90)
+
+
+def running(handle: JobHandle) -> None:
+    assert handle.wait(30, until=lambda o: o.status == "running").status == "running"
+
+
+def types(client: Client, job_id: str) -> list[str]:
+    return [e.event.type for e in client.status(job_id).events]
+
+
+def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--cancel-grace", "2"))
+    engine.wait_active(3)
+
+    patient = client.submit("patient", {"seconds": 60}, tenant="acme")
+    running(patient)
+    done = epochq(settings, "cancel", patient.job_id, "--reason", "not needed", "--by", "ops")
+    assert done.returncode == 0 and f"job {patient.job_id} cancelled" in done.stdout, (done.stdout, done.stderr)
+    assert "cancelling" in done.stderr and "Traceback" not in done.stderr
+    assert types(client, patient.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
+    assert client.status(patient.job_id).reason == "not needed"
+
+    asleep = client.submit("apatient", {"seconds": 60}, tenant="acme")
+    running(asleep)
+    outcome = client.cancel(asleep.job_id, tenant="acme", reason="async").wait(10, until=decided)
+    assert outcome.status == "cancelled" and "JobFailed" not in types(client, asleep.job_id)
+
+    deaf = client.submit("deaf", {"seconds": 8}, tenant="acme")
+    running(deaf)
+    outcome = client.cancel(deaf.job_id, tenant="acme").wait(10, until=decided)
+    assert outcome.status == "cancelled"  # after the 2 s grace, not the 8 s of sleep
+    assert types(client, deaf.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
+
+    later = client.submit("echo", {}, tenant="acme", delay=3600)
+    assert later.wait(2).status == "scheduled"
+    done = epochq(settings, "cancel", later.job_id)
+    assert done.returncode == 0 and "cancelled" in done.stdout
+
+    finished = client.submit("echo", {}, tenant="acme")
+    assert finished.wait(30).status == "completed"
+    done = epochq(settings, "cancel", finished.job_id)
+    assert done.returncode == 1 and "cancel refused" in done.stdout and "completed" in done.stdout, done.stdout
+    again = epochq(settings, "cancel", patient.job_id, "--wait", "5")
+    assert again.returncode == 1 and "refused" in again.stdout
+    assert engine.proc.poll() is None
+
+
+def test_a_paused_task_type_starts_nothing_until_resumed(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    done = epochq(settings, "pause", "echo", "--reason", "maintenance")
+    assert done.returncode == 0 and "task type echo paused in 3 of 3 partition(s)" in done.stdout, done
+    held = [client.submit("echo", {"n": n}, tenant="acme") for n in range(6)]
+    other = client.submit("noop", {}, tenant="acme")
+    assert other.wait(30).status == "completed"  # other task types run
+    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}  # echo waits, in the queue
+    again = epochq(settings, "pause", "echo")
+    assert again.returncode == 0 and "already paused in 3" in again.stdout
+    done = epochq(settings, "resume", "echo")
+    assert done.returncode == 0 and "resumed in 3 of 3" in done.stdout, done
+    assert {o.status for o in client.wait_all(held, 30)} == {"completed"}
+    assert engine.proc.poll() is None
+
+
+def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    state = ("--state-dir", str(engine.state_dir))
+    dead = [client.submit("email.send", {"to": "a@b.c"}, tenant="acme") for _ in range(3)]  # invalid: dead at once
+    assert {o.status for o in client.wait_all(dead, 30)} == {"dead"}
+    assert epochq(settings, "pause", "echo").returncode == 0
+    held = [client.submit("echo", {"n": n}, tenant="acme" if n % 2 else "beta") for n in range(4)]
+    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}
+    refused = epochq(settings, "purge", "queued", "--reason", "test", *state)
+    assert refused.returncode == 2 and "give --yes" in refused.stderr
+    done = epochq(settings, "purge", "queued", "--task-type", "echo", "--tenant", "beta", "--reason", "stale",
+                  "--yes", *state)
+    assert done.returncode == 0 and "2 of 2 job(s) purged" in done.stdout, (done.stdout, done.stderr)
+    done = epochq(settings, "purge", "dead", "--reason", "known bug", "--yes", *state)
+    assert done.returncode == 0 and "3 of 3 job(s) purged" in done.stdout, (done.stdout, done.stderr)
+    statuses = [client.status(h.job_id) for h in dead + held]
+    assert [o.status for o in statuses] == ["cancelled"] * 3 + ["cancelled", "queued", "cancelled", "queued"]
+    assert statuses[0].reason == "purge: known bug"
+    listing = epochq(settings, "dlq", "list", *state)
+    assert "0 dead job(s)" in listing.stdout
+    assert f"from the projections in {engine.state_dir}: 3 of 3 partition(s)" in listing.stderr, listing.stderr
+    assert epochq(settings, "resume", "echo").returncode == 0
+    assert [o.status for o in client.wait_all([held[1], held[3]], 30)] == ["completed", "completed"]
+    assert engine.proc.poll() is None

@@ -1,0 +1,87 @@
+"""The CLI against a real broker with careless input: one line on stderr, never a traceback, a status that says why."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.client import Client
+from engine.config import Settings
+from engine.runtime.tenants import set_tenant
+from tests.integration.conftest import ROOT, start_engine
+
+
+def epochq(settings: Settings, *args: str, namespace: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
+           "--namespace", namespace or settings.namespace, "--state-dir", str(settings.state_dir)]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90)
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line epochq wrote on stderr (librdkafka's own ``%N|`` lines aside)."""
+    ours = [line for line in done.stderr.splitlines() if not line.startswith("%")]
+    assert len(ours) == 1 and "Traceback" not in done.stderr, done.stderr
+    return ours[0]
+
+
+def test_topics_describe_before_ensure_says_to_ensure(settings: Settings) -> None:
+    done = epochq(settings, "topics", "describe", namespace=f"{settings.namespace}-none")
+    assert done.returncode == 2 and "run `epochq topics ensure` first" in one_line(done)
+
+
+def test_topics_ensure_refuses_other_counts_for_existing_topics(settings: Settings) -> None:
+    for flag, value, words in (("--partitions", "6", "events has 3 partitions, not 6"),
+                               ("--replication", "3", "events has replication 1, not 3")):
+        done = epochq(settings, "topics", "ensure", flag, value)
+        assert done.returncode == 2 and words in one_line(done), done.stderr
+    same = epochq(settings, "topics", "ensure", "--partitions", "3", "--replication", "1")
+    assert same.returncode == 0 and "3 partitions" in same.stdout
+    plain = epochq(settings, "topics", "ensure")
+    assert plain.returncode == 0, plain.stderr
+
+
+def test_removing_an_unknown_tenant_says_so(settings: Settings) -> None:
+    done = epochq(settings, "tenants", "remove", "neverexisted")
+    assert done.returncode == 1 and "no tenant 'neverexisted'" in one_line(done) and done.stdout == ""
+    set_tenant(settings, "real", 2.0)
+    done = epochq(settings, "tenants", "remove", "real")
+    assert done.returncode == 0 and "tenant real removed" in done.stdout
+
+
+def test_a_closed_stdout_ends_quietly(settings: Settings) -> None:
+    set_tenant(settings, "acme", 1.0)
+    read, write = os.pipe()
+    cmd = [sys.executable, "-m", "engine.cli.main", "tenants", "list", "--bootstrap", settings.require_bootstrap(),
+           "--namespace", settings.namespace]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True)
+    os.close(write)
+    os.close(read)  # like `| head` having exited
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_status_of_unknown_and_scheduled_jobs(settings: Settings, client: Client) -> None:
+    assert client.status("00000000-0000-4000-8000-000000000000").status == "unknown"
+    done = epochq(settings, "status", "00000000-0000-4000-8000-000000000000")
+    assert done.returncode == 1 and "unknown job" in one_line(done)
+    done = epochq(settings, "history", "00000000-0000-4000-8000-000000000000")
+    assert done.returncode == 1 and "unknown job" in one_line(done)
+
+
+def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    done = epochq(settings, "submit", "slow", "--tenant", "acme", "--payload", '{"seconds": 5}', "--wait",
+                  "--timeout", "1")
+    assert done.returncode == 4, (done.stdout, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("%")]
+    assert lines[-1].endswith("still running after 1 s") and "Traceback" not in done.stderr, lines
+    assert [line.rsplit(": ", 1)[1] for line in lines[:-1]] == ["accepted", "queued", "running"], lines
+    later = client.submit("echo", {}, tenant="acme", delay=3600)
+    assert later.wait(1).status == "scheduled"
+    shown = epochq(settings, "status", later.job_id)
+    assert shown.returncode == 0 and ": scheduled" in shown.stdout and "  due: 20" in shown.stdout, shown.stdout
+    assert engine.proc.poll() is None

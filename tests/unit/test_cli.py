@@ -1,0 +1,115 @@
+"""The CLI's handling of careless input, without a broker: one line on stderr, a status that says why."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from engine.cli import main as cli
+from engine.cli.common import parse_time, read_payload
+from engine.client import Outcome, _submit_kwargs
+from engine.contract import messages as m
+from engine.errors import ValidationError
+from engine.runtime.read.joblog import LoggedEvent
+from engine.runtime.topics import TopicInfo, check_asked
+from engine.config import load_settings
+from engine.errors import TopicMismatchError
+from tests.unit.factories import event
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    status = cli.main(list(argv))
+    return status, capsys.readouterr().err.splitlines()
+
+
+@pytest.mark.parametrize("text", ["{bad json}", "", "[1,"])
+def test_a_payload_that_is_not_json_names_the_flag(text: str) -> None:
+    with pytest.raises(ValidationError, match="^payload: the text given is not JSON"):
+        read_payload(text)
+
+
+@pytest.mark.parametrize("text", ["yesterday", "2026-13-01", "in a bit"])
+def test_a_run_at_that_is_not_a_time_names_the_flag(text: str) -> None:
+    with pytest.raises(ValidationError, match=f"^run_at: '{text}' is not a time: give ISO-8601 with a zone"):
+        parse_time(text, "run_at")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("+5m", 300), ("in 2h", 7200), ("+30s", 30), ("+1.5d", 129600),
+                                               ("IN 10 min", 600), ("2026-06-01T12:00:05+00:00", 5)])
+def test_run_at_takes_a_time_from_now_or_an_iso_time(text: str, seconds: int) -> None:
+    now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    assert parse_time(text, "run_at", now) == now + timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(("job", "named"), [
+    ({"task_type": "x", "tenant": "a", "bogus": 1}, "unknown key(s) 'bogus'"),
+    ({"task_type": "x", "tenant": "a", "job_id": "j"}, "unknown key(s) 'job_id'"),
+    ({"task_type": "x"}, "missing key(s) 'tenant'"),
+    ({"tenant": "a"}, "missing key(s) 'task_type'"),
+])
+def test_a_bad_key_of_submit_many_is_named_without_private_names(job: dict[str, object], named: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        _submit_kwargs(job)
+    assert str(caught.value).startswith(named)
+    assert "_submit" not in str(caught.value)
+
+
+def test_submit_many_keys_default_the_payload() -> None:
+    assert _submit_kwargs({"task_type": "x", "tenant": "a"}) == {"payload": None, "task_type": "x", "tenant": "a"}
+
+
+def test_dlq_replay_without_a_target_needs_all(capsys: pytest.CaptureFixture[str]) -> None:
+    status, err = run(capsys, "dlq", "replay", "--reason", "oops")
+    assert status == 2 and len(err) == 1 and "--all" in err[0] and err[0].startswith("epochq: error: ")
+    status, err = run(capsys, "dlq", "replay", "some-job", "--all", "--reason", "oops")
+    assert status == 2 and "--all replays everything" in err[0]
+
+
+def test_an_unexpected_exception_is_one_line_and_status_70(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(args: argparse.Namespace) -> int:
+        raise ValueError("Expected non-empty list of ConfigResource objects")
+    monkeypatch.setattr("engine.cli.tenants._list", boom)
+    status, err = run(capsys, "tenants", "list")
+    assert status == cli.EXIT_INTERNAL and len(err) == 1
+    assert err[0].startswith("epochq: error: internal error: ValueError: Expected non-empty")
+
+
+def test_asked_partitions_and_replication_must_match_existing_topics() -> None:
+    settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns")
+    infos = [TopicInfo("ns.commands", 6, 1, {}), TopicInfo("ns.events", 6, 1, {}), TopicInfo("ns.tenants", 1, 1, {})]
+    check_asked(settings, infos, None, None)
+    check_asked(settings, infos, 6, 1)  # the tenants topic always has one partition
+    with pytest.raises(TopicMismatchError, match="ns.commands has 6 partitions, not 3; ns.events has 6"):
+        check_asked(settings, infos, 3, None)
+    with pytest.raises(TopicMismatchError, match="ns.tenants has replication 1, not 3"):
+        check_asked(settings, infos, None, 3)
+
+
+def logged(body: m.EventBody) -> LoggedEvent:
+    return LoggedEvent(0, event(body), False)
+
+
+def test_an_outcome_knows_the_due_time_of_a_waiting_job() -> None:
+    outcome = Outcome("job-1", status="unknown")
+    assert not outcome.known
+    for body, due in ((m.JobScheduled(5_000_000), 5_000_000), (m.JobRescheduled(7_000_000), 7_000_000),
+                      (m.JobQueued("due"), 7_000_000), (m.JobRetryScheduled(2, 9_000_000), 9_000_000)):
+        outcome.apply(logged(body))
+        assert outcome.due_at == due
+    assert outcome.known and outcome.status == "retrying"
+
+
+def test_freshness_names_missing_partitions_and_those_behind_the_log() -> None:
+    from engine.cli.fresh import freshness
+
+    settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns", state_dir="/state")
+    ends = {0: 10, 1: 20, 2: 30}
+    assert freshness(settings, {0: 8, 1: 18, 2: 28}, ends) == \
+        "from the projections in /state: 3 of 3 partition(s); up to date"  # one commit marker after each
+    line = freshness(settings, {0: 8, 2: 5}, ends)
+    assert line == ("from the projections in /state: 2 of 3 partition(s); partition(s) 1 not here, their jobs are "
+                    "left out; behind the log: partition 2 by 24 record(s)")
+    assert "could not be read" in freshness(settings, {0: 8}, {})
