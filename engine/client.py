@@ -170,18 +170,19 @@ class Client(ScheduleMethods):
         handles = self._send([new_command(task_envelope(body.task_type, p, count), "", body) for p in range(count)])
         return self.wait_all(handles, wait, until=lambda o: bool(o.events))
 
-    def status(self, job_id: str) -> Outcome:
+    def status(self, job_id: str, *, tenant: str | None = None) -> Outcome:
         """The job's current outcome, folded from its whole history in the log.
 
         A job with no event at all has status ``unknown`` (``outcome.known`` is false): the id
-        is wrong, or no engine has decided its command yet.
+        is wrong, or no engine has decided its command yet. ``tenant``: the caller's tenant; a
+        job of another tenant is ``unknown`` too (operators and auditors leave it out).
 
         With a projection of the job's partition in ``settings.state_dir`` (an engine's, or a
         standby's), its history index says where the job's events are, and only the log after
         the projection's applied offset is read; otherwise the partition is scanned.
         """
         outcome = Outcome(job_id, status="unknown")
-        for logged in job_history(self.settings, job_id):
+        for logged in job_history(self.settings, job_id, tenant):
             outcome.apply(logged)
         return outcome
 

@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         parser = sub.add_parser(name, help=text)
         parser.add_argument("job_id")
         parser.add_argument("--json", action="store_true")
+        parser.add_argument("--tenant", help="ask as this tenant: another tenant's job reads as unknown "
+                                             "(default: as an operator, every job)")
         add_connection_flags(parser)
         parser.set_defaults(func=fn)
 
@@ -75,7 +77,7 @@ def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
-        outcome = client.status(args.job_id)
+        outcome = client.status(args.job_id, tenant=args.tenant)
     if not outcome.known:
         raise NotFoundError(f"unknown job {args.job_id}: no events in the log (a mistyped id, "
                             "or a command no engine has decided yet)")
@@ -90,7 +92,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    events = job_history(settings_from(args), args.job_id)
+    events = job_history(settings_from(args), args.job_id, args.tenant)
     if not events:
         raise NotFoundError(f"unknown job {args.job_id}: no events in the log")
     if args.json:

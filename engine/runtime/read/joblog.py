@@ -90,13 +90,30 @@ def read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple
             for offset, value in records_at(consumer, topic, partition, [offset for offset, _ in verdicts])]
 
 
-def job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
-    """A job's events, in log order, each marked fenced or not.
+def job_history(settings: Settings, job_id: str, tenant: str | None = None) -> list[LoggedEvent]:
+    """A job's events, in log order, each marked fenced or not; none when ``tenant`` is given and not the job's.
 
     With a store of the job's partition in the state directory, the events it folded are
     read at the offsets of its history index, and only the log after its applied offset is
     scanned; without one, the partition is scanned from offset 0.
+
+    ``tenant``: the caller's tenant. Another tenant's job reads as no events at all, exactly
+    as an unknown id does, so a tenant cannot even learn that the id exists. Without it (an
+    operator, an auditor) every job is read.
     """
+    events = _job_history(settings, job_id)
+    return events if tenant is None or owner_tenant(events) in (None, tenant) else []
+
+
+def owner_tenant(events: list[LoggedEvent]) -> str | None:
+    """Whose the job is: the tenant of its first ``JobSubmitted`` or ``JobRejected`` (the audit's rule)."""
+    for logged in events:
+        if isinstance(logged.event.body, (m.JobSubmitted, m.JobRejected)):
+            return logged.event.tenant_id or ""
+    return None
+
+
+def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
     from projections.query import indexed_history
 
     consumer = kafka.events_reader(settings, "history")
