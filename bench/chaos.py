@@ -52,6 +52,7 @@ from bench.takeover import Engine, wait
 from engine import broker
 from engine.client import Client
 from engine.config import Settings, load_settings
+from engine.errors import KafkaUnavailableError
 from engine.runtime.topics import ensure_topics
 
 PARTITIONS = 6
@@ -108,7 +109,14 @@ def fresh_settings(bootstrap: str, replication: int = 1) -> Settings:
     """A new namespace (6 partitions) with its topics, and a temporary state directory."""
     settings = load_settings(bootstrap=bootstrap, namespace=f"chaos{time.time_ns() // 1000}",
                              state_dir=tempfile.mkdtemp(prefix="epochq-chaos-"))
-    ensure_topics(settings, partitions=PARTITIONS, replication=replication)
+    for attempt in range(3):  # on 3 nodes a broker's metadata may lag the creation for a moment
+        try:
+            ensure_topics(settings, partitions=PARTITIONS, replication=replication)
+            return settings
+        except (ValueError, KafkaUnavailableError):
+            if attempt == 2:
+                raise
+            time.sleep(1)
     return settings
 
 

@@ -202,6 +202,8 @@ def _proc_matches(pid: int, config_path: Path | None) -> bool:
         return False
     if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
         return False
+    if not cmdline.strip("\0") and pid in _children:
+        return True  # launched a moment ago: the command line shows up once exec is done
     return config_path is None or str(config_path) in cmdline
 
 

@@ -30,9 +30,10 @@ from engine.errors import (
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSIENT_READ_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                        KafkaError.REQUEST_TIMED_OUT, KafkaError._DESTROY_BROKER}
+                        KafkaError.REQUEST_TIMED_OUT, KafkaError._DESTROY_BROKER, KafkaError.OFFSET_NOT_AVAILABLE}
 """Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving; a dead
-broker's handle dropped from the metadata: ``_DESTROY_BROKER``, asked of the new leader next time)."""
+broker's handle dropped from the metadata: ``_DESTROY_BROKER``, asked of the new leader next time; a new
+leader whose high watermark is not caught up yet: ``OFFSET_NOT_AVAILABLE``)."""
 DENIED_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
                 KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                 KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
