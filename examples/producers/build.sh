@@ -34,7 +34,7 @@ build_java() {
   cd "$here/java"
   local jar=target/epochq-produce.jar
   if [ ! -f "$jar" ] || [ pom.xml -nt "$jar" ] || [ -n "$(find src -newer "$jar" -print -quit)" ]; then
-    mvn -B -q package
+    mvn -B -q -Dstyle.color=never package
   fi
   echo "java producer: java -jar $here/java/$jar"
 }

@@ -8,6 +8,7 @@ Java; later runs skip it). A language whose toolchain is not on PATH is skipped.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -153,3 +154,19 @@ def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  
     assert outcome.status == "completed" and outcome.result["payload"] == {"signed": True}, engine.logs()[-2000:]
     refused = wait_done(client, json.loads(unsigned.stdout)["job_id"])
     assert refused.status == "rejected" and refused.reason == "unauthenticated", refused
+
+
+def test_the_java_producer_keeps_non_ascii_arguments_under_an_ascii_locale(
+        built: dict[str, str], settings: Settings) -> None:
+    """Java decodes argv with the locale's charset (LANG=C: "Grüße" -> "Gr??e"); it rereads the raw bytes."""
+    if built["java"]:
+        pytest.skip(built["java"])
+    labels = {"région": "東京"}
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+    run = subprocess.run(producer_command("java", settings, "echo", "java-team", PAYLOAD_TEXT, labels),
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    _, command = command_record(settings, printed["partition"], printed["job_id"])
+    assert command.body.payload.data == PAYLOAD_TEXT.encode()  # type: ignore[attr-defined]
+    assert command.body.labels == labels  # type: ignore[attr-defined]
