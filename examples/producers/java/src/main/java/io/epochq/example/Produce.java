@@ -18,6 +18,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.security.KeyFactory;
@@ -69,7 +70,8 @@ public final class Produce {
     static String oneLine(Throwable error) {
         StringBuilder line = new StringBuilder();
         for (Throwable t = error; t != null; t = t.getCause() == t ? null : t.getCause()) {
-            String message = t.getMessage() != null ? t.getMessage() : t.getClass().getSimpleName();
+            String message = t instanceof NoSuchFileException ? t.getMessage() + ": no such file"
+                    : t.getMessage() != null ? t.getMessage() : t.getClass().getSimpleName();
             if (t instanceof ExecutionException || line.indexOf(message) >= 0) {
                 continue; // the wrapper repeats its cause
             }
