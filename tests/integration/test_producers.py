@@ -1,13 +1,14 @@
 """Producers in other languages (examples/producers/): their jobs run under the Python engine, intact.
 
 Each producer is built once by ``examples/producers/build.sh`` (the first build downloads and
-compiles the dependencies: about a minute and a half for Go on a cold cache; later runs skip
-it). A language whose toolchain is not on PATH is skipped.
+compiles the dependencies: about a minute and a half for Go on a cold cache, half a minute for
+Java; later runs skip it). A language whose toolchain is not on PATH is skipped.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -25,7 +26,8 @@ from tests.integration.conftest import ROOT, start_engine
 
 PRODUCERS = ROOT / "examples" / "producers"
 SCHEMAS = ROOT / "schemas"
-TOOLS = {"node": ("node", "npm"), "go": ("go",)}
+TOOLS = {"node": ("node", "npm"), "go": ("go",), "java": ("java", "mvn")}
+JAVA_JAR = PRODUCERS / "java" / "target" / "epochq-produce.jar"
 BUILD_TIMEOUT_S = 900
 
 # Non-ASCII text, integers past 2**53 (a JS number would round them), nested JSON: built as
@@ -44,6 +46,8 @@ def producer_command(language: str, settings: Settings, task_type: str, tenant: 
         flags = [x for k, v in labels.items() for x in ("--label", f"{k}={v}")]
         return ["node", str(PRODUCERS / "node" / "produce.js"), *args, *flags, "--schemas", str(SCHEMAS)]
     flags = [x for k, v in labels.items() for x in ("-label", f"{k}={v}")]
+    if language == "java":  # the same flags as Go's
+        return ["java", "-jar", str(JAVA_JAR), "-schemas", str(SCHEMAS), *flags, *args]
     return [str(PRODUCERS / "go" / "epochq-produce"), "-schemas", str(SCHEMAS), *flags, *args]
 
 
@@ -85,7 +89,7 @@ def command_record(settings: Settings, partition: int, job_id: str) -> tuple[byt
     raise AssertionError(f"no command for {job_id} in {settings.commands_topic}[{partition}]")
 
 
-@pytest.mark.parametrize("language", ["node", "go"])
+@pytest.mark.parametrize("language", ["node", "go", "java"])
 def test_a_job_from_another_language_runs_with_its_payload_intact(
         language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if built[language]:
@@ -120,7 +124,7 @@ def test_a_job_from_another_language_runs_with_its_payload_intact(
     assert command.body.labels == labels  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("language", ["node", "go"])
+@pytest.mark.parametrize("language", ["node", "go", "java"])
 def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  # type: ignore[no-untyped-def]
         language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,7 +144,7 @@ def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  
     engine.wait_active(3)
     command = producer_command(language, settings, "echo", tenant, '{"signed": true}', {})
     flag = "--signing-key" if language == "node" else "-signing-key"
-    at = 1 if language == "go" else len(command)  # Go's flags come before the arguments
+    at = {"go": 1, "java": 3}.get(language, len(command))  # Go's and Java's flags come before the arguments
     signing = [*command[:at], flag, str(private), *command[at:]]
     signed = subprocess.run(signing, capture_output=True, text=True, timeout=60)
     assert signed.returncode == 0, signed.stderr
@@ -150,3 +154,19 @@ def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  
     assert outcome.status == "completed" and outcome.result["payload"] == {"signed": True}, engine.logs()[-2000:]
     refused = wait_done(client, json.loads(unsigned.stdout)["job_id"])
     assert refused.status == "rejected" and refused.reason == "unauthenticated", refused
+
+
+def test_the_java_producer_keeps_non_ascii_arguments_under_an_ascii_locale(
+        built: dict[str, str], settings: Settings) -> None:
+    """Java decodes argv with the locale's charset (LANG=C: "Grüße" -> "Gr??e"); it rereads the raw bytes."""
+    if built["java"]:
+        pytest.skip(built["java"])
+    labels = {"région": "東京"}
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
+    run = subprocess.run(producer_command("java", settings, "echo", "java-team", PAYLOAD_TEXT, labels),
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 0, run.stderr
+    printed = json.loads(run.stdout)
+    _, command = command_record(settings, printed["partition"], printed["job_id"])
+    assert command.body.payload.data == PAYLOAD_TEXT.encode()  # type: ignore[attr-defined]
+    assert command.body.labels == labels  # type: ignore[attr-defined]
