@@ -158,27 +158,27 @@ def queued_jobs(settings: Settings, where: DeadFilter | None = None) -> list[Job
     """Jobs waiting in a ready queue of every partition, oldest submission first, filtered (``since`` and
     ``until`` compare with the submission time)."""
     where = where or DeadFilter()
-    out: list[JobView] = []
-    for _, path in partition_dirs(settings):
-        with read_store(path) as store:
-            for _, job_id in store.scan(k.READY):
-                raw = store.get(k.job_key(job_id.decode()))
-                if raw is not None and where.admits(job := decode_job(raw), job.submitted_at):
-                    out.append(job)
+    out = _indexed_jobs(settings, k.READY, lambda job: where.admits(job, job.submitted_at))
     return sorted(out, key=lambda j: (j.submitted_at, j.job_id))
 
 
 def dead_letters(settings: Settings, where: DeadFilter | None = None) -> list[JobView]:
     """Dead-lettered jobs of every partition, oldest first, filtered."""
     where = where or DeadFilter()
+    out = _indexed_jobs(settings, k.DEAD, where.admits)
+    return sorted(out, key=lambda j: (j.finished_at or 0, j.job_id))
+
+
+def _indexed_jobs(settings: Settings, index: bytes, admits: Callable[[JobView], bool]) -> list[JobView]:
+    """The jobs an index (its values are job ids) lists in every partition, as ``admits`` lets through."""
     out: list[JobView] = []
     for _, path in partition_dirs(settings):
         with read_store(path) as store:
-            for _, job_id in store.scan(k.DEAD):
+            for _, job_id in store.scan(index):
                 raw = store.get(k.job_key(job_id.decode()))
-                if raw is not None and where.admits(job := decode_job(raw)):
+                if raw is not None and admits(job := decode_job(raw)):
                     out.append(job)
-    return sorted(out, key=lambda j: (j.finished_at or 0, j.job_id))
+    return out
 
 
 def queue_report(settings: Settings) -> dict[str, dict[str, Any]]:
