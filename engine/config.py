@@ -6,6 +6,8 @@ and validated; a bad one raises ``ConfigError`` naming the setting.
 
 from __future__ import annotations
 
+import logging
+
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +21,17 @@ SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl
                    "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
                    "require_signatures")
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
-KafkaConfig = dict[str, str | int | float | bool]
+KafkaConfig = dict[str, Any]
+_client_logger: list[logging.Logger] = []  # where librdkafka's own log lines go, when a command routes them
+
+
+def route_client_logs(logger: logging.Logger) -> None:
+    """Send the log lines of every Kafka client made from now on to ``logger`` instead of stderr.
+
+    librdkafka writes its own lines (``%3|…|FAIL|…``) straight to stderr; a CLI command routes
+    them to a quiet logger so that a user sees the command's one line, not a page of retries.
+    """
+    _client_logger[:] = [logger]
 """A librdkafka configuration, as confluent-kafka's clients take it."""
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"]
 SaslMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
@@ -98,6 +110,8 @@ class Settings(BaseModel):
         conf.update({key: str(path) for key, path in optional.items() if path is not None})
         if self.ssl_key_password is not None:
             conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
+        if _client_logger:
+            conf["logger"] = _client_logger[0]
         return conf
 
     def security_summary(self) -> str:

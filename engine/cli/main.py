@@ -8,14 +8,16 @@ says what went wrong (docs/cli.md, *Exit status*); never a traceback unless
 from __future__ import annotations
 
 import argparse
+import logging
 import importlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
+from engine.config import route_client_logs
 from engine.errors import EpochqError, KafkaUnavailableError, NotFoundError
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
@@ -26,6 +28,9 @@ EXIT_ERROR = 2
 """A usage error, a bad value, or anything epochq refused: one line on stderr."""
 EXIT_UNREACHABLE = 3
 """The Kafka cluster did not answer in time."""
+UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                     KafkaError._RESOLVE}
+"""librdkafka's ways of saying no broker answered."""
 EXIT_INTERNAL = 70
 """A bug in epochq (an exception it did not expect): one line, and the traceback with EPOCHQ_TRACEBACK=1."""
 EXIT_BROKEN_PIPE = 141
@@ -59,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as e:  # a file named on the command line (--out, --payload @FILE) cannot be used
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
     except KafkaException as e:  # one not translated where it entered: still one line, not a traceback
+        if e.args and e.args[0].code() in UNREACHABLE_CODES:
+            return _fail(f"kafka: {e.args[0].str()} (is the broker running and the bootstrap address right? "
+                         "`epochq broker status` shows the local one)", EXIT_UNREACHABLE)
         return _fail(f"kafka: {e.args[0].str() if e.args else e}")
     except KeyboardInterrupt:
         return 130
@@ -66,6 +74,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("EPOCHQ_TRACEBACK") == "1":
             traceback.print_exc()
         return _fail(f"internal error: {type(e).__name__}: {e} (EPOCHQ_TRACEBACK=1 shows where)", EXIT_INTERNAL)
+
+
+def _quiet_client_logs() -> None:
+    """librdkafka's own lines (connection retries, ``%3|…|FAIL|…``) stay out of a command's output.
+
+    ``EPOCHQ_KAFKA_LOGS=1`` shows them on stderr, for debugging a connection.
+    """
+    logger = logging.getLogger("epochq.librdkafka")
+    if os.environ.get("EPOCHQ_KAFKA_LOGS") == "1":
+        logging.basicConfig(level=logging.DEBUG, format="%(message)s")
+    else:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+    route_client_logs(logger)
 
 
 def _fail(message: str, status: int = EXIT_ERROR) -> int:
@@ -81,5 +103,13 @@ def _pipe_closed() -> int:
     return EXIT_BROKEN_PIPE
 
 
+def run() -> int:
+    """The ``epochq`` program: :func:`main` in a process of its own, with librdkafka's lines kept quiet
+    except under ``engine run`` (an engine logs them with its own)."""
+    if sys.argv[1:2] != ["engine"]:
+        _quiet_client_logs()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
