@@ -2,7 +2,7 @@
 
 Each producer is built once by ``examples/producers/build.sh`` (the first build downloads and
 compiles the dependencies: about a minute and a half for Go on a cold cache, half a minute for
-Java; later runs skip it). A language whose toolchain is not on PATH is skipped.
+Java; later runs skip it). A language whose toolchain is not on PATH fails its tests (never a skip).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def producer_command(language: str, settings: Settings, task_type: str, tenant: 
 
 @pytest.fixture(scope="module")
 def built() -> dict[str, str]:
-    """language -> "" when built, or the reason it is not (a missing toolchain)."""
+    """language -> "" when built, or the reason it is not (a missing toolchain: the test then fails, never skips)."""
     status = {}
     for language, tools in TOOLS.items():
         missing = [t for t in tools if shutil.which(t) is None]
@@ -65,6 +65,11 @@ def built() -> dict[str, str]:
         assert run.returncode == 0, f"build.sh {language} failed:\n{run.stdout}\n{run.stderr}"
         status[language] = ""
     return status
+
+
+def not_built(language: str, built: dict[str, str]) -> str:
+    """Why the ``language`` producer cannot be tested: a failure, never a skip."""
+    return f"{language} producer not tested: {built[language]} (make test needs Node.js, Go, Java and Maven)"
 
 
 def wait_done(client: Client, job_id: str, timeout: float = 30.0) -> Outcome:
@@ -93,7 +98,7 @@ def command_record(settings: Settings, partition: int, job_id: str) -> tuple[byt
 def test_a_job_from_another_language_runs_with_its_payload_intact(
         language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     if built[language]:
-        pytest.skip(built[language])
+        pytest.fail(not_built(language, built))
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
     tenant, labels = f"{language}-team", {"origin": language, "région": "東京"}
@@ -129,7 +134,7 @@ def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  
         language: str, built: dict[str, str], settings: Settings, client: Client, engines, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     if built[language]:
-        pytest.skip(built[language])
+        pytest.fail(not_built(language, built))
     from engine.contract.signing import load_public_key
     from engine.runtime.tenants import set_tenant
     from tests.integration.test_signatures import key_files
@@ -160,7 +165,7 @@ def test_the_java_producer_keeps_non_ascii_arguments_under_an_ascii_locale(
         built: dict[str, str], settings: Settings) -> None:
     """Java decodes argv with the locale's charset (LANG=C: "Grüße" -> "Gr??e"); it rereads the raw bytes."""
     if built["java"]:
-        pytest.skip(built["java"])
+        pytest.fail(not_built("java", built))
     labels = {"région": "東京"}
     env = {**os.environ, "LC_ALL": "C", "LANG": "C"}
     run = subprocess.run(producer_command("java", settings, "echo", "java-team", PAYLOAD_TEXT, labels),
