@@ -15,7 +15,7 @@ from engine.errors import ValidationError
 from projections.batch import Batch
 from projections.catalog import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
-from projections.store import open_store, store_path
+from projections.store import LISTING_INDEXED, open_store, store_path
 from projections.views import keys as k
 from projections.views.jobs import decode_job
 from projections.views.listing import STATUS_OF, catalog_changes, counter_key, listing_keys, rolled_up
@@ -221,3 +221,16 @@ def test_a_reader_kept_open_sees_later_commits_and_a_replaced_store(tmp_path: Pa
     fold_in_batches([claim(1), *lifecycle("job-200", "t9", "type9", 6_000_000)], path, 3)
     assert [r.job_id for r in list_jobs(settings, JobFilter(tenant="t9")).rows] == ["job-200"]
     assert job_detail(settings, "job-100") is None and job_detail(settings, "job-001", partition=1) is not None
+
+
+def test_a_store_made_before_the_catalog_is_listed_record_by_record(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path, jobs=20)
+    path = store_path(tmp_path, settings.namespace, 1)
+    store = open_store(path)
+    old = {key: None for key, _ in store.items() if key.startswith(CATALOG + COUNTERS) or key == LISTING_INDEXED}
+    store.commit(old, store.applied_offset())  # as a store folded before the catalog existed
+    store.close()
+    page = list_jobs(settings, JobFilter(status="completed"), limit=3)
+    assert page.unindexed == [1] and [r.job_id for r in page.rows] == ["job-018", "job-012", "job-006"]
+    assert walk(settings, JobFilter(tenant="t1"), 4) == expected(20, lambda n: n % 3 == 1)
+    assert sum(page.counts.values()) == 20
