@@ -1,10 +1,12 @@
-"""Operators' commands on one job (cancel, replay, reschedule): whether the job's state allows them. Pure."""
+"""Operators' commands on one job (cancel, replay, reschedule, reprioritize): whether the job's state allows them.
+Pure."""
 
 from __future__ import annotations
 
 from engine.contract import messages as m
 from engine.domain.inputs import CommandInput, DecideContext, Decision, Emit, tenant_of
 from engine.domain.jobs import JobView
+from engine.domain.lanes import Lane, lane_for
 from engine.domain.lifecycle import JobState, Trigger, allows
 
 
@@ -35,6 +37,28 @@ def reschedule(body: m.RescheduleJob, given: CommandInput, job: JobView | None, 
         return [Emit(cmd.job_id, tenant, m.JobRescheduled(ctx.now, body.reason)),
                 Emit(cmd.job_id, tenant, m.JobQueued("due"))]
     return [Emit(cmd.job_id, tenant, refused or m.JobRescheduled(body.run_at, body.reason))]
+
+
+def reprioritize(body: m.ReprioritizeJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> Decision:
+    """A waiting job's priority changes (a queued one moves in its ready queue); refused once it has started."""
+    cmd = given.command
+    refused = refusal("ReprioritizeJob", job, Trigger.REPRIORITIZE)
+    if job is None or refused is not None:
+        return [Emit(cmd.job_id, tenant_of(cmd, job), refused or m.CommandRefused("ReprioritizeJob", "unknown", ""))]
+    if job.priority == body.priority:
+        same = f"the job's priority is {body.priority} already"
+        return [Emit(cmd.job_id, job.tenant_id, m.CommandRefused("ReprioritizeJob", job.state.value, same))]
+    lane = lane_after(job, body.priority, ctx.policy(job.task_type).lane)
+    return [Emit(cmd.job_id, job.tenant_id,
+                 m.JobReprioritized(body.priority, job.priority, lane, body.reason, body.requested_by))]
+
+
+def lane_after(job: JobView, priority: int, pinned: str | None) -> str:
+    """The job's lane at ``priority``: its priority's lane, unless it is pinned to one (BATCH, its task type's
+    lane, or a lane asked for at submission that its priority would not give it)."""
+    if job.lane == Lane.BATCH or job.lane != lane_for(job.priority, None, pinned).value:
+        return job.lane
+    return lane_for(priority, None, pinned).value
 
 
 def _cancel_running(body: m.CancelJob, job: JobView) -> m.EventBody:

@@ -57,7 +57,8 @@ def _command(body: object, given: CommandInput, job: JobView | None, ctx: Decide
     return [Emit(cmd.job_id, cmd.tenant_id, refusal)]
 
 
-for _rule in (admission.submit, controls.cancel, controls.replay, controls.reschedule, children.report_child):
+for _rule in (admission.submit, controls.cancel, controls.replay, controls.reschedule, controls.reprioritize,
+              children.report_child):
     _command.register(_rule)
 for _step in (attempts.timer_fired, attempts.start, attempts.finished, attempts.requeue_orphan, attempts.progress):
     _decide.register(_step)
