@@ -144,7 +144,7 @@ def bucket_of(event: m.RateLimitSet, at: int) -> Bucket:
 def shown_rate(rate: float) -> str:
     """A rate as people write it: ``10/s``, ``12.5/s``, ``30/m``, ``2/h``."""
     if rate >= 1:
-        return f"{rate:g}/s"
+        return f"{round(rate, 3):g}/s"
     per_unit = [(unit, rate * seconds) for unit, seconds in (("m", 60.0), ("h", 3600.0), ("d", 86400.0))]
     whole = [(unit, per) for unit, per in per_unit if per >= 1 and abs(per - round(per)) < 1e-6]
     unit, per = whole[0] if whole else next(((u, p) for u, p in per_unit if p >= 1), per_unit[-1])
