@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -13,10 +14,12 @@ from engine.domain.ratelimits import (
     US, Bucket, check_limit_command, decide_limit, is_limit_command, limit_envelope, parse_rate, shown_rate, split,
 )
 from engine.errors import ValidationError
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.dispatch import Dispatcher
 from projections.batch import Batch
 from projections.evolve import fold
 from projections.store import open_store
-from projections.views.ratelimits import all_limits, fold_limit, read_limit
+from projections.views.ratelimits import all_limits, charge_rate, fold_limit, read_limit
 from tests.unit.factories import claim, command, event
 from tests.unit.test_pauses import Reader
 
@@ -152,3 +155,16 @@ def test_other_task_types_do_not_touch_the_bucket(tmp_path: Path) -> None:
     record = read_limit(store, "email.send")
     store.close()
     assert record is not None and record.bucket.tat == T0 and store_items
+
+
+def test_dispatch_passes_over_a_limited_job_and_wakes_the_loop_when_its_token_is_due() -> None:
+    reader = Reader()
+    fold_limit(reader, event(m.RateLimitSet("email.send", 2.0, 1, 500_000, 1), "ratelimit:email.send#0", at=T0))
+    partition = SimpleNamespace(batch=reader)
+    dispatcher = Dispatcher(BreakerBoard({}), lambda tenant: 1.0, "w", lambda *args: None)
+    assert dispatcher.rate_allows(partition, "email.send", T0) and dispatcher.wake.at is None  # type: ignore[arg-type]
+    charge_rate(reader, SimpleNamespace(task_type="email.send"), T0)  # type: ignore[arg-type]  # one start at T0
+    assert not dispatcher.rate_allows(partition, "email.send", T0 + 100_000)  # type: ignore[arg-type]
+    assert dispatcher.wake.at == T0 + 500_000
+    assert dispatcher.rate_allows(partition, "report.build", T0)  # type: ignore[arg-type]  # other types: no limit
+    assert dispatcher.rate_allows(partition, "email.send", T0 + 500_000)  # type: ignore[arg-type]
