@@ -83,6 +83,8 @@ def test_a_reprioritized_job_starts_before_the_jobs_it_jumped(  # type: ignore[n
     assert moved.returncode == 0 and f"job {behind.job_id}: priority 4 -> 7, lane NORMAL" in moved.stdout, moved
     history = [e.event for e in client.status(behind.job_id).events]
     assert history[-1].type == "JobReprioritized" and history[-1].body.requested_by == "ops"
+    shown = epochq(settings, "history", behind.job_id)
+    assert "JobReprioritized" in shown.stdout and "priority 4 -> 7, lane NORMAL" in shown.stdout, shown.stdout
     other = epochq(settings, "reprioritize", behind.job_id, "9", "--tenant", "beta")
     assert other.returncode == 1 and "refused" in other.stdout and "tenant" in other.stdout, other.stdout
     assert epochq(settings, "resume", "echo").returncode == 0
