@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -168,3 +169,28 @@ def test_dispatch_passes_over_a_limited_job_and_wakes_the_loop_when_its_token_is
     assert dispatcher.wake.at == T0 + 500_000
     assert dispatcher.rate_allows(partition, "report.build", T0)  # type: ignore[arg-type]  # other types: no limit
     assert dispatcher.rate_allows(partition, "email.send", T0 + 500_000)  # type: ignore[arg-type]
+
+
+def folded_in_two(log: list[m.Event], path: Path, split_at: int) -> dict[bytes, bytes]:
+    """Fold ``log[:split_at]``, commit, reopen the store, fold the rest: a restart half-way through."""
+    for part, first in ((log[:split_at], 0), (log[split_at:], split_at)):
+        store = open_store(path)
+        batch = Batch(store)
+        for offset, ev in enumerate(part, first):
+            fold(batch, ev, offset)
+        batch.commit()
+        store.close()
+    store = open_store(path)
+    items = dict(store.items())
+    store.close()
+    return items
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 2_000_000), min_size=1, max_size=30), st.integers(0, 30), st.data())
+def test_a_limited_log_folds_the_same_whole_or_in_two(gaps: list[int], others: int, data: st.DataObject) -> None:
+    times = [T0 + sum(gaps[:n + 1]) for n in range(len(gaps))]
+    log = limited_log(times, other_types=min(others, len(times)))
+    split_at = data.draw(st.integers(0, len(log)))
+    with tempfile.TemporaryDirectory() as tmp:
+        assert folded(log, Path(tmp) / "whole") == folded_in_two(log, Path(tmp) / "two", split_at)
