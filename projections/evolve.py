@@ -27,6 +27,7 @@ from projections.views.counters import charge_start, track_depths
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
 from projections.views.pauses import fold_pause
+from projections.views.ratelimits import charge_rate, fold_limit
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
@@ -87,7 +88,8 @@ def fold_state(batch: Batch, event: m.Event) -> Folded:
         return FENCED_FOLD
     if isinstance(body, m.CommandQuarantined):
         return APPLIED_FOLD
-    if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event):
+    if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event) \
+            or fold_limit(batch, event):
         return APPLIED_FOLD
     return _job_event(batch, event)
 
@@ -131,4 +133,5 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
         track_depths(batch, before, after)
         if isinstance(event.body, m.JobStarted):
             charge_start(batch, after, event.body)  # type: ignore[arg-type]
+            charge_rate(batch, after, event.occurred_at)  # type: ignore[arg-type]
     return Folded(APPLIED, before, after)

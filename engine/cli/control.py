@@ -41,7 +41,7 @@ def _cancel(args: argparse.Namespace) -> int:
     if not args.wait >= 0:  # also NaN
         raise ValidationError(f"--wait: must be seconds >= 0, got {args.wait}", "wait")
     with Client(settings_from(args)) as client:
-        tenant = args.tenant or _tenant_of(client, args.job_id)
+        tenant = args.tenant or tenant_of_job(client, args.job_id)
         handle = client.cancel(args.job_id, tenant=tenant, reason=args.reason, requested_by=args.by)
         if not args.wait:
             print(f"cancel of job {args.job_id} sent")
@@ -72,13 +72,13 @@ def _pause(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tenant_of(client: Client, job_id: str) -> str:
+def tenant_of_job(client: Client, job_id: str, command: str = "cancel") -> str:
     """The job's tenant, from its first event (a command acts only within its job's tenant); NotFoundError if none."""
     check_job_id(job_id)
     for logged in client.status(job_id).events:
         if logged.event.tenant_id:
             return logged.event.tenant_id
-    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the cancel anyway)")
+    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the {command} anyway)")
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

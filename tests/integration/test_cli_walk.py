@@ -54,6 +54,14 @@ CASES: list[tuple[str, ...]] = [
     ("lateness", "--since", "nope"),
     ("cancel", "", "--wait", "1"),
     ("cancel", "nope", "--wait", "-1"),
+    ("limits", "set", "x", "--rate", "fast"),
+    ("limits", "set", "x", "--rate", "0/s"),
+    ("limits", "set", "x", "--rate", "10/s", "--burst", "0"),
+    ("limits", "set", "", "--rate", "1/s"),
+    ("limits", "clear", "x", "--namespace", NONE),
+    ("reprioritize", "j", "urgent"),
+    ("reprioritize", "", "5"),
+    ("reprioritize", "j", "5", "--wait", "-1"),
     ("no-such-command",),
 ]
 

@@ -158,12 +158,13 @@ class Engine:
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
+        token, self.dispatcher.wake.at = self.dispatcher.wake.at, None  # noted again by jobs still waiting for one
         if self.lifecycle.restoring or any(p.commands or p.results for p in self.partitions.values() if p.can_decide):
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for n, t in self.lifecycle.timers.items()
                 if (p := self.partitions.get(n)) is not None and p.can_decide]  # a writing one wakes us when done
-        soonest = min((d for d in dues if d is not None), default=None)
+        soonest = min((d for d in [*dues, token] if d is not None), default=None)
         if soonest is not None:
             wait = min(wait, max(0.0, soonest / 1e6 - time.time()))
         return min(wait, max(0.0, self.executor.next_deadline() - time.time()))

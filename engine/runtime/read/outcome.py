@@ -17,6 +17,7 @@ STATUS_OF = {
     "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
     "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
     "TaskTypePaused": "paused", "TaskTypeResumed": "resumed",  # the envelope of a task type's pause in a partition
+    "RateLimitSet": "limited", "RateLimitCleared": "unlimited",  # the envelope of a task type's rate limit
 }
 
 
