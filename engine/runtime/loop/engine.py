@@ -253,6 +253,9 @@ class Engine:
         self._turn += 1
         starting = [job.lane for p in self.partitions.values() for _, job in p.staged.starts]
         starting += [job.lane for w in self._writing for _, job in w.staged.starts]
+        # A handler that returned freed its slot, but its result waits for its partition's transaction:
+        # the slot stays taken until the result is recorded, or a breaker would open one start too late.
+        starting += [result.request.lane.value for p in self.partitions.values() for result in p.results]
         for lane in RUNNABLE_LANES:
             free = self.executor.free_slots(lane) - starting.count(lane.value)
             if free > 0:
