@@ -14,6 +14,7 @@ from engine.cli.common import (
 )
 from engine.client import Client, Outcome
 from engine.errors import NotFoundError
+from engine.runtime.read.holdups import clock
 from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
@@ -61,8 +62,28 @@ def _submit(args: argparse.Namespace) -> int:
 
 def show_change(outcome: Outcome) -> None:
     """While ``--wait`` waits: each change of status on stderr (stdout keeps the one result line)."""
-    detail = f" ({outcome.error})" if outcome.status in ("failed", "retrying") and outcome.error else ""
-    print(f"epochq: job {outcome.job_id}: {outcome.status}{detail}", file=sys.stderr)
+    line = change_line(outcome)
+    if line is not None:
+        print(f"epochq: job {outcome.job_id}: {line}", file=sys.stderr)
+
+
+def change_line(outcome: Outcome) -> str | None:
+    """What a waiter is told of a change: the status, what holds a queued job, an attempt's failure. Pure.
+
+    None for ``failed``: the next event says whether the job is retrying or dead."""
+    status = outcome.status
+    if status == "queued" and outcome.held is not None:
+        return outcome.held
+    if status == "failed":
+        return None
+    if status == "running" and outcome.attempts:
+        return f"running (attempt {outcome.attempts})"
+    if status == "retrying":
+        due = f"; attempt {outcome.attempts + 1} at {clock(outcome.due_at)}" if outcome.due_at is not None else ""
+        return f"retrying: attempt {outcome.attempts} failed ({outcome.error}){due}"
+    if status in ("dead", "rejected", "cancelled", "cancelling") and (outcome.reason or outcome.error):
+        return f"{status} ({outcome.reason or outcome.error})"
+    return status
 
 
 def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
