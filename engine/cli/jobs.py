@@ -188,4 +188,4 @@ def _print_outcome(outcome: Outcome) -> None:
         print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
-            print(f"  {label}: {json.dumps(value) if label == 'result' else value}")
+            print(f"  {label}: {json.dumps(value, ensure_ascii=False) if label == 'result' else value}")
