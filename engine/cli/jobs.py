@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.cli.common import (
     EXIT_NEGATIVE, EXIT_NOT_DONE, PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload,
-    settings_from,
+    seconds, settings_from,
 )
 from engine.client import Client, Outcome
 from engine.errors import NotFoundError
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--key", help="idempotency key")
     submit.add_argument("--lane", help="BATCH for bulk work")
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
-    submit.add_argument("--timeout", type=float, default=30.0)
+    submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)

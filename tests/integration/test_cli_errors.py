@@ -79,7 +79,7 @@ def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: igno
     assert done.returncode == 4, (done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if not line.startswith("%")]
     assert lines[-1].endswith("still running after 1 s") and "Traceback" not in done.stderr, lines
-    assert [line.rsplit(": ", 1)[1] for line in lines[:-1]] == ["accepted", "queued", "running"], lines
+    assert [line.split(": ", 2)[2] for line in lines[:-1]] == ["accepted", "queued", "running (attempt 1)"], lines
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     assert later.wait(1).status == "scheduled"
     shown = epochq(settings, "status", later.job_id)
