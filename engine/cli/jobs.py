@@ -91,7 +91,8 @@ def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
     if outcome.status in ("dead", "rejected"):
         return EXIT_NEGATIVE
     if args.wait and not outcome.done:
-        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s", file=sys.stderr)
+        held = f" ({outcome.held})" if outcome.held else ""
+        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s{held}", file=sys.stderr)
         return EXIT_NOT_DONE
     return 0
 
