@@ -142,7 +142,7 @@ class _Run:
             first = self.consumer.poll(min(remaining, MAX_WAIT_S))  # returns with the first record
             if first is not None:
                 yield from self._take([first, *self.consumer.consume(BATCH, 0)])
-            if self.holdups is not None and self.holdups.refresh():
+            if self.holdups is not None and self.holdups.due() and self._queued() and self.holdups.refresh():
                 self._recheck(self.pending)
         for job_id in sorted(self.pending):
             yield self.outcomes[job_id]
@@ -182,6 +182,10 @@ class _Run:
         if fenced is None or (not fenced and self._holdup(p, event)) or event.job_id not in self.outcomes:  # type: ignore[arg-type]
             return None
         return LoggedEvent(offset, event, fenced)
+
+    def _queued(self) -> bool:
+        """Whether a job still followed waits in a queue (what holds it is then worth reading again)."""
+        return any(self.outcomes[job_id].status == "queued" for job_id in self.pending)
 
     def _holdup(self, partition: int, event: m.Event) -> bool:
         """Take a breaker or pause event into account (and tell the jobs it holds); whether it was one."""

@@ -52,15 +52,20 @@ class Holdups:
         self.now = Snapshot()
         self.refresh()
 
+    def due(self) -> bool:
+        """Whether a :meth:`refresh` would read the projections again now."""
+        return self._source is not None and time.monotonic() - self._read_at >= self._refresh_s
+
     def refresh(self) -> bool:
         """Read the projections again if ``refresh_s`` passed since the last read; whether anything changed.
 
         A breaker read there replaces the one known if it is as new or newer; the pauses of the
         partitions the projections cover replace those known (the others keep what was read live)."""
-        if self._source is None or time.monotonic() - self._read_at < self._refresh_s:
+        source = self._source
+        if source is None or not self.due():
             return False
         self._read_at = time.monotonic()
-        fresh = self._source()
+        fresh = source()
         breakers = dict(self.now.breakers)
         breakers.update((t, b) for t, b in fresh.breakers.items() if b.since >= self._since(t))
         paused = {key: why for key, why in self.now.paused.items() if key[0] not in fresh.partitions}
