@@ -92,7 +92,7 @@ def test_without_projections_a_wait_sees_a_breaker_opened_in_its_partition_after
 
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
-    job = client.submit("fragile", {"fixed_when": str(tmp_path)}, tenant="acme", delay=2)  # due once the breaker is open
+    job = client.submit("fragile", {"fixed_when": str(tmp_path)}, tenant="acme", delay=2)  # due once it is open
     keys = (f"k-{n}" for n in range(10_000))
     same = [key for key in keys if partition_for(job_id_for_key("acme", key), 3) == job.partition][:3]
     broken = client.submit_many([{"task_type": "fragile", "tenant": "acme", "idempotency_key": key,
