@@ -92,7 +92,10 @@ def parse_time(text: str | None, field: str, now: datetime | None = None) -> dat
     relative = RELATIVE.match(text.strip())
     if relative:
         amount, unit = float(relative.group(1)), relative.group(2).lower()
-        return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
+        try:
+            return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
+        except OverflowError:
+            raise ValidationError(f"{field}: {text!r} is further from now than any date", field) from None
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

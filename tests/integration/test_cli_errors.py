@@ -85,3 +85,19 @@ def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: igno
     shown = epochq(settings, "status", later.job_id)
     assert shown.returncode == 0 and ": scheduled" in shown.stdout and "  due: 20" in shown.stdout, shown.stdout
     assert engine.proc.poll() is None
+
+
+def test_rebuilding_a_partition_the_topic_does_not_have_is_refused_and_leaves_nothing(settings: Settings) -> None:
+    for partition in ("3", "-1"):
+        done = epochq(settings, "projections", "rebuild", "--partition", partition)
+        assert done.returncode == 2, done.stderr
+        assert one_line(done) == f"epochq: error: --partition: {settings.events_topic} has partitions 0-2, " \
+                                 f"not {partition}"
+    root = Path(settings.state_dir) / settings.namespace
+    assert not root.exists() or not list(root.iterdir())  # no lock or rebuild directory left behind
+
+
+def test_a_relative_time_past_any_date_is_refused_naming_the_flag(settings: Settings) -> None:
+    done = epochq(settings, "submit", "echo", "--tenant", "a", "--run-at", "+99999999d")
+    assert done.returncode == 2 and one_line(done).startswith("epochq: error: run_at: '+99999999d' is further"), \
+        done.stderr
