@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.client import Client
 from engine.config import Settings
+from engine.errors import ValidationError
 from engine.runtime.tenants import set_tenant
 from tests.integration.conftest import ROOT, start_engine
 
@@ -68,6 +71,11 @@ def test_status_of_unknown_and_scheduled_jobs(settings: Settings, client: Client
     assert done.returncode == 1 and "unknown job" in one_line(done)
     done = epochq(settings, "history", "00000000-0000-4000-8000-000000000000")
     assert done.returncode == 1 and "unknown job" in one_line(done)
+    for bad, why in ((None, "must be a string, got NoneType"), ("", "must not be empty")):
+        with pytest.raises(ValidationError, match=f"^job_id: {why}"):
+            client.status(bad)  # type: ignore[arg-type]
+    done = epochq(settings, "status", "")
+    assert done.returncode == 2 and one_line(done) == "epochq: error: job_id: must not be empty"
 
 
 def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
+from engine.contract.validation import check_job_id
 from engine.errors import DecodeError, TopicMismatchError
 from engine.domain import fence
 from engine.runtime import kafka
@@ -101,9 +102,10 @@ def job_history(settings: Settings, job_id: str, tenant: str | None = None) -> l
 
     ``tenant``: the caller's tenant. Another tenant's job reads as no events at all, exactly
     as an unknown id does, so a tenant cannot even learn that the id exists. Without it (an
-    operator, an auditor) every job is read.
+    operator, an auditor) every job is read. A ``job_id`` that is no id at all (empty, not a
+    string, too long) is a ``ValidationError`` naming ``job_id``.
     """
-    events = _job_history(settings, job_id)
+    events = _job_history(settings, check_job_id(job_id))
     return events if tenant is None or owner_tenant(events) in (None, tenant) else []
 
 
