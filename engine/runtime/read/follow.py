@@ -19,9 +19,9 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain import fence
+from engine.domain.pauses import TASK_ENVELOPE
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.domain.pauses import TASK_ENVELOPE
 from engine.runtime.read.holdups import Holdups, projection_source
 from engine.runtime.read.joblog import LoggedEvent
 from engine.runtime.read.outcome import Outcome
