@@ -91,10 +91,19 @@ def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
     if outcome.status in ("dead", "rejected"):
         return EXIT_NEGATIVE
     if args.wait and not outcome.done:
-        held = f" ({outcome.held})" if outcome.held else ""
-        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s{held}", file=sys.stderr)
+        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s{_why_waiting(outcome)}",
+              file=sys.stderr)
         return EXIT_NOT_DONE
     return 0
+
+
+def _why_waiting(outcome: Outcome) -> str:
+    """What a wait that ran out adds: what holds the job, or that no engine decided its command at all."""
+    if outcome.held:
+        return f" ({outcome.held})"
+    if not outcome.known:
+        return " (no engine decided its command: is one running on this namespace?)"
+    return ""
 
 
 def _status(args: argparse.Namespace) -> int:

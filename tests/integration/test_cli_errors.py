@@ -109,3 +109,9 @@ def test_a_relative_time_past_any_date_is_refused_naming_the_flag(settings: Sett
     done = epochq(settings, "submit", "echo", "--tenant", "a", "--run-at", "+99999999d")
     assert done.returncode == 2 and one_line(done).startswith("epochq: error: run_at: '+99999999d' is further"), \
         done.stderr
+
+
+def test_a_wait_with_no_engine_says_nothing_decided_the_command(settings: Settings) -> None:
+    done = epochq(settings, "submit", "echo", "--tenant", "a", "--wait", "--timeout", "1")
+    assert done.returncode == 4 and one_line(done).endswith(
+        "still submitted after 1 s (no engine decided its command: is one running on this namespace?)"), done.stderr
