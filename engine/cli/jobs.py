@@ -173,6 +173,8 @@ def _brief(row: dict[str, Any]) -> str:
         return f"  {row['error']}"
     if row["type"] == "JobProgressed":
         return f"  value={detail.get('value')} {detail.get('message', '')}".rstrip()
+    if row["type"] == "JobRejected" and detail.get("detail"):
+        return f"  reason={detail.get('reason')}: {detail['detail']}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = _iso(detail[key]) if key == "due_at" else detail[key]

@@ -192,4 +192,7 @@ def test_a_record_produced_to_the_wrong_partition_is_found_by_its_job_id(  # typ
     assert (status["status"], status["reason"]) == ("rejected", "wrong_partition")
     history = json.loads(epochq(settings, "history", command.job_id, "--json", *state).stdout)
     assert [row["type"] for row in history] == ["JobRejected"]
+    shown = epochq(settings, "history", command.job_id, *state).stdout.splitlines()[-1]
+    assert f"JobRejected  reason=wrong_partition: job {command.job_id} belongs to partition {home}, not {landed}" \
+        in shown, shown
     assert not client.status(command.job_id).known  # without the landed partition's store: not found (no scans)
