@@ -62,6 +62,12 @@ CASES: list[tuple[str, ...]] = [
     ("reprioritize", "j", "urgent"),
     ("reprioritize", "", "5"),
     ("reprioritize", "j", "5", "--wait", "-1"),
+    ("submit", "x", "--tenant", "a", "--wait", "--timeout", "-1"),
+    ("submit", "x", "--tenant", "a", "--wait", "--timeout", "nan"),
+    ("pause", "x", "--wait", "-1"),
+    ("resume", "x", "--wait", "inf"),
+    ("purge", "queued", "--reason", "x", "--wait", "nan"),
+    ("reschedule", "j", "--delay", "1", "--tenant", "a", "--wait", "-2"),
     ("no-such-command",),
 ]
 
