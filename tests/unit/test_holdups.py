@@ -73,3 +73,15 @@ def test_the_lines_of_a_wait_name_the_attempt_the_error_and_what_holds_the_job()
                      "running (attempt 2)", None, "dead (max_attempts_exhausted)"]
     queued = Outcome("job-2", status="queued", held="breaker open for pay until 00:53:39 UTC")
     assert change_line(queued) == "breaker open for pay until 00:53:39 UTC"
+
+
+def test_a_rate_limit_is_named_while_it_stands_in_the_job_s_partition() -> None:
+    holdups = Holdups(lambda: from_records([], [], frozenset({0}), [(0, "mail", 10.0)]), refresh_s=0.0)
+    assert holdups.why("mail", 0, T0) == "rate limited: task type mail starts at most 10/s"
+    assert holdups.why("mail", 1, T0) is None  # no limit known in partition 1
+    holdups.see(1, event(m.RateLimitSet("mail", 2.5, 1, 2_400_000, 1), "ratelimit:mail#1", at=T0))
+    assert holdups.why("mail", 1, T0) == "rate limited: task type mail starts at most 2.5/s"
+    holdups.see(1, event(m.RateLimitCleared("mail"), "ratelimit:mail#1", at=T0 + S))
+    assert holdups.why("mail", 1, T0 + S) is None
+    holdups.see(0, event(m.TaskTypePaused("mail", "db"), "tasktype:mail#0", at=T0))
+    assert holdups.why("mail", 0, T0) == "paused: task type mail is paused (db)"  # a pause says more than a limit

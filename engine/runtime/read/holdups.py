@@ -1,4 +1,5 @@
-"""What keeps a queued job from starting, as someone waiting for it can tell: its task type's open breaker, or a pause.
+"""What keeps a queued job from starting, as someone waiting for it can tell: its task type's open breaker, a pause,
+or a rate limit.
 
 A waiter learns it from two sources. The projections of the state directory, when there are
 any (an engine's or a standby's on this machine), say how every breaker and pause stands now;
@@ -11,7 +12,7 @@ attempt that tripped it, so the newest breaker event of a task type in any parti
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -38,6 +39,7 @@ class Snapshot:
     breakers: dict[str, OpenBreaker] = field(default_factory=dict)
     paused: dict[tuple[int, str], str] = field(default_factory=dict)  # (partition, task type) -> reason
     partitions: frozenset[int] = frozenset()  # the partitions the projections read cover
+    limited: dict[tuple[int, str], float] = field(default_factory=dict)  # (partition, task type) -> starts/s
 
 
 Source = Callable[[], Snapshot]
@@ -69,7 +71,9 @@ class Holdups:
         breakers = dict(self.now.breakers)
         breakers.update((t, b) for t, b in fresh.breakers.items() if b.since >= self._since(t))
         paused = {key: why for key, why in self.now.paused.items() if key[0] not in fresh.partitions}
-        new = Snapshot(breakers, {**paused, **fresh.paused}, self.now.partitions | fresh.partitions)
+        limited = {key: rate for key, rate in self.now.limited.items() if key[0] not in fresh.partitions}
+        new = Snapshot(breakers, {**paused, **fresh.paused}, self.now.partitions | fresh.partitions,
+                       {**limited, **fresh.limited})
         changed, self.now = new != self.now, new
         return changed
 
@@ -84,6 +88,10 @@ class Holdups:
             self.now.paused[(partition, body.task_type)] = body.reason
         elif isinstance(body, m.TaskTypeResumed):
             self.now.paused.pop((partition, body.task_type), None)
+        elif isinstance(body, m.RateLimitSet):
+            self.now.limited[(partition, body.task_type)] = body.rate
+        elif isinstance(body, m.RateLimitCleared):
+            self.now.limited.pop((partition, body.task_type), None)
         else:
             return False
         return True
@@ -98,6 +106,9 @@ class Holdups:
         breaker = self.now.breakers.get(task_type)
         if breaker is not None and breaker.reopen_at is not None and breaker.reopen_at > now_us:
             return f"breaker open for {task_type} until {clock(breaker.reopen_at)}"
+        rate = self.now.limited.get((partition, task_type))
+        if rate is not None:
+            return f"rate limited: task type {task_type} starts at most {rate:g}/s"
         return None
 
     def _breaker(self, task_type: str, seen: OpenBreaker) -> None:
@@ -115,12 +126,14 @@ def clock(us: int) -> str:
 
 
 def from_records(breakers: list[tuple[str, BreakerStatus, int, int | None]],
-                 paused: list[tuple[int, str, str]], partitions: frozenset[int]) -> Snapshot:
-    """A snapshot from breaker rows (task type, status, since, reopen_at), pause rows (partition, type, reason)
-    and the partitions they were read from."""
+                 paused: list[tuple[int, str, str]], partitions: frozenset[int],
+                 limited: Sequence[tuple[int, str, float]] = ()) -> Snapshot:
+    """A snapshot from breaker rows (task type, status, since, reopen_at), pause rows (partition, type, reason),
+    the partitions they were read from and rate-limit rows (partition, type, starts/s)."""
     return Snapshot({t: OpenBreaker(since, reopen if status is BreakerStatus.OPEN else None)
                      for t, status, since, reopen in breakers},
-                    {(p, t): reason for p, t, reason in paused}, partitions)
+                    {(p, t): reason for p, t, reason in paused}, partitions,
+                    {(p, t): rate for p, t, rate in limited})
 
 
 def projection_source(settings: Settings) -> Source:
@@ -130,5 +143,6 @@ def projection_source(settings: Settings) -> Source:
     def read() -> Snapshot:
         rows = holdup_rows(settings)
         return from_records([(r.task_type, r.status, r.since, r.reopen_at) for r in rows.breakers],
-                            [(p, r.task_type, r.reason) for p, r in rows.paused], rows.partitions)
+                            [(p, r.task_type, r.reason) for p, r in rows.paused], rows.partitions,
+                            [(p, r.task_type, r.bucket.rate) for p, r in rows.limited])
     return read
