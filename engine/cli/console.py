@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from engine.cli.common import add_connection_flags, settings_from
 
 if TYPE_CHECKING:
+    from engine.config import Settings
     from engine.console.security import ConsoleAccess
 
 TOKEN_ENV = "EPOCHQ_CONSOLE_TOKEN"
+CONSOLE_FLAGS = ("--console-port", "--console-host", "--console-token")
+"""``engine run``'s console flags that take a value (``--console-read-only`` takes none)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,3 +55,22 @@ def _run(args: argparse.Namespace) -> int:
           flush=True)
     serve(settings, access)
     return 0
+
+
+@contextmanager
+def started_console(args: argparse.Namespace, settings: Settings) -> Iterator[None]:
+    """The console on a thread of this process while the block runs, when ``--console-port`` asks for one."""
+    if args.console_port is None:
+        yield
+        return
+    from engine.console.server import ConsoleThread
+
+    access = console_access(args.console_port, args.console_host, args.console_token, args.console_read_only)
+    console = ConsoleThread(settings, access)  # binds the port here: ConfigError when it cannot
+    console.start()
+    logging.getLogger("epochq.console").info("console on http://%s:%d/%s", access.host, access.port,
+                                             " (read-only)" if access.read_only else "")
+    try:
+        yield
+    finally:
+        console.stop()

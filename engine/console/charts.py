@@ -34,7 +34,7 @@ def _ms(ms: int) -> str:
 def histogram_svg(values_us: Sequence[int], title: str, edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> Markup:
     """A vertical bar per bucket of ``values_us`` (µs), with counts over the bars and bucket names under them."""
     counts, labels = histogram_counts(values_us, edges_ms), bucket_labels(edges_ms)
-    top, col, height = max(counts) or 1, 44, 160
+    top, col, height = max(counts) or 1, 40, 110
     parts = [_open(col * len(counts) + 20, height + 60, title)]
     for i, (n, label) in enumerate(zip(counts, labels)):
         h = round(height * n / top)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 
 import uvicorn
@@ -11,6 +12,7 @@ import uvicorn
 from engine.config import Settings
 from engine.console.app import create_app
 from engine.console.security import ConsoleAccess
+from engine.errors import ConfigError
 
 
 def _server(settings: Settings, access: ConsoleAccess) -> uvicorn.Server:
@@ -24,9 +26,25 @@ def _server(settings: Settings, access: ConsoleAccess) -> uvicorn.Server:
     return uvicorn.Server(config)
 
 
+def bind(access: ConsoleAccess) -> socket.socket:
+    """The listening socket of the console; ConfigError naming the address when it cannot be bound."""
+    family = socket.AF_INET6 if ":" in access.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((access.host, access.port))
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"console: cannot listen on {access.host}:{access.port}: {e.strerror or e}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(settings: Settings, access: ConsoleAccess) -> None:
     """Serve until SIGINT or SIGTERM (uvicorn handles both)."""
-    _server(settings, access).run()
+    sock = bind(access)
+    _server(settings, access).run(sockets=[sock])
 
 
 class ConsoleThread:
@@ -34,7 +52,9 @@ class ConsoleThread:
 
     def __init__(self, settings: Settings, access: ConsoleAccess):
         self.server = _server(settings, access)
-        self.thread = threading.Thread(target=self.server.run, name="epochq-console", daemon=True)
+        self.socket = bind(access)
+        self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="epochq-console",
+                                       daemon=True)
 
     def start(self, timeout: float = 10.0) -> None:
         """Start serving; returns once the port is bound (or the server gave up)."""
@@ -54,3 +74,4 @@ class ConsoleThread:
         """Stop serving and wait for the thread."""
         self.server.should_exit = True
         self.thread.join(timeout)
+        self.socket.close()
