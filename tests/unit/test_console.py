@@ -10,7 +10,6 @@ import base64
 import logging
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
