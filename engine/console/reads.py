@@ -20,6 +20,7 @@ from engine.config import Settings
 from engine.console.got import Got, get
 from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
+from engine.runtime.read.recent import RecentWindow
 from projections.query import partition_dirs
 
 RECENT_WINDOW_S = 15 * 60
@@ -83,11 +84,26 @@ class Cache:
 
 @dataclass
 class Reads:
-    """The console's reader: its settings, the log probe and the short-lived cache."""
+    """The console's reader: its settings, the log probe, the recent window and the short-lived cache."""
 
     settings: Settings
     probe: LogProbe
-    cache: Cache = field(default_factory=lambda: Cache(3.0))
+    cache: Cache = field(default_factory=lambda: Cache(2.0))
+    _window: RecentWindow | None = None
+    _making: threading.Lock = field(default_factory=threading.Lock)
+
+    def recent(self) -> RecentWindow:
+        """The window over the last minutes of the log, made on first use and kept (it reads only what is new)."""
+        with self._making:
+            if self._window is None:
+                self._window = RecentWindow(self.settings, RECENT_WINDOW_S)
+            return self._window
+
+    def close(self) -> None:
+        """Release the Kafka clients."""
+        self.probe.close()
+        if self._window is not None:
+            self._window.close()
 
     def state_notice(self) -> str | None:
         """A line for a state directory that holds no projection (the pages that read projections are empty)."""
