@@ -1,10 +1,10 @@
 """What the console costs an engine it runs inside (``engine run --console-port``).
 
-No-op jobs end to end (bench/noop_throughput.py's run) in three setups: no console; the console
-served but idle; the console read continuously by a poller that asks for the overview's live part
-and a jobs page in a loop, as fast as answers come (far more than any number of open tabs, which
-refresh every 5 s). Prints jobs/s, engine CPU per job and submit->start p50/p99 for each, and
-the pages the poller got answered.
+No-op jobs end to end (bench/noop_throughput.py's run) in four setups: no console; the console
+served but idle; a busy operator (the overview's live part, a jobs page and a tenant search once a
+second, where a browser tab asks for the overview every 5 s); a flood (the same pages in a loop, as
+fast as answers come). Prints jobs/s, engine CPU per job and submit->start p50/p99 for each, and
+the pages answered.
 Usage: python bench/console_load.py [--jobs 10000] [--runs 1] [--partitions 6]
 """
 
@@ -36,8 +36,8 @@ def free_port() -> int:
 class Poller:
     """Reads the console's pages in a loop until stopped; counts the answers and their time."""
 
-    def __init__(self, port: int):
-        self.port, self.stop, self.answered, self.seconds = port, threading.Event(), 0, 0.0
+    def __init__(self, port: int, pause_s: float):
+        self.port, self.pause_s, self.stop, self.answered, self.seconds = port, pause_s, threading.Event(), 0, 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -52,6 +52,7 @@ class Poller:
                         continue
                     self.answered += ok
                     self.seconds += time.monotonic() - t
+                self.stop.wait(self.pause_s)
 
     def __enter__(self) -> Poller:
         self.thread.start()
@@ -70,13 +71,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=6)
     args = parser.parse_args()
     with local_broker() as bootstrap:
-        for name in ("no console", "console idle", "console polled"):
+        for name, pause in (("no console", None), ("console idle", None), ("busy operator", 1.0), ("flood", 0.0)):
             results, pages = [], ""
             for _ in range(args.runs):
                 port = free_port()
                 extra = () if name == "no console" else ("--console-port", str(port))
-                if name == "console polled":
-                    with Poller(port) as poller:
+                if pause is not None:
+                    with Poller(port, pause) as poller:
                         results.append(one_run(bootstrap, args.jobs, args.partitions, None, extra=extra))
                     pages = (f"; poller: {poller.answered} pages, "
                              f"{1000 * poller.seconds / max(1, poller.answered):.0f} ms each on average")

@@ -26,6 +26,9 @@ from projections.query import partition_dirs
 RECENT_WINDOW_S = 15 * 60
 PROBE_TIMEOUT_S = 2.0
 PROBE_TTL_S = 5.0
+CACHE_TTL_S = 4.0
+"""How long the log's heavier answers (the overview, the tenants table, the workers, lateness) are kept:
+just under the overview's refresh interval, so each refresh reads afresh once however many tabs ask."""
 
 
 class LogProbe:
@@ -81,6 +84,11 @@ class Cache:
             self._kept[key] = (time.monotonic(), value)
         return value
 
+    def forget(self, key: object) -> None:
+        """Drop the answer kept under ``key`` (an action changed what it says)."""
+        with self._lock:
+            self._kept.pop(key, None)
+
 
 @dataclass
 class Reads:
@@ -88,7 +96,7 @@ class Reads:
 
     settings: Settings
     probe: LogProbe
-    cache: Cache = field(default_factory=lambda: Cache(2.0))
+    cache: Cache = field(default_factory=lambda: Cache(CACHE_TTL_S))
     _window: RecentWindow | None = None
     _making: threading.Lock = field(default_factory=threading.Lock)
 
@@ -113,7 +121,9 @@ class Reads:
         return (f"no projections in {where}: the console reads an engine's state directory "
                 "(--state-dir or EPOCHQ_STATE_DIR); until an engine has folded events there, its pages are empty")
 
-    def from_log(self, read: Callable[[], Any]) -> Got[Any]:
-        """``read()`` when the log answers; else the probe's line, at once."""
+    def from_log(self, read: Callable[[], Any], key: object = None) -> Got[Any]:
+        """``read()`` when the log answers (kept a few seconds under ``key`` if given); else the probe's line."""
         problem = self.probe.problem()
-        return Got(None, problem) if problem else get(read)
+        if problem:
+            return Got(None, problem)
+        return get(read) if key is None else get(lambda: self.cache.get(key, read))

@@ -129,12 +129,13 @@ def open_store(path: Path | None) -> ProjectionStore | None:
 
 
 def task_type_of(job_id: str, kinds: dict[str, str], store: ProjectionStore | None) -> str:
-    """The job's task type: from the store's record, else from the ``JobSubmitted`` seen (``kinds``), else unknown."""
-    if store is not None:
-        job = read_job(store, job_id)
-        if job is not None:
-            return job.task_type
-    return kinds.get(job_id, "unknown")
+    """The job's task type: from the ``JobSubmitted`` seen (``kinds``: no store read), else from the store's
+    record, else unknown."""
+    kind = kinds.get(job_id)
+    if kind is not None:
+        return kind
+    job = read_job(store, job_id) if store is not None else None
+    return job.task_type if job is not None else "unknown"
 
 
 def report(settings: Settings, task_type: str | None = None, since_us: int | None = None) -> list[Lateness]:
