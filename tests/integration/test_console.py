@@ -111,6 +111,9 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
                "the overview's window followed the log past its first read")
     assert cell(web.get("/overview/live").text, 'data-task-type="noop"', "succeeded") == 3  # counted once
 
+    owned = eventually(lambda: len(re.findall(r'<tr data-partition="\d" data-phase="active">', t := web.get("/").text))
+                       == 3 and t, 20, "the engine's heartbeat on the overview")
+    assert str(owned).count("<td>console</td>") == 3  # each partition's owner: the engine's --owner-id
     lateness = web.get("/lateness", params={"window": "15m"}).text
     assert '<figure class="histogram" data-task-type="noop">' in lateness and "<svg" in lateness
     assert web.get("/jobs/not-a-job").status_code == 404
