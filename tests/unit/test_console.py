@@ -227,3 +227,25 @@ def test_times_and_labels() -> None:
     assert labels("env=prod, team = a") == (("env", "prod"), ("team", "a"))
     with pytest.raises(ValidationError, match="label"):
         labels("noequals")
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_the_command_refuses_a_public_address_without_a_token_and_a_busy_port_in_one_line(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from engine.cli.main import main
+
+    monkeypatch.delenv("EPOCHQ_CONSOLE_TOKEN", raising=False)
+    assert main(["console", "--host", "0.0.0.0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "epochq: error: console: binding 0.0.0.0 (not loopback) needs --token T (or EPOCHQ_CONSOLE_TOKEN); "
+        "without one it serves 127.0.0.1 only"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["console", "--port", str(taken.getsockname()[1])]) == 2
+    err = capsys.readouterr()
+    assert "cannot listen on 127.0.0.1:" in err.err and "Traceback" not in err.err and err.out == ""
