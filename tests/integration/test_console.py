@@ -168,7 +168,7 @@ def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
     flaky = client.submit("flaky", {"fixed_when": "/nonexistent/never"}, tenant="acme")
     assert flaky.wait(30).status == "dead"
     app = create_app(engine.settings(settings), ConsoleAccess(read_only=True))
-    with TestClient(app, follow_redirects=False) as ro:
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as ro:
         page = eventually(lambda: 'data-status="dead"' in (t := ro.get(f"/jobs/{flaky.job_id}").text) and t, 15)
         assert "<form" not in str(page).split("</header>")[1].replace('<form id="jobs-search"', "")
         token = ro.cookies.get("epochq_csrf")

@@ -44,7 +44,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 def _client(settings: Settings, access: ConsoleAccess | None = None) -> Iterator[TestClient]:
     app = create_app(settings, access)
-    with TestClient(app, raise_server_exceptions=True, follow_redirects=False) as client:
+    with TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=True,
+                    follow_redirects=False) as client:
         yield client
     app.state.reads.close()
 
@@ -170,6 +171,14 @@ def test_a_console_with_a_token_asks_for_it(guarded: TestClient) -> None:
     assert page.status_code == 200 and "alice" in page.text
     assert guarded.get("/jobs", headers={"authorization": "Bearer s3cret-token"}).status_code == 200
     assert guarded.post(ACTIONS[0]).status_code == 401  # the token first, then CSRF
+
+
+def test_without_a_token_only_loopback_names_are_served(web: TestClient, guarded: TestClient) -> None:
+    assert web.get("/", headers={"host": "localhost:8080"}).status_code == 200
+    assert web.get("/", headers={"host": "[::1]:8080"}).status_code == 200
+    rebound = web.get("/", headers={"host": "evil.example:8080"})
+    assert rebound.status_code == 403 and "csrf_token" not in rebound.text
+    assert guarded.get("/", headers={"host": "console.example", **_basic("a", "s3cret-token")}).status_code == 200
 
 
 def test_binding_beyond_loopback_needs_a_token() -> None:
