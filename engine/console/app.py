@@ -56,7 +56,8 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
 def _routes() -> list[Route | Mount]:
     gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", pages.jobs_page),
-            ("/jobs/{job_id:path}", pages.job_page), ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
+            ("/jobs/{job_id:path}", pages.job_page), ("/live/jobs/{job_id:path}", pages.job_live),
+            ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
             ("/tenants", pages.tenants_page), ("/workers", pages.workers_page), ("/lateness", pages.lateness_page)]
     posts = [("/actions/jobs/{job_id}/cancel", actions.cancel), ("/actions/jobs/{job_id}/replay", actions.replay),
              ("/actions/jobs/{job_id}/reschedule", actions.reschedule),
