@@ -183,3 +183,19 @@ def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
         assert ro.post(f"/actions/jobs/{flaky.job_id}/replay", data={"csrf_token": token}).status_code == 403
     app.state.reads.close()
     assert client.status(flaky.job_id).status == "dead"
+
+
+def test_a_console_without_the_jobs_store_cancels_by_the_tenant_in_the_log(
+        settings: Settings, client: Client, console: tuple[EngineProcess, httpx.Client], tmp_path: Path) -> None:
+    later = client.submit("noop", {}, tenant="acme", delay=3600)
+    assert later.wait(30, until=lambda o: o.status == "scheduled").status == "scheduled"
+    app = create_app(settings.model_copy(update={"state_dir": tmp_path / "elsewhere"}))  # no store of any partition
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as web:
+        assert "no projections in" in web.get("/").text
+        token = web.cookies.get("epochq_csrf")
+        sent = web.post(f"/actions/jobs/{later.job_id}/cancel", data={"csrf_token": token, "reason": "not needed"})
+        assert sent.status_code == 303, sent.text
+        missing = web.post("/actions/jobs/no-such-job/cancel", data={"csrf_token": token})
+        assert missing.status_code == 400 and "nor in the log" in missing.text
+    app.state.reads.close()
+    assert later.wait(30).status == "cancelled"
