@@ -19,6 +19,7 @@ from engine.domain.jobs import JobView
 from projections.store import ProjectionStore
 from projections.views.jobs import encode_job, remember
 from projections.views.keys import job_key
+from projections.views.listing import catalog_changes, rolled_up
 
 Watch = Callable[[bytes, "bytes | None"], None]
 _ABSENT: Any = object()
@@ -27,12 +28,13 @@ _ABSENT: Any = object()
 class Batch:
     """A read-through overlay of pending puts, deletes and job records over a ProjectionStore."""
 
-    __slots__ = ("store", "changes", "jobs", "last_offset", "job_cache", "watch", "watched", "_journal")
+    __slots__ = ("store", "changes", "jobs", "listed", "last_offset", "job_cache", "watch", "watched", "_journal")
 
     def __init__(self, store: ProjectionStore, watch: Watch | None = None, watched: tuple[bytes, ...] = ()):
         self.store = store
         self.changes: dict[bytes, bytes | None] = {}
         self.jobs: dict[str, JobView] = {}
+        self.listed: dict[str, JobView | None] = {}  # job id -> its record as committed (the catalog's "before")
         self.last_offset = -1
         self.job_cache = store.job_cache
         self.watch = watch  # told of every put or delete of a key whose first two bytes are in ``watched``
@@ -117,14 +119,26 @@ class Batch:
         if self.last_offset >= 0:
             for job_id, job in self.jobs.items():
                 self.changes[job_key(job_id)] = encode_job(job)
+            counts: dict[bytes, int] = {}
+            catalog_changes(self.jobs, self.listed, self.changes, counts)
+            self._add_counts(counts)
             self.store.commit(self.changes, self.last_offset)
             for job_id, job in self.jobs.items():
                 remember(self.job_cache, job_id, job)
         self.clear()
 
+    def _add_counts(self, counts: dict[bytes, int]) -> None:
+        """Turn counter deltas into puts of the counters' new values (0 deletes the counter)."""
+        changes, get = self.changes, self.get
+        for key, delta in rolled_up(counts).items():
+            if delta:
+                value = int(get(key) or 0) + delta
+                changes[key] = b"%d" % value if value else None
+
     def clear(self) -> None:
         """Drop everything staged (the transaction that carried it aborted)."""
         self.changes = {}
         self.jobs = {}
+        self.listed = {}
         self.last_offset = -1
         self._journal = None

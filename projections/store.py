@@ -20,7 +20,10 @@ OFFSET_KEY = b"m:offset"
 TENANT_INDEXED = b"m:tindex"
 """Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
 made before the index existed lacks it, and readers then scan the log instead."""
-HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
+LISTING_INDEXED = b"m:lindex"
+"""Present when the store has held the catalog's indexes and counters (``L*``, ``C*`` keys) since its
+first commit; ``projections.catalog`` reads a store without it record by record (slowly)."""
+HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:", b"Cs", b"Ct", b"Cy", b"Cz"})
 """Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
 writable store keeps the values it read in memory, kept right by its own commits (the fold is
 its only writer); HOT_LIMIT bounds them (past it the cache starts afresh)."""
@@ -82,14 +85,17 @@ class ProjectionStore:
     wiped (after its files are gone), never earlier.
     """
 
-    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None):
+    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None,
+                 secondary: Path | None = None):
         self.path = Path(path)
-        self.read_only = read_only
+        self.read_only = read_only = read_only or secondary is not None
         self.lock = lock
         if read_only and not self.path.exists():
             raise ProjectionCorruptedError(f"no projection at {self.path}: run `epochq projections rebuild`")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.read_only() if read_only else AccessType.read_write()
+        if secondary is not None:  # a reader kept open: catch_up() sees what the writer committed since
+            access = AccessType.secondary(str(secondary))
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
@@ -99,6 +105,13 @@ class ProjectionStore:
         """The offset of the last event folded into this store, or -1 if none."""
         raw = self._db.get(OFFSET_KEY)
         return -1 if raw is None else int(raw)
+
+    def catch_up(self) -> None:
+        """A store opened as a secondary: read what its writer has committed since (a few ms)."""
+        try:
+            self._db.try_catch_up_with_primary()
+        except Exception as e:  # rocksdict raises plain exceptions
+            raise _translate(self.path, e) from e
 
     def check(self) -> None:
         """Raise ProjectionCorruptedError if the store holds data but no applied offset."""
@@ -130,6 +143,12 @@ class ProjectionStore:
         opts.set_iterate_upper_bound(_successor(prefix))
         yield from self._db.items(from_key=start or prefix, read_opt=opts)
 
+    def keys(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]:
+        """The keys that start with ``prefix``, in order, from ``start`` (no value is read)."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(_successor(prefix))
+        yield from self._db.keys(from_key=start or prefix, read_opt=opts)
+
     def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
         """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
         batch = WriteBatch(raw_mode=True)
@@ -141,6 +160,7 @@ class ProjectionStore:
         batch.put(OFFSET_KEY, str(offset).encode())
         if self._fresh:
             batch.put(TENANT_INDEXED, b"1")
+            batch.put(LISTING_INDEXED, b"1")
             self._fresh = False
         try:
             self._db.write(batch)
