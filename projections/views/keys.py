@@ -13,6 +13,7 @@ FINISH = b"f:"       # f:<lane>:<tenant> -> the tenant's virtual finish tag in t
 SERVED = b"s:"       # s:<lane>:<tenant> -> jobs of the tenant started in the lane
 BREAKER = b"k:"      # k:<task_type> -> the task type's circuit breaker
 PAUSED = b"p:"       # p:<task_type> -> since, reason, requested_by (the task type is paused in this partition)
+RATE = b"R:"         # R:<task_type> -> the task type's rate limit in this partition: its bucket, since, reason, by
 DUE = b"d:"          # d:<due_at>:<job_id> -> job_id
 BREAKER_DUE = b"w:"  # w:<reopen_at>:<task_type> -> task_type (an open breaker's cool-down ends)
 RUNNING = b"u:"      # u:<job_id> -> epoch

@@ -1,0 +1,236 @@
+"""What happened in the last minutes, from the log: outcomes and start lateness per task type.
+
+The console's overview asks this every few seconds, so a :class:`RecentWindow` follows the
+events topic: its first read starts each partition at the first offset written at or after the
+window's start (Kafka's time index), every later read takes only the events written since, and
+what it keeps is one tally per minute (outcomes counted, lateness in buckets 2 % wide), so a
+read costs the events that arrived since the last one and memory is bounded by minutes × task
+types, never by jobs. A zombie's late writes are fenced as the fold fences them. A job's task
+type comes from the state directory's store when it has the job (an engine's, or a standby's),
+else from a ``JobSubmitted`` read before, else it is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+
+from engine.config import Settings
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.domain import fence
+from engine.errors import DecodeError
+from engine.runtime import kafka
+from engine.runtime.read.joblog import with_fencing
+from engine.runtime.read.lateness import first_offsets, open_store, task_type_of
+from projections.query import partition_dirs
+from projections.store import ProjectionStore
+
+OUTCOMES = {m.JobSucceeded: "succeeded", m.JobFailed: "failed", m.JobDeadLettered: "dead"}
+"""The events counted per task type, and the column each one counts in."""
+MINUTE_US = 60_000_000
+RATIO = 1.02
+"""Lateness buckets: each 2 % wider than the one below, so a percentile read from them is within 2 %."""
+IDLE_S = 1.0
+"""How long a read waits for records it knows are there (committed, their markers not yet read) before answering."""
+KINDS_KEPT = 100_000
+"""Task types of jobs submitted, remembered for the jobs no store knows (the oldest forgotten first)."""
+
+
+def bucket_of(lateness_us: int) -> int:
+    """The lateness bucket of a value (µs): 0 holds 0 and below, bucket b holds (RATIO^(b-1), RATIO^b]."""
+    return 0 if lateness_us <= 0 else max(1, math.ceil(math.log(lateness_us) / math.log(RATIO)))
+
+
+def bucket_value(bucket: int) -> int:
+    """The value (µs) a bucket stands for: its upper edge."""
+    return 0 if bucket <= 0 else round(RATIO ** bucket)
+
+
+def quantile(buckets: Counter[int], q: float) -> int:
+    """The q-th percentile (0..100) of the values tallied in ``buckets``, by nearest rank, as its bucket's value."""
+    total = sum(buckets.values())
+    if not total:
+        raise ValueError("percentile of no values")
+    rank, seen = max(1, math.ceil(q * total / 100)), 0
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        if seen >= rank:
+            return bucket_value(bucket)
+    return bucket_value(max(buckets))
+
+
+@dataclass
+class Tally:
+    """What happened in one minute: outcomes and lateness buckets per task type."""
+
+    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
+    lateness: dict[str, Counter[int]] = field(default_factory=dict)
+
+    def add(self, other: Tally) -> None:
+        """Fold ``other`` into this tally."""
+        for kind, counts in other.outcomes.items():
+            self.outcomes.setdefault(kind, Counter()).update(counts)
+        for kind, buckets in other.lateness.items():
+            self.lateness.setdefault(kind, Counter()).update(buckets)
+
+
+@dataclass(frozen=True)
+class RecentActivity:
+    """Per task type: outcomes counted and lateness tallied over the minutes since ``since_us``."""
+
+    since_us: int
+    tally: Tally
+
+    def rows(self) -> list[tuple[str, Counter[str], Counter[int]]]:
+        """(task type, outcomes, lateness buckets) of every task type seen, by task type."""
+        kinds = sorted(set(self.tally.outcomes) | set(self.tally.lateness))
+        return [(k, self.tally.outcomes.get(k, Counter()), self.tally.lateness.get(k, Counter())) for k in kinds]
+
+    def all_lateness(self) -> Counter[int]:
+        """The lateness buckets of every task type together."""
+        out: Counter[int] = Counter()
+        for buckets in self.tally.lateness.values():
+            out.update(buckets)
+        return out
+
+
+class LazyStore:
+    """A partition's store, opened read-only the first time a job's task type is not known otherwise
+    (opening one costs tens of milliseconds: a read with nothing new opens none)."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.store, self.tried = path, None, False  # type: Path | None, ProjectionStore | None, bool
+
+    def opened(self) -> ProjectionStore | None:
+        """The store, opened now if not yet; None without one."""
+        if not self.tried:
+            self.store, self.tried = open_store(self.path), True
+        return self.store
+
+    def close(self) -> None:
+        """Close the store if it was opened."""
+        if self.store is not None:
+            self.store.close()
+
+
+class RecentWindow:
+    """Follows ``<ns>.events`` and keeps per-minute tallies of the last ``window_s`` seconds; thread-safe."""
+
+    def __init__(self, settings: Settings, window_s: int = 15 * 60):
+        self.settings, self.window_us = settings, window_s * 1_000_000
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._next: dict[int, int] = {}  # partition -> the next offset to read
+        self._claims: dict[int, int] = {}  # partition -> the newest valid claim read (0: none yet)
+        self._minutes: dict[int, Tally] = {}  # minute (µs since the epoch // MINUTE_US) -> tally
+        self._kinds: OrderedDict[str, str] = OrderedDict()
+
+    def read(self, now_us: int) -> RecentActivity:
+        """The tallies of the minutes in the window ending ``now_us``, after reading what arrived since."""
+        since = now_us - self.window_us
+        with self._lock:
+            consumer = self._consumer or self._assigned(since)
+            topic = self.settings.events_topic
+            ends = kafka.end_offsets(consumer, topic, sorted(self._next))
+            stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
+            assigned = [TopicPartition(topic, p) for p in sorted(self._next)]
+            consumer.resume(assigned)
+            try:
+                self._drain(consumer, ends, stores, since)
+            finally:
+                consumer.pause(assigned)  # between reads nothing is fetched, nor held in memory
+                for store in stores.values():
+                    store.close()
+            return self._answer(since)
+
+    def _assigned(self, since_us: int) -> Consumer:
+        """A consumer that stays assigned to every events partition, from the window's first offsets on."""
+        consumer = kafka.events_reader(self.settings, "recent")
+        topic = self.settings.events_topic
+        count = len(kafka.call(consumer.list_topics, topic, 10).topics[topic].partitions)
+        self._next = first_offsets(consumer, topic, list(range(count)), since_us)
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in self._next.items()])
+        self._consumer = consumer
+        return consumer
+
+    def _drain(self, consumer: Consumer, ends: dict[int, int], stores: dict[int, LazyStore], since_us: int) -> None:
+        """Fold what arrived, up to the ends read before (transaction markers included), or until a second
+        passes with nothing (an open transaction holds the rest back)."""
+        last_seen = time.monotonic()
+        while not self._caught_up(consumer, ends) and time.monotonic() - last_seen < IDLE_S:
+            batch = [msg for msg in kafka.call(consumer.consume, 5000, 0.05) if not msg.error()]
+            if batch:
+                last_seen = time.monotonic()
+            by_partition: dict[int, list[tuple[int, bytes]]] = {}
+            for msg in batch:
+                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
+            for p, records in by_partition.items():
+                self._fold(p, records, stores.get(p) or LazyStore(None), since_us)
+
+    def _caught_up(self, consumer: Consumer, ends: dict[int, int]) -> bool:
+        topic = self.settings.events_topic
+        at = kafka.call(consumer.position, [TopicPartition(topic, p) for p in ends])
+        return all(max(tp.offset, self._next[tp.partition]) >= ends[tp.partition] for tp in at)
+
+    def _fold(self, p: int, records: list[tuple[int, bytes]], store: LazyStore, since_us: int) -> None:
+        mid_log = self._next[p] > 0 and p not in self._claims
+        for logged in with_fencing(self._decoded(p, records), None, mid_log, self._claims.get(p, 0)):
+            if not logged.fenced:
+                self._count(logged.event, store, since_us)
+
+    def _decoded(self, p: int, records: list[tuple[int, bytes]]) -> Iterator[tuple[int, m.Event]]:
+        """The records' events; remembers where to go on and the newest valid claim."""
+        topic = self.settings.events_topic
+        for offset, value in records:
+            self._next[p] = offset + 1
+            try:
+                event = decode_event_at(value, topic, p, offset)
+            except DecodeError:
+                continue
+            if isinstance(event.body, m.OwnershipClaimed) and fence.claim_counts(event.epoch, self._claims.get(p, 0)):
+                self._claims[p] = event.epoch
+            yield offset, event
+
+    def _count(self, event: m.Event, store: LazyStore, since_us: int) -> None:
+        body, job_id = event.body, event.job_id or ""
+        if isinstance(body, m.JobSubmitted):
+            self._remember(job_id, body.task_type)
+            return
+        outcome = OUTCOMES.get(type(body))
+        if (outcome is None and not isinstance(body, m.JobStarted)) or event.occurred_at < since_us:
+            return
+        tally = self._minutes.setdefault(event.occurred_at // MINUTE_US, Tally())
+        kind = self._kinds.get(job_id) or task_type_of(job_id, self._kinds, store.opened())
+        if isinstance(body, m.JobStarted):
+            tally.lateness.setdefault(kind, Counter())[bucket_of(event.occurred_at - body.due_at)] += 1
+        elif outcome is not None:
+            tally.outcomes.setdefault(kind, Counter())[outcome] += 1
+
+    def _remember(self, job_id: str, task_type: str) -> None:
+        self._kinds[job_id] = task_type
+        if len(self._kinds) > KINDS_KEPT:
+            self._kinds.popitem(last=False)
+
+    def _answer(self, since_us: int) -> RecentActivity:
+        first = since_us // MINUTE_US
+        for minute in [mt for mt in self._minutes if mt < first]:
+            del self._minutes[minute]
+        total = Tally()
+        for tally in self._minutes.values():
+            total.add(tally)
+        return RecentActivity(first * MINUTE_US, total)
+
+    def close(self) -> None:
+        """Release the Kafka client."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
