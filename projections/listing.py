@@ -107,14 +107,19 @@ def _ranges(part: Part, flt: JobFilter) -> list[Range]:
 
 def index_prefix(flt: JobFilter, status: str) -> bytes:
     """The prefix of the catalog range holding ``flt``'s jobs in ``status``."""
-    tail = status.encode() + SEP
+    return _scoped(flt, (k.LIST_TENANT_TYPE, k.LIST_TENANT, k.LIST_TYPE, k.LIST_STATUS), status.encode() + SEP)
+
+
+def _scoped(flt: JobFilter, prefixes: tuple[bytes, bytes, bytes, bytes], tail: bytes) -> bytes:
+    """The key under the first of (tenant and type, tenant, type, neither) prefixes that ``flt`` narrows to."""
+    by_both, by_tenant, by_type, by_status = prefixes
     if flt.tenant is not None and flt.task_type is not None:
-        return k.LIST_TENANT_TYPE + flt.tenant.encode() + SEP + flt.task_type.encode() + SEP + tail
+        return by_both + flt.tenant.encode() + SEP + flt.task_type.encode() + SEP + tail
     if flt.tenant is not None:
-        return k.LIST_TENANT + flt.tenant.encode() + SEP + tail
+        return by_tenant + flt.tenant.encode() + SEP + tail
     if flt.task_type is not None:
-        return k.LIST_TYPE + flt.task_type.encode() + SEP + tail
-    return k.LIST_STATUS + tail
+        return by_type + flt.task_type.encode() + SEP + tail
+    return by_status + tail
 
 
 def _statuses(flt: JobFilter) -> tuple[str, ...]:
@@ -226,14 +231,7 @@ def _rest(flt: JobFilter) -> tuple[str | None, str | None, int | None, int | Non
 
 def counter_key(flt: JobFilter, status: str) -> bytes:
     """The fold's counter of ``flt``'s jobs (tenant, task type, neither or both) in ``status``."""
-    tail = status.encode()
-    if flt.tenant is not None and flt.task_type is not None:
-        return k.COUNT_TENANT_TYPE + flt.tenant.encode() + SEP + flt.task_type.encode() + SEP + tail
-    if flt.tenant is not None:
-        return k.COUNT_TENANT + flt.tenant.encode() + SEP + tail
-    if flt.task_type is not None:
-        return k.COUNT_TYPE + flt.task_type.encode() + SEP + tail
-    return k.COUNT_STATUS + tail
+    return _scoped(flt, (k.COUNT_TENANT_TYPE, k.COUNT_TENANT, k.COUNT_TYPE, k.COUNT_STATUS), status.encode())
 
 
 def _entries(part: Part, flt: JobFilter) -> int:
