@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from engine.domain.lanes import Lane
 from engine.domain.breaker import BreakerPolicy
+from engine.domain.inputs import TaskPolicy
 from engine.domain.retry import RetryPolicy
 from engine.errors import ValidationError
 
@@ -140,6 +141,11 @@ class App:
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs
+
+    def policies(self) -> dict[str, TaskPolicy]:
+        """What decide needs of each task type: its retry policy and pinned lane."""
+        return {name: TaskPolicy(spec.retry, spec.lane.value if spec.lane else None)
+                for name, spec in self._specs.items()}
 
 
 def _check_breaker(name: str, breaker: Any) -> BreakerPolicy | None:

@@ -9,7 +9,8 @@ whose head cannot even be worked out (a poison record) is set aside, not retried
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from engine.domain.decide import DecideContext, Emit, StartAttempt
@@ -18,6 +19,7 @@ from engine.domain.lifecycle import JobState
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.timers import SetAside
+from engine.runtime.loop.write import Written
 from projections.views import keys as k
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
@@ -171,3 +173,14 @@ def rotate(items: list[Partition], turn: int) -> list[Partition]:
         return items
     n = turn % len(items)
     return items[n:] + items[:n]
+
+
+def slots_spoken_for(partitions: Iterable[Partition], writing: Iterable[Written]) -> Counter[str]:
+    """Per lane, the slots the executor counts free that are spoken for: starts staged or being written, and
+    handlers that returned whose results wait for their partition's transaction (a slot stays taken until
+    its result is recorded, or a breaker would open one start too late)."""
+    partitions = list(partitions)
+    taken = Counter(job.lane for p in partitions for _, job in p.staged.starts)
+    taken.update(job.lane for w in writing for _, job in w.staged.starts)
+    taken.update(result.request.lane.value for p in partitions for result in p.results)
+    return taken

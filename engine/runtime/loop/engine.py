@@ -26,7 +26,7 @@ from confluent_kafka import Message
 from engine.app import App
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.domain.decide import DecideContext, TaskPolicy
+from engine.domain.decide import DecideContext
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
@@ -36,7 +36,7 @@ from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
-from engine.runtime.loop.dispatch import Dispatcher, rotate
+from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
 from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
@@ -75,7 +75,7 @@ class Engine:
         self.options = options = options or EngineOptions()
         self.owner_id = owner_id or settings.owner_id or kafka.default_owner_id()
         self.stopping = threading.Event()
-        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, _policies(app))
+        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()
         self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result)
         self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
@@ -253,13 +253,9 @@ class Engine:
         if not active:
             return
         self._turn += 1
-        starting = [job.lane for p in self.partitions.values() for _, job in p.staged.starts]
-        starting += [job.lane for w in self._writing for _, job in w.staged.starts]
-        # A handler that returned freed its slot, but its result waits for its partition's transaction:
-        # the slot stays taken until the result is recorded, or a breaker would open one start too late.
-        starting += [result.request.lane.value for p in self.partitions.values() for result in p.results]
+        taken = slots_spoken_for(self.partitions.values(), self._writing)
         for lane in RUNNABLE_LANES:
-            free = self.executor.free_slots(lane) - starting.count(lane.value)
+            free = self.executor.free_slots(lane) - taken[lane.value]
             if free > 0:
                 self.dispatcher.deal(lane.value, free, rotate(active, self._turn), lambda p: ctxs[p.number])
 
@@ -397,10 +393,3 @@ class Engine:
         self.writer.close()
         self.heartbeat.close()
 
-
-def _policies(app: App) -> dict[str, TaskPolicy]:
-    return {
-        name: TaskPolicy(spec.retry, spec.lane.value if spec.lane else None)
-        for name in app.task_types
-        for spec in [app.spec(name)]
-    }
