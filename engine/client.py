@@ -269,13 +269,7 @@ class Client(ScheduleMethods, QueryMethods):
 
     def _partition_count(self) -> int:
         if self._partitions is None:
-            topic = self.settings.commands_topic
-            meta = self._reader.list_topics(topic, timeout=10).topics[topic]
-            if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
-                raise kafka.denied(meta.error, f"cannot write to {topic}")
-            if meta.error is not None:
-                raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
-            self._partitions = len(meta.partitions)
+            self._partitions = len(kafka.topic_partitions(self._reader, self.settings.commands_topic, "write to"))
         return self._partitions
 
     # --- rate limits and priorities (docs/handlers.md, *Rate limits*) ---------------------------

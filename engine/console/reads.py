@@ -18,7 +18,6 @@ from confluent_kafka import Consumer
 
 from engine.config import Settings
 from engine.console.got import Got, get
-from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.read.recent import RecentWindow
 from engine.domain.jobs import JobView
@@ -61,10 +60,7 @@ class LogProbe:
     def _ask(self) -> None:
         if self._consumer is None:
             self._consumer = kafka.events_reader(self.settings, "console")
-        meta = kafka.call(self._consumer.list_topics, self.settings.events_topic, PROBE_TIMEOUT_S)
-        topic = meta.topics.get(self.settings.events_topic)
-        if topic is None or topic.error is not None:
-            raise KafkaUnavailableError(f"topic {self.settings.events_topic} is missing: run `epochq topics ensure`")
+        kafka.call(kafka.topic_partitions, self._consumer, self.settings.events_topic, "read", PROBE_TIMEOUT_S)
 
     def close(self) -> None:
         """Release the probe's Kafka client."""

@@ -23,6 +23,7 @@ from engine.errors import (
     EpochqError,
     FencedError,
     KafkaUnavailableError,
+    TopicMismatchError,
     TransactionAbortedError,
     ValidationError,
 )
@@ -183,6 +184,16 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
     except KafkaException as e:
         raise translate(e) from e
+
+
+def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0) -> list[int]:
+    """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed."""
+    meta = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    if meta is not None and meta.error is not None and meta.error.code() in DENIED_CODES:
+        raise denied(meta.error, f"cannot {what} {topic}")
+    if meta is None or meta.error is not None or not meta.partitions:
+        raise TopicMismatchError(f"topic {topic} is missing: run `epochq topics ensure`")
+    return sorted(meta.partitions)
 
 
 def denied(err: KafkaError, what: str) -> AccessDeniedError:

@@ -12,7 +12,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_id
-from engine.errors import DecodeError, TopicMismatchError
+from engine.errors import DecodeError
 from engine.domain import fence
 from engine.runtime import kafka
 from engine.runtime.kafka import records_at, scan_partition
@@ -29,11 +29,7 @@ class LoggedEvent:
 
 def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
     """The partition of ``job_id`` (Java-compatible murmur2 over the events topic's count)."""
-    topic = settings.events_topic
-    meta = consumer.list_topics(topic, timeout=10).topics[topic]
-    if meta.error is not None or not meta.partitions:
-        raise TopicMismatchError(f"topic {topic} is missing: run `epochq topics ensure`")
-    return partition_for(job_id, len(meta.partitions))
+    return partition_for(job_id, len(kafka.topic_partitions(consumer, settings.events_topic, "read")))
 
 
 def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEvent]:

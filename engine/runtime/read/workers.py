@@ -17,7 +17,6 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from engine.config import Settings
-from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.topics import workers_topic
 
@@ -106,12 +105,7 @@ def list_workers(settings: Settings) -> list[WorkerRow]:
     topic = workers_topic(settings)
     reader = kafka.events_reader(settings, "workers")
     try:
-        meta = reader.list_topics(topic, timeout=10).topics[topic]
-        if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
-            raise kafka.denied(meta.error, f"cannot read {topic}")
-        if meta.error is not None:
-            raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
-        records = [(key, value) for p in sorted(meta.partitions)
+        records = [(key, value) for p in kafka.topic_partitions(reader, topic, "read")
                    for _, key, value in kafka.scan_partition(reader, topic, p)]
     except KafkaException as e:
         raise kafka.translate(e) from e
