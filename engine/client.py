@@ -28,6 +28,7 @@ from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.signatures import client_signer
 
 __all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
+from engine.query_client import QueryMethods
 from engine.schedule_client import ScheduleMethods
 
 class JobHandle:
@@ -73,7 +74,7 @@ class JobHandle:
         return Followed(self.job_id, self.partition, self.start_offset)
 
 
-class Client(ScheduleMethods):
+class Client(ScheduleMethods, QueryMethods):
     """Submits commands to ``<ns>.commands`` (acks=all) and reads outcomes from ``<ns>.events``."""
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):

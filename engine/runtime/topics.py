@@ -15,6 +15,10 @@ from engine.runtime.kafka import DENIED_CODES, denied
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
 TENANTS_CONFIG = {"cleanup.policy": "compact"}
+WORKERS_CONFIG = {"cleanup.policy": "compact,delete", "retention.ms": str(24 * 3600 * 1000),
+                  "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1"}
+"""The engines' heartbeats: one record per instance kept (compacted), none older than a day (an
+instance that died a day ago is forgotten), small segments so compaction keeps the topic small."""
 TIMEOUT_S = 30.0
 
 
@@ -28,6 +32,11 @@ class TopicInfo:
     config: dict[str, str]
 
 
+def workers_topic(settings: Settings) -> str:
+    """The compacted topic of the engines' heartbeats (``engine.runtime.read.workers``)."""
+    return f"{settings.namespace}.workers"
+
+
 def admin_for(settings: Settings) -> AdminClient:
     """An AdminClient for the configured cluster."""
     return AdminClient(settings.kafka_config())
@@ -39,6 +48,7 @@ def wanted_topics(settings: Settings, partitions: int, replication: int) -> list
         (settings.commands_topic, partitions, COMMANDS_CONFIG),
         (settings.events_topic, partitions, EVENTS_CONFIG),
         (settings.tenants_topic, 1, TENANTS_CONFIG),
+        (workers_topic(settings), 1, WORKERS_CONFIG),
     ]
     return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
 
@@ -58,7 +68,7 @@ def ensure_topics(settings: Settings, partitions: int | None = None, replication
     missing = [t for t in wanted if t.topic not in existing]
     if missing:
         _create(admin, missing)
-        _await_metadata(admin, _names(settings))
+        _await_metadata(admin, [t.topic for t in wanted])
     infos = describe_topics(settings, admin)
     check_topics(settings, infos)
     check_asked(settings, infos, partitions, replication)
@@ -69,7 +79,7 @@ def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | No
     """Refuse existing topics whose partition count or replication differs from what was asked for."""
     problems = []
     for info in infos:
-        if partitions is not None and info.name != settings.tenants_topic and info.partitions != partitions:
+        if partitions is not None and info.name in _names(settings)[:2] and info.partitions != partitions:
             problems.append(f"{info.name} has {info.partitions} partitions, not {partitions}")
         if replication is not None and info.replication != replication:
             problems.append(f"{info.name} has replication {info.replication}, not {replication}")
@@ -106,7 +116,7 @@ def _await_metadata(admin: AdminClient, names: list[str], timeout_s: float = 15.
 def describe_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicInfo]:
     """Partition counts, replication and the relevant configs of the namespace's topics."""
     admin = admin or admin_for(settings)
-    names = [settings.commands_topic, settings.events_topic, settings.tenants_topic]
+    names = [*_names(settings), workers_topic(settings)]
     meta = admin.list_topics(timeout=TIMEOUT_S).topics
     present = [n for n in names if n in meta]
     configs = _configs(admin, present)

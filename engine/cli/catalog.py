@@ -1,0 +1,114 @@
+"""``epochq jobs list`` and ``epochq workers``: the catalog of jobs and the engines at work."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from engine.cli.common import add_connection_flags, parse_time, print_json, settings_from
+from engine.cli.fresh import say_freshness
+from engine.errors import ValidationError
+from engine.query_client import time_us
+from engine.runtime.read.workers import WorkerRow, list_workers
+from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, list_jobs
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``jobs list`` and ``workers``."""
+    jobs = sub.add_parser("jobs", help="list jobs by status, tenant, task type, time and label")
+    verbs = jobs.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="one page of jobs, newest first, with counts per status")
+    listing.add_argument("--status", choices=STATUSES)
+    listing.add_argument("--tenant")
+    listing.add_argument("--type", dest="task_type", help="task type")
+    listing.add_argument("--since", help="submitted at or after (ISO-8601 with a zone)")
+    listing.add_argument("--until", help="submitted before (ISO-8601 with a zone)")
+    listing.add_argument("--label", action="append", default=[], metavar="K=V",
+                         help="repeat for several (all must match)")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--cursor", help="the next-cursor of the previous page")
+    listing.add_argument("--json", action="store_true")
+    add_connection_flags(listing)
+    listing.set_defaults(func=_list)
+    workers = sub.add_parser("workers", help="engine instances: partitions, slots per lane, running jobs")
+    workers.add_argument("--json", action="store_true")
+    add_connection_flags(workers)
+    workers.set_defaults(func=_workers)
+
+
+def parse_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
+    """``k=v`` flags as sorted pairs; ValidationError for one without ``=``."""
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError(f"label: {item!r} is not k=v", "labels")
+        pairs.append((key, value))
+    return tuple(sorted(pairs))
+
+
+def _list(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    flt = JobFilter(args.status, args.tenant, args.task_type, time_us(parse_time(args.since, "since")),
+                    time_us(parse_time(args.until, "until")), parse_labels(args.label))
+    result = list_jobs(settings, flt, cursor=args.cursor, limit=args.limit)
+    say_freshness(settings)
+    if args.json:
+        print_json(page_json(result))
+        return 0
+    print("  ".join(f"{s} {result.counts.get(s, 0)}{'' if result.counts_exact else '+'}" for s in STATUSES))
+    print(f"{'submitted (UTC)':24} {'status':10} {'tenant':16} {'task type':20} {'att':>3} {'p':>1}  job")
+    for row in result.rows:
+        print(f"{_iso(row.submitted_at_us):24} {row.status:10} {row.tenant[:16]:16} {row.task_type[:20]:20} "
+              f"{row.attempts:>3} {row.priority:>1}  {row.job_id}{'  ' + row.error if row.error else ''}")
+    print(f"next-cursor: {result.next_cursor}" if result.next_cursor else "next-cursor: none (last page)")
+    return 0
+
+
+def page_json(result: JobPage) -> dict[str, Any]:
+    """The stable JSON form of a page (documented in docs/cli.md)."""
+    return {"rows": [row_json(r) for r in result.rows], "counts": result.counts, "counts_exact": result.counts_exact,
+            "next_cursor": result.next_cursor, "partitions": result.partitions}
+
+
+def row_json(row: JobRow) -> dict[str, Any]:
+    """The stable JSON form of one listed job."""
+    return {"job_id": row.job_id, "tenant": row.tenant, "task_type": row.task_type, "status": row.status,
+            "priority": row.priority, "lane": row.lane, "attempts": row.attempts,
+            "submitted_us": row.submitted_at_us, "submitted": _iso(row.submitted_at_us),
+            "due_us": row.due_at_us, "updated_us": row.updated_at_us, "partition": row.partition, "error": row.error}
+
+
+def _workers(args: argparse.Namespace) -> int:
+    rows = list_workers(settings_from(args))
+    if args.json:
+        print_json([worker_json(r) for r in rows])
+        return 0
+    if not rows:
+        print("no engine instance has published a heartbeat (none running, or none since `topics ensure`)")
+    now = time.time()
+    for row in rows:
+        age = now - row.seen_at_us / 1e6
+        state = "LOST" if row.lost else "alive"
+        print(f"{row.instance} on {row.host} pid {row.pid}: {state}, seen {age:.1f} s ago, "
+              f"up since {_iso(row.started_at_us)}")
+        for p in row.partitions:
+            print(f"  partition {p.partition:>3}  epoch {p.epoch:>4}  {p.phase}")
+        print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
+        print(f"  running ({len(row.running)}): {' '.join(row.running[:20])}{' ...' if len(row.running) > 20 else ''}")
+    return 0
+
+
+def worker_json(row: WorkerRow) -> dict[str, Any]:
+    """The stable JSON form of one engine instance."""
+    return {"instance": row.instance, "host": row.host, "pid": row.pid, "started_us": row.started_at_us,
+            "seen_us": row.seen_at_us, "interval_s": row.interval_s, "lost": row.lost,
+            "partitions": [{"partition": p.partition, "epoch": p.epoch, "phase": p.phase, "owner": p.owner}
+                           for p in row.partitions],
+            "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running}
+
+
+def _iso(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,120 @@
+"""Who runs what: the engine instances' heartbeats on the compacted ``<ns>.workers`` topic, read whole.
+
+Each engine publishes one small JSON record under its instance id every few seconds (its owned
+partitions with epoch and phase, its slots per lane, the jobs running now) and a tombstone when
+it stops cleanly (``engine.runtime.loop.heartbeat``). A record not renewed for LOST_AFTER
+intervals belongs to an instance that died without saying so: it is shown as lost.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from engine.config import Settings
+from engine.errors import KafkaUnavailableError
+from engine.runtime import kafka
+from engine.runtime.topics import workers_topic
+
+LOST_AFTER = 3
+"""Heartbeat intervals without a record after which an instance is shown as lost."""
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """One partition an instance holds: the epoch of its claim and the phase it is in."""
+
+    partition: int
+    epoch: int
+    phase: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class LaneSlots:
+    """One lane's handler slots in an instance: busy and idle."""
+
+    lane: str
+    used: int
+    free: int
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """One engine instance as its newest heartbeat describes it."""
+
+    instance: str
+    host: str
+    pid: int
+    started_at_us: int
+    seen_at_us: int
+    partitions: list[PartitionRow]
+    slots: list[LaneSlots]
+    running: list[str]  # job ids
+    interval_s: float = 5.0
+    lost: bool = field(default=False)  # no heartbeat for LOST_AFTER intervals: the process is gone or stuck
+
+
+def encode_heartbeat(row: WorkerRow) -> bytes:
+    """The record an engine publishes about itself."""
+    return json.dumps({
+        "format": FORMAT, "instance": row.instance, "host": row.host, "pid": row.pid,
+        "started_at_us": row.started_at_us, "seen_at_us": row.seen_at_us, "interval_s": row.interval_s,
+        "partitions": [[p.partition, p.epoch, p.phase, p.owner] for p in row.partitions],
+        "slots": [[s.lane, s.used, s.free] for s in row.slots], "running": row.running,
+    }, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode_heartbeat(raw: bytes, now_us: int) -> WorkerRow | None:
+    """A heartbeat record as a row (``lost`` worked out against ``now_us``); None for one not understood."""
+    try:
+        d: dict[str, Any] = json.loads(raw)
+        interval = float(d["interval_s"])
+        row = WorkerRow(str(d["instance"]), str(d["host"]), int(d["pid"]), int(d["started_at_us"]),
+                        int(d["seen_at_us"]), [PartitionRow(int(p), int(e), str(ph), str(o))
+                                               for p, e, ph, o in d["partitions"]],
+                        [LaneSlots(str(ln), int(u), int(f)) for ln, u, f in d["slots"]],
+                        [str(j) for j in d["running"]], interval)
+    except (ValueError, KeyError, TypeError):
+        return None
+    lost = now_us - row.seen_at_us > LOST_AFTER * interval * 1_000_000
+    return WorkerRow(**{**row.__dict__, "lost": lost})
+
+
+def latest(records: Sequence[tuple[bytes | None, bytes | None]], now_us: int) -> list[WorkerRow]:
+    """The newest row per instance from (key, value) records in log order; a tombstone removes it. Pure."""
+    newest: dict[bytes, bytes] = {}
+    for key, value in records:
+        if key is None:
+            continue
+        if value is None:
+            newest.pop(key, None)
+        else:
+            newest[key] = value
+    rows = [row for raw in newest.values() if (row := decode_heartbeat(raw, now_us)) is not None]
+    return sorted(rows, key=lambda r: (r.lost, r.instance))
+
+
+def list_workers(settings: Settings) -> list[WorkerRow]:
+    """Every engine instance that has published a heartbeat and not stopped cleanly since."""
+    topic = workers_topic(settings)
+    reader = kafka.events_reader(settings, "workers")
+    try:
+        meta = reader.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
+            raise kafka.denied(meta.error, f"cannot read {topic}")
+        if meta.error is not None:
+            raise KafkaUnavailableError(f"topic {topic} is missing: run `epochq topics ensure`")
+        records = [(key, value) for p in sorted(meta.partitions)
+                   for _, key, value in kafka.scan_partition(reader, topic, p)]
+    except KafkaException as e:
+        raise kafka.translate(e) from e
+    finally:
+        reader.close()
+    return latest(records, int(time.time() * 1_000_000))
