@@ -13,21 +13,11 @@ from dataclasses import dataclass, field
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from engine.domain.lifecycle import JobState
 from engine.errors import ValidationError
+from projections.views.listing import STATUSES, status_of
 
-STATUSES = ("scheduled", "queued", "running", "retrying", "completed", "dead", "cancelled")
-"""The statuses a listing knows; every job state maps to one of them (:func:`status_of`)."""
-_LISTED = {JobState.PENDING: "queued", JobState.FAILED: "retrying", JobState.PARTIAL: "completed"}
-"""States shown as another: pending (submitted, not yet placed) lasts one decision; failed is followed
-at once by a retry or a dead letter; partial is a scoped job that settled (its children's errors
-are in its record)."""
+__all__ = ["STATUSES", "JobFilter", "JobPage", "JobRow", "list_jobs", "status_of"]
 MAX_LIMIT = 1000
-
-
-def status_of(state: JobState) -> str:
-    """The listing status of a job state."""
-    return _LISTED.get(state, state.value)
 
 
 @dataclass(frozen=True)
@@ -77,6 +67,7 @@ class JobPage:
     next_cursor: str | None  # opaque; pass back to get the next page
     partitions: list[int]  # the partitions this state directory answered for
     counts_exact: bool = field(default=True)  # False: some count stopped at COUNT_CAP (a time or label filter)
+    unindexed: list[int] = field(default_factory=list)  # partitions whose store predates the catalog indexes (slow)
 
 
 def row_of(job: JobView, partition: int) -> JobRow:

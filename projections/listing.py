@@ -1,46 +1,240 @@
-"""How a catalog page is read from the stores (first cut: every job record; the indexes come next)."""
+"""How a catalog page is read: newest-first ranges of the catalog indexes, merged across statuses and partitions.
+
+A filter picks one index (``projections.views.listing``): by tenant and task type, by tenant, by
+task type, or by status alone; one range per status asked for, per partition, each already in
+page order, so a page reads ``limit`` entries (plus one, to know there is more) and one record
+per row. Counts per status come from the fold's counters; with a time filter, by counting the
+ranges' entries, up to COUNT_CAP. Labels are checked entry by entry (point reads of the label
+index), or, with no other filter, read from the label index itself; such a page steps over at
+most SCAN_BUDGET entries and, past that, ends early with a cursor to go on from.
+"""
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, encode_cursor, row_of, status_of
+from projections.catalog import JobFilter, JobPage, JobRow, encode_cursor, row_of
 from projections.query import partition_dirs, read_store
+from projections.store import LISTING_INDEXED, ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job
+from projections.views.listing import INVERTED, SEP, STATUS_OF, STATUSES, inverted, label_key
+
+SCAN_BUDGET = 20_000
+"""Index entries a page may step over for filters no index holds (labels beside other filters)."""
+COUNT_CAP = 10_000
+"""Entries counted per status when a time or label filter rules the counters out; past it, counts are a floor."""
+_INV = 16  # digits of the inverted submission time in a key
+
+
+@dataclass
+class Part:
+    """One partition's store, open for this request."""
+
+    partition: int
+    store: ProjectionStore
+    indexed: bool  # the store has held the catalog indexes since its first commit
 
 
 def page(settings: Settings, flt: JobFilter, after: tuple[int, str] | None, limit: int) -> JobPage:
     """One page of ``flt``'s jobs, newest first, after the position ``after``."""
-    rows: list[JobRow] = []
-    counts = dict.fromkeys(STATUSES, 0)
-    parts: list[int] = []
+    with ExitStack() as stack:
+        parts = open_parts(settings, stack)
+        rows, cursor, budget_left = _rows(parts, flt, after, limit)
+        counts, exact = _counts(parts, flt)
+        return JobPage(rows, counts, cursor, [p.partition for p in parts], exact and budget_left,
+                       [p.partition for p in parts if not p.indexed])
+
+
+def open_parts(settings: Settings, stack: ExitStack) -> list[Part]:
+    """Every readable store of the state directory, opened read-only until ``stack`` closes."""
+    parts = []
     for p, path in partition_dirs(settings):
         try:
-            with read_store(path) as store:
-                jobs = [decode_job(raw) for _, raw in store.scan(k.JOB)]
-        except Exception:  # noqa: BLE001 - a store being created: not a source of answers
+            store = stack.enter_context(read_store(path))
+        except Exception:  # noqa: BLE001 - a store being created, or not a store: not a source of answers
             continue
-        parts.append(p)
-        for job in jobs:
-            if _admits(flt.without_status(), job):
-                counts[status_of(job.state)] += 1
-                if (flt.status is None or status_of(job.state) == flt.status) and _after(job, after):
-                    rows.append(row_of(job, p))
-    rows.sort(key=lambda r: (-r.submitted_at_us, r.job_id))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    cursor = encode_cursor(rows[-1].submitted_at_us, rows[-1].job_id) if more else None
-    return JobPage(rows, counts, cursor, parts)
+        parts.append(Part(p, store, store.get(LISTING_INDEXED) is not None))
+    return parts
 
 
-def _after(job: JobView, after: tuple[int, str] | None) -> bool:
-    return after is None or (-job.submitted_at, job.job_id) > (-after[0], after[1])
+# --- rows ------------------------------------------------------------------------------------
+
+def _rows(parts: list[Part], flt: JobFilter, after: tuple[int, str] | None,
+          limit: int) -> tuple[list[JobRow], str | None, bool]:
+    """Up to ``limit`` rows, the next cursor, and whether the scan budget held out."""
+    rows: list[JobRow] = []
+    stepped = 0
+    last: tuple[int, str] | None = None
+    for position, part, job in _candidates(parts, flt, after):
+        stepped += 1
+        if job is not None:
+            if len(rows) == limit:
+                return rows, encode_cursor(*last) if last else None, True
+            rows.append(row_of(job, part.partition))
+        last = position
+        if stepped >= SCAN_BUDGET and len(rows) < limit:
+            return rows, encode_cursor(*last), False
+    return rows, None, True
 
 
-def _admits(flt: JobFilter, job: JobView) -> bool:
-    return ((flt.tenant is None or job.tenant_id == flt.tenant)
+Candidate = tuple[tuple[int, str], Part, "JobView | None"]
+
+
+def _candidates(parts: list[Part], flt: JobFilter, after: tuple[int, str] | None) -> Iterator[Candidate]:
+    """Every entry of the chosen ranges in page order: its position, store, and the job if ``flt`` admits it."""
+    streams = [_stream(part, prefix, flt, after, checks) for part in parts
+               for prefix, checks in _ranges(part, flt)]
+    for suffix, _, part, job in heapq.merge(*streams):
+        yield _position(suffix), part, job
+
+
+def _ranges(part: Part, flt: JobFilter) -> list[tuple[bytes, bool]]:
+    """(key prefix, whether entries need checking) of each range to read in ``part``."""
+    if not part.indexed:
+        return [(k.JOB, True)]
+    if flt.labels and flt.status is None and flt.tenant is None and flt.task_type is None:
+        name, value = flt.labels[0]
+        return [(k.LIST_LABEL + name.encode() + SEP + value.encode() + SEP, True)]
+    return [(index_prefix(flt, status), bool(flt.labels)) for status in _statuses(flt)]
+
+
+def index_prefix(flt: JobFilter, status: str) -> bytes:
+    """The prefix of the catalog range holding ``flt``'s jobs in ``status``."""
+    tail = status.encode() + SEP
+    if flt.tenant is not None and flt.task_type is not None:
+        return k.LIST_TENANT_TYPE + flt.tenant.encode() + SEP + flt.task_type.encode() + SEP + tail
+    if flt.tenant is not None:
+        return k.LIST_TENANT + flt.tenant.encode() + SEP + tail
+    if flt.task_type is not None:
+        return k.LIST_TYPE + flt.task_type.encode() + SEP + tail
+    return k.LIST_STATUS + tail
+
+
+def _statuses(flt: JobFilter) -> tuple[str, ...]:
+    return (flt.status,) if flt.status is not None else STATUSES
+
+
+def _stream(part: Part, prefix: bytes, flt: JobFilter, after: tuple[int, str] | None,
+            checks: bool) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
+    """One range's entries from the page's start: (sort suffix, partition, part, admitted job or None)."""
+    if prefix == k.JOB:
+        yield from _unindexed(part, flt, after)
+        return
+    stop = inverted(flt.since_us) if flt.since_us is not None else b"9" * _INV
+    for key, _ in part.store.scan(prefix, _start(prefix, flt, after)):
+        suffix = key[len(prefix):]
+        if suffix[:_INV] > stop:
+            return
+        job = _job(part.store, suffix[_INV + 1:].decode())
+        yield suffix, part.partition, part, job if job is not None and (not checks or admits(part.store, flt, job)) \
+            else None
+
+
+def _start(prefix: bytes, flt: JobFilter, after: tuple[int, str] | None) -> bytes:
+    """The first key of a range to read: after the cursor, and not newer than ``until``."""
+    start = prefix
+    if flt.until_us is not None:
+        start = prefix + inverted(flt.until_us - 1)
+    if after is not None:
+        start = max(start, prefix + inverted(after[0]) + SEP + after[1].encode() + b"\x00")
+    return start
+
+
+def _job(store: ProjectionStore, job_id: str) -> JobView | None:
+    raw = store.get(k.job_key(job_id))
+    return decode_job(raw) if raw is not None else None
+
+
+def admits(store: ProjectionStore, flt: JobFilter, job: JobView) -> bool:
+    """Whether ``job`` passes every part of ``flt`` (labels by point reads of the label index)."""
+    return ((flt.status is None or STATUS_OF[job.state] == flt.status)
+            and (flt.tenant is None or job.tenant_id == flt.tenant)
             and (flt.task_type is None or job.task_type == flt.task_type)
             and (flt.since_us is None or job.submitted_at >= flt.since_us)
             and (flt.until_us is None or job.submitted_at < flt.until_us)
-            and not flt.labels)
+            and all(store.get(label_key(n, v, job.submitted_at, job.job_id)) is not None for n, v in flt.labels))
+
+
+def _position(suffix: bytes) -> tuple[int, str]:
+    """(submission time, job id) of a range entry's sort suffix."""
+    return INVERTED - int(suffix[:_INV]), suffix[_INV + 1:].decode()
+
+
+def _unindexed(part: Part, flt: JobFilter,
+               after: tuple[int, str] | None) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
+    """A store made before the catalog indexes: every record read and sorted (slow; a rebuild adds them)."""
+    jobs = [decode_job(raw) for _, raw in part.store.scan(k.JOB)]
+    admitted = [j for j in jobs if admits(part.store, flt, j)]
+    entries = sorted((inverted(j.submitted_at) + SEP + j.job_id.encode(), j) for j in admitted)
+    start = inverted(after[0]) + SEP + after[1].encode() if after is not None else b""
+    for suffix, job in entries:
+        if suffix > start:
+            yield suffix, part.partition, part, job
+
+
+# --- counts ----------------------------------------------------------------------------------
+
+def _counts(parts: list[Part], flt: JobFilter) -> tuple[dict[str, int], bool]:
+    """Jobs per status for ``flt`` without its status, and whether every figure is exact."""
+    base = JobFilter(None, flt.tenant, flt.task_type, flt.since_us, flt.until_us, flt.labels)
+    counts = dict.fromkeys(STATUSES, 0)
+    exact = True
+    for part in parts:
+        if not part.indexed or flt.labels:
+            exact = _tally(part, base, counts) and exact
+        elif flt.since_us is None and flt.until_us is None:
+            for status in STATUSES:
+                counts[status] += int(part.store.get(counter_key(base, status)) or 0)
+        else:
+            for status in STATUSES:
+                n = counts[status] = counts[status] + _entries(part, JobFilter(status, *_rest(base)))
+                exact = exact and n < COUNT_CAP
+    return counts, exact
+
+
+def _rest(flt: JobFilter) -> tuple[str | None, str | None, int | None, int | None, tuple[tuple[str, str], ...]]:
+    return flt.tenant, flt.task_type, flt.since_us, flt.until_us, flt.labels
+
+
+def counter_key(flt: JobFilter, status: str) -> bytes:
+    """The fold's counter of ``flt``'s jobs (tenant, task type, neither or both) in ``status``."""
+    tail = status.encode()
+    if flt.tenant is not None and flt.task_type is not None:
+        return k.COUNT_TENANT_TYPE + flt.tenant.encode() + SEP + flt.task_type.encode() + SEP + tail
+    if flt.tenant is not None:
+        return k.COUNT_TENANT + flt.tenant.encode() + SEP + tail
+    if flt.task_type is not None:
+        return k.COUNT_TYPE + flt.task_type.encode() + SEP + tail
+    return k.COUNT_STATUS + tail
+
+
+def _entries(part: Part, flt: JobFilter) -> int:
+    """Keys of ``flt``'s one-status range between its time bounds, up to COUNT_CAP (no record is read)."""
+    prefix = index_prefix(flt, flt.status or "")
+    stop = inverted(flt.since_us) if flt.since_us is not None else b"9" * _INV
+    n = 0
+    for key in part.store.keys(prefix, _start(prefix, flt, None)):
+        if key[len(prefix):len(prefix) + _INV] > stop or n >= COUNT_CAP:
+            break
+        n += 1
+    return n
+
+
+def _tally(part: Part, flt: JobFilter, counts: dict[str, int]) -> bool:
+    """Add the jobs ``flt`` admits in ``part`` to ``counts`` per status, stepping over at most COUNT_CAP
+    entries; whether all were seen."""
+    stepped = 0
+    for prefix, checks in _ranges(part, flt):
+        for _, _, _, job in _stream(part, prefix, flt, None, checks):
+            if job is not None:
+                counts[STATUS_OF[job.state]] += 1
+            stepped += 1
+            if stepped >= COUNT_CAP:
+                return False
+    return True

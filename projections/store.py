@@ -20,7 +20,10 @@ OFFSET_KEY = b"m:offset"
 TENANT_INDEXED = b"m:tindex"
 """Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
 made before the index existed lacks it, and readers then scan the log instead."""
-HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:"})
+LISTING_INDEXED = b"m:lindex"
+"""Present when the store has held the catalog's indexes and counters (``L*``, ``C*`` keys) since its
+first commit; ``projections.catalog`` reads a store without it record by record (slowly)."""
+HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:", b"Cs", b"Ct", b"Cy", b"Cz"})
 """Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
 writable store keeps the values it read in memory, kept right by its own commits (the fold is
 its only writer); HOT_LIMIT bounds them (past it the cache starts afresh)."""
@@ -130,6 +133,12 @@ class ProjectionStore:
         opts.set_iterate_upper_bound(_successor(prefix))
         yield from self._db.items(from_key=start or prefix, read_opt=opts)
 
+    def keys(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]:
+        """The keys that start with ``prefix``, in order, from ``start`` (no value is read)."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(_successor(prefix))
+        yield from self._db.keys(from_key=start or prefix, read_opt=opts)
+
     def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
         """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
         batch = WriteBatch(raw_mode=True)
@@ -141,6 +150,7 @@ class ProjectionStore:
         batch.put(OFFSET_KEY, str(offset).encode())
         if self._fresh:
             batch.put(TENANT_INDEXED, b"1")
+            batch.put(LISTING_INDEXED, b"1")
             self._fresh = False
         try:
             self._db.write(batch)

@@ -9,6 +9,7 @@ import sys
 
 from engine.app import App
 from engine.cli.common import add_connection_flags, settings_from
+from engine.cli.console import CONSOLE_FLAGS, add_console_flags, started_console
 from engine.domain.lanes import Lane
 from engine.domain.timerouter import Windows
 from engine.errors import ConfigError
@@ -58,6 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--restore-process-min", type=int, default=100_000, metavar="EVENTS",
                      help="a partition whose store lacks at least this many events is restored by a process of its "
                           "own, one per core at a time, while the loop serves the others (0: always in the loop)")
+    add_console_flags(run, "--console-port", "--console-host", "--console-token", "--console-read-only",
+                      default_port=None)
     run.set_defaults(func=_run)
 
 
@@ -119,9 +122,17 @@ def _run(args: argparse.Namespace) -> int:
                               "would hold the others' stores; run standby instances with a --state-dir of their own")
         load_app(args.app)  # a typo fails here, once, not in every child
         owner = args.owner_id or default_owner_id()
-        argvs = supervisor.child_argvs(sys.argv[1:], processes, owner, args.metrics_port)
-        return supervisor.Supervisor(argvs).run()
+        argvs = supervisor.child_argvs(_without_console(sys.argv[1:]), processes, owner, args.metrics_port)
+        with started_console(args, settings_from(args)):  # one console, in the supervisor: the children share it
+            return supervisor.Supervisor(argvs).run()
     return _run_one(args)
+
+
+def _without_console(argv: list[str]) -> list[str]:
+    """The command line without the console's flags (the supervisor serves the console, not each child)."""
+    from engine.runtime.supervisor import _without
+
+    return _without([a for a in argv if a != "--console-read-only"], *CONSOLE_FLAGS)
 
 
 def _run_one(args: argparse.Namespace) -> int:
@@ -142,5 +153,6 @@ def _run_one(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
     tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
-    engine.run()
+    with started_console(args, settings):
+        engine.run()
     return 0

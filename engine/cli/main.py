@@ -21,7 +21,8 @@ from engine.config import route_client_logs
 from engine.errors import EpochqError, KafkaUnavailableError, NotFoundError
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
-                      "schedules", "lateness", "acl", "control", "purge", "quarantine", "catalog")
+                      "schedules", "lateness", "acl", "control", "purge", "quarantine", "catalog",
+                      "console")
 EXIT_NOT_FOUND = 1
 """What was named does not exist (the same status as a job that ended dead, or a refused command)."""
 EXIT_ERROR = 2

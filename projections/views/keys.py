@@ -24,6 +24,16 @@ CLAIMS = b"c:"       # c:<epoch> -> owner\x00offset
 QUARANTINE = b"q:"   # q:<offset> -> error
 EPOCH = b"m:epoch"   # the newest claim's epoch
 OWNER = b"m:owner"   # the newest claim's owner
+# The catalog (projections.views.listing): <inv>: 16 digits, 10**16 - 1 - submitted_at (newest first)
+LIST_STATUS = b"Ls:"       # Ls:<status>\x1f<inv>\x1f<job_id> -> b""
+LIST_TENANT = b"Lt:"       # Lt:<tenant>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
+LIST_TYPE = b"Ly:"         # Ly:<task_type>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
+LIST_TENANT_TYPE = b"Lz:"  # Lz:<tenant>\x1f<task_type>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
+LIST_LABEL = b"Ll:"        # Ll:<name>\x1f<value>\x1f<inv>\x1f<job_id> -> b"" (a job's labels never change)
+COUNT_STATUS = b"Cs:"      # Cs:<status> -> jobs in that status
+COUNT_TENANT = b"Ct:"      # Ct:<tenant>\x1f<status> -> the tenant's jobs in that status
+COUNT_TYPE = b"Cy:"        # Cy:<task_type>\x1f<status>
+COUNT_TENANT_TYPE = b"Cz:"  # Cz:<tenant>\x1f<task_type>\x1f<status>
 
 
 def num(value: int) -> bytes:

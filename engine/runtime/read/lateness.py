@@ -81,7 +81,7 @@ def collect(settings: Settings, task_type: str | None = None, since_us: int | No
 
 def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: ignore[no-untyped-def]
              since_us: int | None) -> Iterator[tuple[str, int]]:
-    store = _open(store_dir)
+    store = open_store(store_dir)
     kinds: dict[str, str] = {}  # job id -> task type, only when no projection is at hand
     try:
         for offset, _, value in scan_partition(consumer, topic, p):
@@ -93,13 +93,14 @@ def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: igno
             if isinstance(body, m.JobSubmitted) and store is None and event.job_id:
                 kinds[event.job_id] = body.task_type
             elif isinstance(body, m.JobStarted) and (since_us is None or event.occurred_at >= since_us):
-                yield _kind(event.job_id or "", kinds, store), max(0, event.occurred_at - body.due_at)
+                yield task_type_of(event.job_id or "", kinds, store), max(0, event.occurred_at - body.due_at)
     finally:
         if store is not None:
             store.close()
 
 
-def _open(path: Path | None) -> ProjectionStore | None:
+def open_store(path: Path | None) -> ProjectionStore | None:
+    """A read-only view of the store at ``path``; None without one that opens (the log alone answers then)."""
     if path is None:
         return None
     try:
@@ -108,7 +109,8 @@ def _open(path: Path | None) -> ProjectionStore | None:
         return None
 
 
-def _kind(job_id: str, kinds: dict[str, str], store: ProjectionStore | None) -> str:
+def task_type_of(job_id: str, kinds: dict[str, str], store: ProjectionStore | None) -> str:
+    """The job's task type: from the store's record, else from the ``JobSubmitted`` seen (``kinds``), else unknown."""
     if store is not None:
         job = read_job(store, job_id)
         if job is not None:

@@ -1,0 +1,167 @@
+"""The console's actions (POST): each writes one kind of command through the client, recording who asked.
+
+Every action is checked first (:func:`checked`): a read-only console refuses it, and so does a
+POST whose CSRF token is not the browser's cookie (403). Then it sends through
+:class:`engine.client.Client` (or, for a tenant's weight, the tenants table's writer that
+``epochq tenants set`` uses) and redirects to the page it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from engine.console import params
+from engine.console.got import get
+from engine.console.security import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, csrf_ok, requested_by
+from engine.console.web import access_of, problem_page, reads_of, render
+from engine.errors import NotFoundError, ValidationError
+from projections.query import dead_letters, find_job
+
+Action = Callable[[Request, FormData], Response]
+
+
+def checked(action: Action) -> Callable[[Request], Awaitable[Response]]:
+    """``action`` behind the read-only and CSRF checks, run on a worker thread (it waits for Kafka)."""
+    async def endpoint(request: Request) -> Response:
+        if access_of(request).read_only:
+            return PlainTextResponse("this console is read-only: it takes no action", 403)
+        form = await request.form()
+        submitted = form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER)
+        if not csrf_ok(request.cookies.get(CSRF_COOKIE), str(submitted) if submitted else None):
+            return PlainTextResponse("refused: missing or wrong CSRF token (reload the page and try again)", 403)
+        return await run_in_threadpool(_guarded, action, request, form)
+    endpoint.__name__ = action.__name__
+    return endpoint
+
+
+def _guarded(action: Action, request: Request, form: FormData) -> Response:
+    """The action's response, or a page saying in one line why it was not sent."""
+    result = get(lambda: action(request, form))
+    if result.value is not None:
+        return result.value
+    return problem_page(request, 400, f"not sent: {result.problem}")
+
+
+def _who(request: Request) -> str:
+    return requested_by(getattr(request.state, "user", ""))
+
+
+def _field(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _client(request: Request) -> Any:
+    from engine.client import Client
+
+    return Client(reads_of(request).settings)
+
+
+def _to_job(job_id: str, flash: str) -> Response:
+    return RedirectResponse(f"/jobs/{quote(job_id, safe='')}?flash={flash}", 303)
+
+
+def _job_record(request: Request, job_id: str) -> Any:
+    found = find_job(reads_of(request).settings, job_id)
+    if found is None:
+        raise NotFoundError(f"no job {job_id} in this state directory's projections")
+    return found[1]
+
+
+def cancel(request: Request, form: FormData) -> Response:
+    """Cancel the job (a waiting one at once, a running one when its attempt stops)."""
+    job_id = request.path_params["job_id"]
+    job = _job_record(request, job_id)
+    with _client(request) as client:
+        client.cancel(job_id, tenant=job.tenant_id, reason=_field(form, "reason"), requested_by=_who(request))
+    return _to_job(job_id, "cancel")
+
+
+def replay(request: Request, form: FormData) -> Response:
+    """Replay one dead-lettered job with a fresh attempt count."""
+    job_id = request.path_params["job_id"]
+    job = _job_record(request, job_id)
+    if job.state.value != "dead":
+        raise ValidationError(f"job {job_id} is {job.state.value}, not dead: only a dead job is replayed")
+    with _client(request) as client:
+        client.replay(job_id, tenant=job.tenant_id, reason=_field(form, "reason") or "replayed from the console",
+                      requested_by=_who(request))
+    return _to_job(job_id, "replay")
+
+
+def reschedule(request: Request, form: FormData) -> Response:
+    """Move a waiting job to another due time (``delay`` seconds from now); the owner's decision is shown."""
+    job_id = request.path_params["job_id"]
+    job = _job_record(request, job_id)
+    delay = params.positive(_field(form, "delay"), "delay", 60.0)
+    with _client(request) as client:
+        receipt = client.reschedule(job_id, delay=delay, tenant=job.tenant_id,
+                                    reason=_reason(form, request), wait=10.0)
+    if receipt.accepted:
+        return _to_job(job_id, "reschedule")
+    why = receipt.reason or "no decision within 10 s (is an engine running?)"
+    return problem_page(request, 409, f"reschedule of {job_id} {receipt.status}: {why}")
+
+
+def _reason(form: FormData, request: Request) -> str:
+    """The reason given, with who asked (commands without a ``requested_by`` field carry it in the reason)."""
+    reason = _field(form, "reason")
+    return f"{reason} (by {_who(request)})" if reason else f"by {_who(request)}"
+
+
+def replay_filtered(request: Request, form: FormData) -> Response:
+    """Replay every dead job a filter admits, once the operator confirmed the count the page showed."""
+    query = {k: _field(form, k) for k in ("type", "tenant", "since", "until")}
+    jobs = dead_letters(reads_of(request).settings, params.dead_filter(query))
+    confirmed = _field(form, "confirm")
+    if confirmed != str(len(jobs)):  # first ask, or the dead-letter queue changed since: ask (again)
+        return render(request, "dlq_confirm.html", {"page": "dlq", "jobs": jobs, "q": query,
+                                                    "changed": bool(confirmed), "reason": _field(form, "reason")})
+    reason = _field(form, "reason") or "replayed from the console"
+    with _client(request) as client:
+        for job in jobs:
+            client.replay(job.job_id, tenant=job.tenant_id, reason=reason, requested_by=_who(request))
+    return render(request, "done.html", {"page": "dlq", "line": f"{len(jobs)} job(s) sent for replay",
+                                         "back": "/dlq?" + urlencode({k: v for k, v in query.items() if v})})
+
+
+def pause_schedule(request: Request, form: FormData) -> Response:
+    """Pause a schedule (a run in flight finishes)."""
+    return _schedule_change(request, form, "pause")
+
+
+def resume_schedule(request: Request, form: FormData) -> Response:
+    """Resume a paused schedule from its next occurrence after now."""
+    return _schedule_change(request, form, "resume")
+
+
+def _schedule_change(request: Request, form: FormData, verb: str) -> Response:
+    schedule_id = request.path_params["schedule_id"]
+    with _client(request) as client:
+        change = client.pause_schedule if verb == "pause" else client.resume_schedule
+        receipt = change(schedule_id, reason=_reason(form, request))
+    if receipt.status == "refused":
+        return problem_page(request, 409, f"{verb} of schedule {schedule_id} refused: {receipt.reason}")
+    return RedirectResponse(f"/schedules?flash={'paused' if verb == 'pause' else 'resumed'}", 303)
+
+
+def set_weight(request: Request, form: FormData) -> Response:
+    """Set a tenant's fair-share weight, keeping its queue limit, product and keys."""
+    from engine.runtime.tenants import TenantDirectory, set_tenant
+
+    tenant = request.path_params["tenant"]
+    weight = params.positive(_field(form, "weight"), "weight", 0.0) if _field(form, "weight") else None
+    if weight is None:
+        raise ValidationError("weight: give a number > 0", "weight")
+    settings = reads_of(request).settings
+    with TenantDirectory(settings) as directory:
+        config = directory.all().get(tenant)
+    set_tenant(settings, tenant, weight, config.max_queued if config else None, config.product if config else None)
+    return RedirectResponse("/tenants?flash=weight", 303)

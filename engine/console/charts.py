@@ -1,0 +1,84 @@
+"""Charts as SVG drawn on the server: pure functions from figures to markup (no JavaScript library)."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+
+from markupsafe import Markup, escape
+
+LATENESS_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+"""Upper edges (ms) of the lateness histogram's buckets; one more bucket holds everything later."""
+
+ROW_H, LABEL_W, BAR_W = 22, 150, 360
+
+
+def histogram_counts(values_us: Sequence[int], edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> list[int]:
+    """How many values fall in each bucket: ``< edges[0]``, ``[edges[i-1], edges[i])``, ..., ``>= edges[-1]``."""
+    counts = [0] * (len(edges_ms) + 1)
+    for value in values_us:
+        counts[bisect_right(edges_ms, value / 1000)] += 1
+    return counts
+
+
+def bucket_labels(edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> list[str]:
+    """The buckets' names, e.g. ``<1ms``, ``1-2ms``, ``>=10s``."""
+    names = [_ms(e) for e in edges_ms]
+    return [f"<{names[0]}"] + [f"{a}-{b}" for a, b in zip(names, names[1:])] + [f">={names[-1]}"]
+
+
+def _ms(ms: int) -> str:
+    return f"{ms // 1000}s" if ms >= 1000 and ms % 1000 == 0 else f"{ms}ms"
+
+
+def histogram_svg(values_us: Sequence[int], title: str, edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> Markup:
+    """A vertical bar per bucket of ``values_us`` (µs), with counts over the bars and bucket names under them."""
+    counts, labels = histogram_counts(values_us, edges_ms), bucket_labels(edges_ms)
+    top, col, height = max(counts) or 1, 40, 110
+    parts = [_open(col * len(counts) + 20, height + 60, title)]
+    for i, (n, label) in enumerate(zip(counts, labels)):
+        h = round(height * n / top)
+        x = 10 + i * col
+        parts.append(f'<rect class="bar" x="{x}" y="{20 + height - h}" width="{col - 6}" height="{h}">'
+                     f"<title>{escape(label)}: {n}</title></rect>")
+        parts.append(f'<text x="{x + (col - 6) / 2}" y="{15 + height - h}" text-anchor="middle">{n}</text>')
+        parts.append(f'<text class="axis" x="{x + (col - 6) / 2}" y="{height + 38}" text-anchor="middle" '
+                     f'transform="rotate(30 {x + (col - 6) / 2} {height + 38})">{escape(label)}</text>')
+    return Markup("".join(parts) + "</svg>")
+
+
+def bars_svg(rows: Sequence[tuple[str, float]], title: str, unit: str = "") -> Markup:
+    """One horizontal bar per (label, value), scaled to the largest value."""
+    top = max((v for _, v in rows), default=0) or 1
+    parts = [_open(LABEL_W + BAR_W + 80, ROW_H * len(rows) + 10, title)]
+    for i, (label, value) in enumerate(rows):
+        y, w = 5 + i * ROW_H, round(BAR_W * value / top)
+        parts.append(f'<text x="{LABEL_W - 6}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
+                     f'<rect class="bar" x="{LABEL_W}" y="{y}" width="{w}" height="{ROW_H - 6}"/>'
+                     f'<text x="{LABEL_W + w + 4}" y="{y + 14}">{value:g}{escape(unit)}</text>')
+    return Markup("".join(parts) + "</svg>")
+
+
+def share_svg(rows: Sequence[tuple[str, float, float]], title: str) -> Markup:
+    """Per tenant two bars: the share of starts it was served, and the share its weight entitles it to (0..1)."""
+    row_h = 2 * ROW_H + 6
+    parts = [_open(LABEL_W + BAR_W + 90, row_h * len(rows) + 30, title)]
+    for i, (tenant, served, weight) in enumerate(rows):
+        y = 5 + i * row_h
+        parts.append(f'<text x="{LABEL_W - 6}" y="{y + 25}" text-anchor="end">{escape(tenant)}</text>')
+        for j, (kind, share) in enumerate((("served", served), ("weight", weight))):
+            w, yy = round(BAR_W * share), y + j * ROW_H
+            parts.append(f'<rect class="bar {kind}" x="{LABEL_W}" y="{yy}" width="{w}" height="{ROW_H - 6}">'
+                         f"<title>{escape(tenant)} {kind} share {share:.1%}</title></rect>"
+                         f'<text x="{LABEL_W + w + 4}" y="{yy + 14}">{kind} {share:.1%}</text>')
+    legend_y = row_h * len(rows) + 22
+    parts.append(f'<rect class="bar served" x="{LABEL_W}" y="{legend_y - 10}" width="12" height="12"/>'
+                 f'<text x="{LABEL_W + 16}" y="{legend_y}">share of starts served</text>'
+                 f'<rect class="bar weight" x="{LABEL_W + 190}" y="{legend_y - 10}" width="12" height="12"/>'
+                 f'<text x="{LABEL_W + 206}" y="{legend_y}">share by weight</text>')
+    return Markup("".join(parts) + "</svg>")
+
+
+def _open(width: int, height: int, title: str) -> str:
+    return (f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}"><title>{escape(title)}</title>')

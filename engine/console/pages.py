@@ -1,0 +1,188 @@
+"""The console's pages (GET): each reads through :mod:`engine.console.reads` and renders one template."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.console import params
+from engine.console.charts import histogram_svg, share_svg
+from engine.console.got import Got, get
+from engine.console.overview import overview, partitions_of
+from engine.console.web import problem_page, reads_of, render
+from projections.catalog import STATUSES, list_jobs
+from projections.query import dead_letters, find_job, queue_report
+
+LATENESS_WINDOWS = {"15m": 15 * 60, "1h": 3600, "24h": 86400, "all": None}
+
+
+def overview_page(request: Request) -> Response:
+    """Overview: the live figures, refreshed by htmx every few seconds."""
+    return render(request, "overview.html", _overview_context(request))
+
+
+def overview_live(request: Request) -> Response:
+    """The overview's live part alone (what htmx swaps in)."""
+    return render(request, "_overview_live.html", _overview_context(request))
+
+
+def _overview_context(request: Request) -> dict[str, Any]:
+    data = overview(reads_of(request))
+    return {**data, "partitions": partitions_of(data["workers"]), "page": "overview"}
+
+
+def jobs_page(request: Request) -> Response:
+    """Jobs: the search over the catalog, with counts per status and cursor paging."""
+    query = request.query_params
+    page = get(lambda: list_jobs(reads_of(request).settings, params.job_filter(query),
+                                 cursor=params.text(query, "cursor"),
+                                 limit=int(params.positive(query.get("limit"), "limit", 50))))
+    return render(request, "jobs.html", {"page": "jobs", "statuses": STATUSES, "result": page, "q": dict(query),
+                                         "base_query": _without(dict(query), "cursor", "status")})
+
+
+def _without(query: dict[str, str], *names: str) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode({k: v for k, v in query.items() if k not in names and v})
+
+
+def job_page(request: Request) -> Response:
+    """A job: its record, its history as a timeline, and the actions that apply to it."""
+    job_id = request.path_params["job_id"]
+    reads = reads_of(request)
+    record = get(lambda: find_job(reads.settings, job_id))
+    outcome = reads.from_log(lambda: _status(reads.settings, job_id))
+    if record.value is None and (outcome.value is None or not outcome.value.known):
+        if outcome.problem and not record.problem:
+            return problem_page(request, 404, f"job {job_id} is not in this state directory's projections, "
+                                              f"and its history cannot be read: {outcome.problem}")
+        return problem_page(request, 404, f"no job {job_id}: not in this state directory's projections, "
+                                          "and no event of it in the log")
+    return render(request, "job.html", {"page": "jobs", "job_id": job_id, "record": record,
+                                        "outcome": outcome, **_job_details(record, outcome)})
+
+
+def _status(settings: Any, job_id: str) -> Any:
+    from engine.client import Client
+
+    with Client(settings) as client:
+        return client.status(job_id)
+
+
+def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
+    from engine.cli.jobs import event_json
+
+    job = record.value[1] if record.value else None
+    status = job.state.value if job is not None else (outcome.value.status if outcome.value else "unknown")
+    events = [event_json(e) for e in outcome.value.events] if outcome.value else []
+    return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
+            "timeline": events, "payload": _payload(job, outcome.value),
+            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
+            "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead"}
+
+
+def _payload(job: Any, outcome: Any) -> str:
+    if job is not None:
+        return str(job.payload.data.decode("utf-8", "replace"))
+    for logged in outcome.events if outcome else []:
+        payload = getattr(logged.event.body, "payload", None)
+        if payload is not None:
+            return str(payload.data.decode("utf-8", "replace"))
+    return ""
+
+
+def dlq_page(request: Request) -> Response:
+    """Dead letters: the filters, each job with every attempt's error, replay one or by filter."""
+    query = request.query_params
+    jobs = get(lambda: dead_letters(reads_of(request).settings, params.dead_filter(query)))
+    return render(request, "dlq.html", {"page": "dlq", "jobs": jobs, "q": dict(query)})
+
+
+def schedules_page(request: Request) -> Response:
+    """Schedules: each with its next occurrences in its own zone and in UTC, its last runs, pause/resume."""
+    from projections.schedule_query import schedules
+
+    reads = reads_of(request)
+    found = get(lambda: schedules(reads.settings))
+    rows = [_schedule_row(reads, view) for view in found.value or []]
+    return render(request, "schedules.html", {"page": "schedules", "found": found, "rows": rows})
+
+
+def _schedule_row(reads: Any, view: Any) -> dict[str, Any]:
+    from engine.domain.cron import next_occurrences
+
+    upcoming = get(lambda: next_occurrences(view.definition(), int(time.time() * 1_000_000), 5))
+    runs = []
+    for label, job_id, at in (("in flight", view.fired_job_id, view.fired),
+                              ("last finished", view.last_job_id, view.last_finished)):
+        if job_id is not None:
+            found = get(partial(find_job, reads.settings, job_id))
+            state = found.value[1].state.value if found.value else "unknown"
+            runs.append({"label": label, "job_id": job_id, "at": at, "status": state})
+    return {"view": view, "upcoming": upcoming, "runs": runs}
+
+
+def tenants_page(request: Request) -> Response:
+    """Tenants: weight, queued, running, and served share against weight as a chart per lane."""
+    reads = reads_of(request)
+    table = reads.from_log(lambda: _tenant_table(reads.settings))
+    queues = get(lambda: queue_report(reads.settings))
+    weights = {t: c.weight for t, c in (table.value or {}).items()}
+    names = sorted(set(weights) | {t for lane in (queues.value or {}).values() for t in lane["tenants"]})
+    running = {t: get(partial(_running, reads.settings, t)) for t in names}
+    rows = [{"tenant": t, "config": (table.value or {}).get(t), "weight": weights.get(t, 1.0),
+             "queued": sum(lane["tenants"].get(t, {}).get("queued", 0) for lane in (queues.value or {}).values()),
+             "running": running[t]} for t in names]
+    charts = {lane: share_svg(_shares(report["tenants"], weights), f"{lane}: served share against weight")
+              for lane, report in (queues.value or {}).items() if report["tenants"]}
+    return render(request, "tenants.html", {"page": "tenants", "table": table, "queues": queues, "rows": rows,
+                                            "charts": charts})
+
+
+def _tenant_table(settings: Any) -> dict[str, Any]:
+    from engine.runtime.tenants import TenantDirectory
+
+    with TenantDirectory(settings, timeout=5.0) as directory:
+        return directory.all()
+
+
+def _running(settings: Any, tenant: str) -> int:
+    from projections.catalog import JobFilter
+
+    return list_jobs(settings, JobFilter(status="running", tenant=tenant), limit=1).counts.get("running", 0)
+
+
+def _shares(tenants: dict[str, dict[str, float]], weights: dict[str, float]) -> list[tuple[str, float, float]]:
+    """(tenant, share of starts served, share its weight entitles it to) among the tenants of one lane."""
+    total = sum(weights.get(t, 1.0) for t in tenants) or 1.0
+    return [(t, float(row.get("share", 0.0)), weights.get(t, 1.0) / total) for t, row in sorted(tenants.items())]
+
+
+def workers_page(request: Request) -> Response:
+    """Workers: each engine instance, its partitions with epoch and phase, its slots, the jobs it runs."""
+    from engine.runtime.read.workers import list_workers
+
+    reads = reads_of(request)
+    workers = reads.from_log(lambda: list_workers(reads.settings))
+    return render(request, "workers.html", {"page": "workers", "workers": workers})
+
+
+def lateness_page(request: Request) -> Response:
+    """Lateness: a histogram per task type of how long after its due time each attempt started."""
+    from engine.runtime.read.lateness import collect, summarize
+
+    reads = reads_of(request)
+    window = request.query_params.get("window", "1h")
+    seconds = LATENESS_WINDOWS.get(window, 3600)
+    since = None if seconds is None else int((time.time() - seconds) * 1_000_000)
+    values = reads.from_log(lambda: collect(reads.settings, since_us=since))
+    rows = [{"figures": summarize(kind, vals), "chart": histogram_svg(vals, f"{kind}: lateness of each start")}
+            for kind, vals in sorted((values.value or {}).items())]
+    return render(request, "lateness.html", {"page": "lateness", "values": values, "rows": rows,
+                                             "window": window if window in LATENESS_WINDOWS else "1h",
+                                             "windows": list(LATENESS_WINDOWS)})

@@ -1,0 +1,77 @@
+"""Reading a page's query parameters and form fields: times, filters, numbers. ValidationError names the field."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from engine.errors import ValidationError
+from projections.catalog import JobFilter
+from projections.query import DeadFilter
+
+AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d)$", re.IGNORECASE)
+UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def time_us(text: str | None, field: str, now_s: float | None = None) -> int | None:
+    """A time in µs from ``15m``, ``2h``, ``1d`` (that long ago) or ISO-8601 (UTC without a zone); None if empty."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    ago = AGO.match(text)
+    if ago:
+        now = time.time() if now_s is None else now_s
+        return int((now - float(ago.group(1)) * UNIT_S[ago.group(2).lower()]) * 1_000_000)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValidationError(f"{field}: {text!r} is not a time: give 15m, 2h, 1d (that long ago) "
+                              "or ISO-8601, e.g. 2026-12-01T09:00:00Z", field) from None
+    return int((when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() * 1_000_000)
+
+
+def text(query: Mapping[str, str], name: str) -> str | None:
+    """A parameter's text, stripped; None when absent or empty."""
+    value = (query.get(name) or "").strip()
+    return value or None
+
+
+def labels(raw: str | None) -> tuple[tuple[str, str], ...]:
+    """``k=v,k2=v2`` as label pairs; ValidationError for a pair without ``=``."""
+    pairs = []
+    for part in (raw or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"label: {part.strip()!r} is not key=value", "label")
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
+def job_filter(query: Mapping[str, str]) -> JobFilter:
+    """The jobs search's filter from its parameters (status, tenant, type, since, until, label)."""
+    return JobFilter(text(query, "status"), text(query, "tenant"), text(query, "type"),
+                     time_us(text(query, "since"), "since"), time_us(text(query, "until"), "until"),
+                     labels(text(query, "label")))
+
+
+def dead_filter(query: Mapping[str, str]) -> DeadFilter:
+    """The dead-letter filter from its parameters (type, tenant, since, until: the time each job died)."""
+    return DeadFilter(text(query, "type"), text(query, "tenant"), time_us(text(query, "since"), "since"),
+                      time_us(text(query, "until"), "until"))
+
+
+def positive(raw: str | None, field: str, default: float) -> float:
+    """A number > 0 from a field; ValidationError naming it otherwise."""
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValidationError(f"{field}: {raw!r} is not a number", field) from None
+    if not value > 0 or value == float("inf"):
+        raise ValidationError(f"{field}: must be a number > 0, got {raw}", field)
+    return value

@@ -1,0 +1,103 @@
+"""What each page shows, read through the query layer, the projections' queries and the log readers.
+
+Nothing here works a figure out on its own: every number comes from a read function that the
+CLI and the client use too (projections.catalog, projections.query, projections.schedule_query,
+engine.runtime.read.*). Each part of a page is a :class:`Got`, so a broker that does not answer
+or an empty state directory costs that part, never the page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import Consumer
+
+from engine.config import Settings
+from engine.console.got import Got, get
+from engine.errors import KafkaUnavailableError
+from engine.runtime import kafka
+from projections.query import partition_dirs
+
+RECENT_WINDOW_S = 15 * 60
+PROBE_TIMEOUT_S = 2.0
+PROBE_TTL_S = 5.0
+
+
+class LogProbe:
+    """Whether the log answers, asked at most every few seconds: a page skips its log reads when it does not,
+    instead of waiting for each reader's own timeout."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._checked, self._problem = -PROBE_TTL_S, None  # type: float, str | None
+
+    def problem(self) -> str | None:
+        """None when the cluster answered lately; else the line that says it did not."""
+        with self._lock:
+            if time.monotonic() - self._checked > PROBE_TTL_S:
+                self._problem = get(self._ask).problem
+                self._checked = time.monotonic()
+            return self._problem
+
+    def _ask(self) -> None:
+        if self._consumer is None:
+            self._consumer = kafka.events_reader(self.settings, "console")
+        meta = kafka.call(self._consumer.list_topics, self.settings.events_topic, PROBE_TIMEOUT_S)
+        topic = meta.topics.get(self.settings.events_topic)
+        if topic is None or topic.error is not None:
+            raise KafkaUnavailableError(f"topic {self.settings.events_topic} is missing: run `epochq topics ensure`")
+
+    def close(self) -> None:
+        """Release the probe's Kafka client."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+
+class Cache:
+    """Answers kept for a few seconds, so that every open tab refreshing costs one read, not one each."""
+
+    def __init__(self, ttl_s: float):
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._kept: dict[object, tuple[float, Any]] = {}
+
+    def get(self, key: object, read: Callable[[], Any]) -> Any:
+        """The answer kept under ``key`` if fresh, else ``read()``'s (kept)."""
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and time.monotonic() - kept[0] < self.ttl_s:
+                return kept[1]
+        value = read()
+        with self._lock:
+            self._kept[key] = (time.monotonic(), value)
+        return value
+
+
+@dataclass
+class Reads:
+    """The console's reader: its settings, the log probe and the short-lived cache."""
+
+    settings: Settings
+    probe: LogProbe
+    cache: Cache = field(default_factory=lambda: Cache(3.0))
+
+    def state_notice(self) -> str | None:
+        """A line for a state directory that holds no projection (the pages that read projections are empty)."""
+        if partition_dirs(self.settings):
+            return None
+        where = self.settings.state_dir / self.settings.namespace
+        return (f"no projections in {where}: the console reads an engine's state directory "
+                "(--state-dir or EPOCHQ_STATE_DIR); until an engine has folded events there, its pages are empty")
+
+    def from_log(self, read: Callable[[], Any]) -> Got[Any]:
+        """``read()`` when the log answers; else the probe's line, at once."""
+        problem = self.probe.problem()
+        return Got(None, problem) if problem else get(read)

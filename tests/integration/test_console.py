@@ -1,0 +1,171 @@
+"""The console against a real broker and a real engine: served by ``engine run --console-port``, over HTTP.
+
+What a person does in it: read the overview, search a tenant's jobs, open a dead-lettered job and
+see its retries on the timeline, replay it (refused without the CSRF token) and see it complete,
+cancel a running job, replay the dead-letter queue by filter after its confirmation, pause a
+schedule, set a tenant's weight; and a read-only console refusing all of it.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx2 as httpx
+import pytest
+from starlette.testclient import TestClient
+
+from engine.client import Client
+from engine.config import Settings
+from engine.console.app import create_app
+from engine.console.security import ConsoleAccess
+from engine.contract import messages as m
+from engine.runtime.tenants import TenantDirectory
+from tests.integration.conftest import EngineProcess, start_engine
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def eventually(check: Callable[[], object], timeout: float = 30.0, what: str = "") -> object:
+    """The first truthy answer of ``check`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = check()
+        if answer:
+            return answer
+        time.sleep(0.3)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def csrf(page: str, form: str) -> str:
+    """The CSRF token in the form ``form`` (an id or class) of ``page``."""
+    found = re.search(rf'<form[^>]*(?:id|class)="{form}"[^>]*>\s*<input type="hidden" name="csrf_token" '
+                      r'value="([^"]+)"', page)
+    assert found, f"no form {form} with a CSRF token"
+    return found.group(1)
+
+
+def cell(page: str, row: str, column: str) -> int:
+    """The number in ``td.column`` of the row whose attributes include ``row``."""
+    found = re.search(rf'<tr {row}>.*?<td class="{column}">(\d+)</td>', page, re.S)
+    assert found, f"no {column} in row {row}"
+    return int(found.group(1))
+
+
+@pytest.fixture
+def console(settings: Settings, engines: list[EngineProcess], tmp_path: Path) -> Iterator[
+        tuple[EngineProcess, httpx.Client]]:
+    """An engine serving the console on a free port, and an HTTP client of it (a browser's cookie jar)."""
+    port = free_port()
+    engine = start_engine(engines, settings, "console", tmp_path, extra=("--console-port", str(port)))
+    engine.wait_active(3)
+    assert f"console on http://127.0.0.1:{port}/" in engine.logs()
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30, follow_redirects=False) as web:
+        yield engine, web
+
+
+def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it(
+        settings: Settings, client: Client, console: tuple[EngineProcess, httpx.Client], tmp_path: Path) -> None:
+    engine, web = console
+    fixed = tmp_path / "fixed"
+    done = client.wait_all([client.submit("noop", {}, tenant="acme") for _ in range(3)], 30)
+    assert {o.status for o in done} == {"completed"}
+    flaky = client.submit("flaky", {"fixed_when": str(fixed)}, tenant="beta")
+    assert flaky.wait(30).status == "dead"
+
+    overview = web.get("/").text  # the overview: the last 15 minutes from the log, figures from the catalog
+    assert cell(overview, 'data-task-type="noop"', "succeeded") == 3
+    assert cell(overview, 'data-task-type="flaky"', "failed") == 4
+    assert cell(overview, 'data-task-type="flaky"', "dead") == 1
+    assert re.search(r'id="dlq-depth"[^>]*><a href="/dlq">1<', overview)
+
+    jobs = web.get("/jobs", params={"tenant": "acme", "status": "completed"}).text
+    assert len(re.findall(r'<tr data-job-id="[^"]+" data-status="completed" data-tenant="acme">', jobs)) == 3
+    assert re.search(r'data-status="completed"[^>]*>completed <span class="count">3<', jobs)
+    assert 'data-tenant="beta"' not in jobs
+
+    page = web.get(f"/jobs/{flaky.job_id}").text  # the dead job: its retries on the timeline
+    assert 'id="job-status" data-status="dead"' in page
+    assert [int(a) for a in re.findall(r'<tr data-type="JobFailed" data-attempt="(\d)"', page)] == [1, 2, 3, 4]
+    assert "ConnectionError: downstream unavailable (attempt 4)" in page
+    token = csrf(page, "replay")
+
+    refused = web.post(f"/actions/jobs/{flaky.job_id}/replay", data={"reason": "no token"})
+    assert refused.status_code == 403
+    fixed.touch()
+    replayed = web.post(f"/actions/jobs/{flaky.job_id}/replay", data={"csrf_token": token, "reason": "fixed"})
+    assert replayed.status_code == 303 and replayed.headers["location"] == f"/jobs/{flaky.job_id}?flash=replay"
+    outcome = eventually(lambda: (o := client.status(flaky.job_id)).status == "completed" and o, 30, "replayed")
+    replay = [e.event.body for e in outcome.events if isinstance(e.event.body, m.JobReplayed)]  # type: ignore
+    assert replay[0].requested_by.startswith("console@") and replay[0].reason == "fixed"
+    eventually(lambda: 'data-status="completed"' in web.get(f"/jobs/{flaky.job_id}").text, 15, "page completed")
+    assert "Replay sent" in web.get(f"/jobs/{flaky.job_id}?flash=replay").text
+
+    lateness = web.get("/lateness", params={"window": "15m"}).text
+    assert '<figure class="histogram" data-task-type="noop">' in lateness and "<svg" in lateness
+    assert web.get("/jobs/not-a-job").status_code == 404
+    assert web.get("/workers").status_code == 200
+
+
+def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
+        settings: Settings, client: Client, console: tuple[EngineProcess, httpx.Client], tmp_path: Path) -> None:
+    engine, web = console
+    patient = client.submit("patient", {"seconds": 60}, tenant="acme")
+    assert patient.wait(30, until=lambda o: o.status == "running").status == "running"
+    page = eventually(lambda: 'form id="cancel"' in (t := web.get(f"/jobs/{patient.job_id}").text) and t, 15)
+    cancelled = web.post(f"/actions/jobs/{patient.job_id}/cancel",
+                         data={"csrf_token": csrf(str(page), "cancel"), "reason": "not needed"})
+    assert cancelled.status_code == 303
+    assert patient.wait(30).status == "cancelled"
+
+    dead = [client.submit("flaky", {"fixed_when": str(tmp_path / "never")}, tenant=t) for t in ("x", "y")]
+    assert {o.status for o in client.wait_all(dead, 30)} == {"dead"}
+    dlq = eventually(lambda: (t := web.get("/dlq", params={"tenant": "x"}).text).count('class="replay-one"') == 1
+                     and t, 15, "dlq page")
+    token = csrf(str(dlq), "replay-filter")
+    ask = web.post("/actions/dlq/replay", data={"csrf_token": token, "tenant": "x", "reason": "retry"})
+    assert ask.status_code == 200 and re.search(r'id="replay-count">1<', ask.text)
+    assert client.status(dead[0].job_id).status == "dead"  # asking sent nothing
+    sent = web.post("/actions/dlq/replay", data={"csrf_token": token, "tenant": "x", "confirm": "1",
+                                                  "reason": "retry"})
+    assert "1 job(s) sent for replay" in sent.text
+    eventually(lambda: any(isinstance(e.event.body, m.JobReplayed) for e in client.status(dead[0].job_id).events),
+               15, "replayed by filter")
+    assert not any(isinstance(e.event.body, m.JobReplayed) for e in client.status(dead[1].job_id).events)
+
+    assert client.add_schedule("tick", "noop", "0 3 * * *", tenant="acme", timezone="Europe/Paris").accepted
+    schedules = eventually(lambda: 'data-schedule-id="tick" data-enabled="true"' in (t := web.get("/schedules").text)
+                           and t, 15, "schedule listed")
+    assert str(schedules).count('class="next-utc"') == 5 and "03:00:00.000 CET" in str(schedules)
+    paused = web.post("/actions/schedules/tick/pause", data={"csrf_token": csrf(str(schedules), "pause-schedule")})
+    assert paused.status_code == 303 and paused.headers["location"] == "/schedules?flash=paused"
+    eventually(lambda: 'data-schedule-id="tick" data-enabled="false"' in web.get("/schedules").text, 15, "paused")
+
+    tenants = web.get("/tenants").text
+    weight = web.post("/actions/tenants/acme/weight", data={"csrf_token": csrf(tenants, "set-weight"), "weight": "3"})
+    assert weight.status_code == 303
+    with TenantDirectory(settings) as directory:
+        assert directory.weight("acme") == 3.0
+    assert re.search(r'<tr data-tenant="acme">.*?<td class="weight">3', web.get("/tenants").text, re.S)
+
+
+def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
+        settings: Settings, client: Client, console: tuple[EngineProcess, httpx.Client]) -> None:
+    engine, _ = console
+    flaky = client.submit("flaky", {"fixed_when": "/nonexistent/never"}, tenant="acme")
+    assert flaky.wait(30).status == "dead"
+    app = create_app(engine.settings(settings), ConsoleAccess(read_only=True))
+    with TestClient(app, follow_redirects=False) as ro:
+        page = eventually(lambda: 'data-status="dead"' in (t := ro.get(f"/jobs/{flaky.job_id}").text) and t, 15)
+        assert "<form" not in str(page).split("</header>")[1].replace('<form id="jobs-search"', "")
+        token = ro.cookies.get("epochq_csrf")
+        assert ro.post(f"/actions/jobs/{flaky.job_id}/replay", data={"csrf_token": token}).status_code == 403
+    app.state.reads.probe.close()
+    assert client.status(flaky.job_id).status == "dead"

@@ -1,0 +1,187 @@
+"""The catalog's indexes and counters (folded) and its pages (read), on real RocksDB stores, no broker."""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from engine.config import Settings, load_settings
+from engine.contract import messages as m
+from engine.errors import ValidationError
+from projections.batch import Batch
+from projections.catalog import JobFilter, list_jobs
+from projections.evolve import fold
+from projections.store import open_store, store_path
+from projections.views import keys as k
+from projections.views.jobs import decode_job
+from projections.views.listing import STATUS_OF, counter_key, listing_keys, rolled_up
+from tests.unit.factories import claim, event
+from tests.unit.test_fold import STEPS, simulate
+
+CATALOG = (k.LIST_STATUS, k.LIST_TENANT, k.LIST_TYPE, k.LIST_TENANT_TYPE)
+COUNTERS = (k.COUNT_STATUS, k.COUNT_TENANT, k.COUNT_TYPE, k.COUNT_TENANT_TYPE)
+
+
+def fold_in_batches(events: list[m.Event], path: Path, every: int) -> dict[bytes, bytes]:
+    """Fold ``events`` committing every ``every`` events; the store's items."""
+    store = open_store(path)
+    batch = Batch(store)
+    for offset, ev in enumerate(events):
+        fold(batch, ev, offset)
+        if (offset + 1) % every == 0:
+            batch.commit()
+    batch.commit()
+    items = dict(store.items())
+    store.close()
+    return items
+
+
+def expected_catalog(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """The catalog keys and counters the job records in ``items`` imply."""
+    jobs = [decode_job(v) for key, v in items.items() if key.startswith(k.JOB)]
+    out = {key: b"" for job in jobs for key in listing_keys(job)}
+    tallies = Counter(counter_key(j.tenant_id, j.task_type, STATUS_OF[j.state]) for j in jobs)
+    out.update({key: b"%d" % n for key, n in rolled_up(dict(tallies)).items()})
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.integers(1, 7))
+def test_the_catalog_indexes_and_counters_are_what_the_records_imply(steps, every) -> None:  # type: ignore[no-untyped-def]
+    events = simulate(steps)
+    with tempfile.TemporaryDirectory() as tmp:
+        items = fold_in_batches(events, Path(tmp) / "s", every)
+    catalog = {key: v for key, v in items.items() if key.startswith(CATALOG + COUNTERS)}
+    assert catalog == expected_catalog(items)
+
+
+def test_a_job_that_passes_through_statuses_within_one_batch_leaves_no_tombstones(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "s")
+    batch = Batch(store)
+    for offset, ev in enumerate([claim(1), *lifecycle("job-1", "acme", "email", 10)]):
+        fold(batch, ev, offset)
+    staged = {key: v for key, v in batch.changes.items() if key.startswith(CATALOG)}
+    assert set(staged) == set(listing_keys(batch.jobs["job-1"])) and set(staged.values()) == {b""}
+    assert all(b"completed\x1f" in key for key in staged)
+    batch.commit()
+    for offset, ev in enumerate(lifecycle("job-2", "acme", "email", 20, end="running"), start=10):
+        fold(batch, ev, offset)
+    batch.commit()
+    fold(batch, event(m.JobSucceeded(1, 5), "job-2", at=30), 20)  # committed running entries: deleted
+    deleted = {key for key, v in batch.changes.items() if key.startswith(CATALOG) and v is None}
+    assert len(deleted) == 4 and all(b"running\x1f" in key for key in deleted)
+    store.close()
+
+
+def lifecycle(job_id: str, tenant: str, task_type: str, at: int, *, end: str = "completed",
+              labels: dict[str, str] | None = None) -> list[m.Event]:
+    """The events of a job that ends in ``end`` (queued, running, completed, dead, cancelled, scheduled)."""
+    def ev(body: m.EventBody, dt: int = 0) -> m.Event:
+        return event(body, job_id, tenant=tenant, at=at + dt)
+
+    run_at = at + 1_000_000 if end == "scheduled" else None
+    out = [ev(m.JobSubmitted(task_type, m.Payload(b"{}"), 5, "normal", 1, run_at, labels=labels or {}))]
+    if end == "scheduled":
+        return out + [ev(m.JobScheduled(run_at))]  # type: ignore[arg-type]
+    out.append(ev(m.JobQueued("submitted"), 1))
+    if end == "cancelled":
+        return out + [ev(m.JobCancelled("no"), 2)]
+    if end == "queued":
+        return out
+    out.append(ev(m.JobStarted(1, at), 2))
+    if end == "running":
+        return out
+    if end == "dead":
+        return out + [ev(m.JobFailed(1, "E", "boom", 5), 3), ev(m.JobDeadLettered("attempts", 1), 4)]
+    return out + [ev(m.JobSucceeded(1, 5), 3)]
+
+
+ENDS = ("completed", "queued", "running", "dead", "cancelled", "scheduled")
+
+
+def two_partitions(tmp_path: Path, jobs: int = 60) -> Settings:
+    """A state directory with two partitions' stores holding ``jobs`` jobs of 3 tenants and 2 task types."""
+    settings = load_settings(state_dir=str(tmp_path), bootstrap="127.0.0.1:1")
+    for p in (0, 1):
+        events = [claim(1)]
+        for n in range(p, jobs, 2):
+            events += lifecycle(f"job-{n:03d}", f"t{n % 3}", f"type{n % 2 if n % 5 else 2}", 1_000_000 + n * 10,
+                                end=ENDS[n % len(ENDS)], labels={"team": "red" if n % 4 == 0 else "blue"})
+        fold_in_batches(events, store_path(tmp_path, settings.namespace, p), 5)
+    return settings
+
+
+def walk(settings: Settings, flt: JobFilter, limit: int) -> list[str]:
+    """Every job of every page of ``flt``, following the cursors."""
+    out, cursor = [], None
+    while True:
+        page = list_jobs(settings, flt, cursor=cursor, limit=limit)
+        out += [r.job_id for r in page.rows]
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+def expected(jobs: int, keep) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f"job-{n:03d}" for n in reversed(range(jobs)) if keep(n)]
+
+
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_pages_walk_every_job_once_newest_first_across_partitions(tmp_path: Path, limit: int) -> None:
+    settings = two_partitions(tmp_path)
+    assert walk(settings, JobFilter(), limit) == expected(60, lambda n: True)
+
+
+def test_filters_by_status_tenant_type_and_time_pick_the_right_jobs(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path)
+    typ = lambda n: f"type{n % 2 if n % 5 else 2}"  # noqa: E731
+    assert walk(settings, JobFilter(status="dead"), 4) == expected(60, lambda n: ENDS[n % 6] == "dead")
+    assert walk(settings, JobFilter(tenant="t1"), 4) == expected(60, lambda n: n % 3 == 1)
+    assert walk(settings, JobFilter(task_type="type2"), 3) == expected(60, lambda n: typ(n) == "type2")
+    assert walk(settings, JobFilter(status="queued", tenant="t0", task_type="type1"), 2) == \
+        expected(60, lambda n: ENDS[n % 6] == "queued" and n % 3 == 0 and typ(n) == "type1")
+    window = JobFilter(since_us=1_000_000 + 100, until_us=1_000_000 + 300)  # jobs 10..29
+    assert walk(settings, window, 6) == expected(60, lambda n: 10 <= n < 30)
+
+
+def test_counts_per_status_come_with_the_filter_without_its_status(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path)
+    page = list_jobs(settings, JobFilter(status="running", tenant="t2"))
+    want = Counter(ENDS[n % 6] for n in range(60) if n % 3 == 2)
+    assert page.counts == {s: want.get(s, 0) for s in page.counts} and page.counts_exact
+    assert {r.status for r in page.rows} == {"running"} and len(page.rows) == want["running"]
+    timed = list_jobs(settings, JobFilter(since_us=1_000_000 + 300))
+    assert sum(timed.counts.values()) == 30 and timed.counts_exact
+
+
+def test_labels_filter_through_the_label_index(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path)
+    red = lambda n: n % 4 == 0  # noqa: E731
+    assert walk(settings, JobFilter(labels=(("team", "red"),)), 4) == expected(60, red)
+    assert walk(settings, JobFilter(status="completed", labels=(("team", "red"),)), 4) == \
+        expected(60, lambda n: red(n) and ENDS[n % 6] == "completed")
+    page = list_jobs(settings, JobFilter(labels=(("team", "blue"),)))
+    assert sum(page.counts.values()) == 45
+    assert list_jobs(settings, JobFilter(labels=(("team", "green"),))).rows == []
+
+
+def test_rows_carry_what_the_record_says(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path, jobs=6)
+    rows = {r.job_id: r for r in list_jobs(settings, JobFilter()).rows}
+    dead = rows["job-003"]
+    assert (dead.status, dead.tenant, dead.partition, dead.error, dead.attempts) == ("dead", "t0", 1, "E: boom", 1)
+    assert rows["job-005"].due_at_us == 1_000_050 + 1_000_000 and rows["job-005"].status == "scheduled"
+
+
+def test_bad_cursors_statuses_and_limits_are_refused(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path, jobs=4)
+    with pytest.raises(ValidationError):
+        list_jobs(settings, JobFilter(), cursor="not a cursor!")
+    with pytest.raises(ValidationError):
+        JobFilter(status="sleeping")
+    with pytest.raises(ValidationError):
+        list_jobs(settings, JobFilter(), limit=0)
