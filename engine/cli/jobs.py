@@ -12,6 +12,7 @@ from engine.cli.common import (
     EXIT_NEGATIVE, EXIT_NOT_DONE, PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload,
     settings_from,
 )
+from engine.cli.catalog import parse_labels
 from engine.client import Client, Outcome
 from engine.errors import NotFoundError
 from engine.runtime.read.joblog import LoggedEvent, job_history
@@ -28,6 +29,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--run-at", help="ISO-8601 time with zone, e.g. 2026-12-01T09:00:00+01:00")
     submit.add_argument("--key", help="idempotency key")
     submit.add_argument("--lane", help="BATCH for bulk work")
+    submit.add_argument("--label", action="append", default=[], metavar="K=V",
+                        help="a label to find the job by (`jobs list --label`); repeat for several")
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
     submit.add_argument("--timeout", type=float, default=30.0)
     submit.add_argument("--json", action="store_true")
@@ -49,7 +52,7 @@ def _submit(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
-                               idempotency_key=args.key, lane=args.lane)
+                               idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)))
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
     if args.json:
         print_json({**outcome_json(outcome), "partition": handle.partition})

@@ -2,11 +2,12 @@
 
 Roles (docs/security.md):
 
-- **engine**: reads commands, reads and writes events and tenants, commits the engine group's
-  offsets, reads with its reader groups, and uses the transactional ids of its partitions;
+- **engine**: reads commands, reads and writes events and tenants, writes its heartbeats to
+  workers, commits the engine group's offsets, reads with its reader groups, and uses the
+  transactional ids of its partitions;
 - **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
   which a client does so that a job's handle can follow its events later;
-- **auditor**: reads events, with the reader groups.
+- **auditor**: reads events and the engines' heartbeats (``epochq workers``), with the reader groups.
 
 Nothing else is granted: with the standard authorizer and ``allow.everyone.if.no.acl.found=false``
 no other principal (super users aside) writes events. :func:`wanted_acls` is pure; the other
@@ -79,6 +80,7 @@ def _engine(ns: str, who: str) -> list[AclRule]:
         *_topic(who, f"{ns}.commands", "READ", "DESCRIBE", "DESCRIBE_CONFIGS"),
         *_topic(who, f"{ns}.events", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
         *_topic(who, f"{ns}.tenants", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
+        *_topic(who, f"{ns}.workers", "WRITE", "DESCRIBE"),
         AclRule(who, "GROUP", "LITERAL", f"{ns}.engine", "READ"),
         AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ"),
         AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "WRITE"),
@@ -91,7 +93,7 @@ def _service(ns: str, who: str) -> list[AclRule]:
 
 
 def _auditor(ns: str, who: str) -> list[AclRule]:
-    return [*_topic(who, f"{ns}.events", "READ", "DESCRIBE"),
+    return [*_topic(who, f"{ns}.events", "READ", "DESCRIBE"), *_topic(who, f"{ns}.workers", "READ", "DESCRIBE"),
             AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ")]
 
 

@@ -37,6 +37,7 @@ from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.dispatch import Dispatcher, rotate
+from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
@@ -101,6 +102,7 @@ class Engine:
         self._turn = 0
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
+        self.heartbeat = Heartbeat(settings, self.owner_id)
 
     @property
     def partitions(self) -> dict[int, Partition]:
@@ -353,6 +355,7 @@ class Engine:
         if clock >= self._next_metrics:
             self._next_metrics = clock + METRICS_EVERY_S
             self._sample_metrics()
+        self.heartbeat.beat(self.partitions.values(), self.executor, self.options.lane_slots)
 
     def _sample_metrics(self) -> None:
         sampling.sample(self.metrics, self.partitions.values(), self.standbys)
@@ -362,6 +365,7 @@ class Engine:
 
     def _owned_changed(self) -> None:
         self.metrics.rebalanced()
+        self.heartbeat.soon()
         self.metrics.set_ownership({p.number: p.epoch for p in self.partitions.values() if p.deciding})
 
     def drain(self, grace_s: float) -> None:
@@ -387,6 +391,7 @@ class Engine:
         self.metrics.close()
         self.executor.shutdown(0)
         self.writer.close()
+        self.heartbeat.close()
 
 
 def _policies(app: App) -> dict[str, TaskPolicy]:
