@@ -83,12 +83,13 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def shoot() -> Callable[[Any, str], Path]:
-    """Take a screenshot of the page's viewport into docs/console/NAME.png (shown by docs/console.md)."""
-    def take(page: Any, name: str) -> Path:
+def shoot() -> Callable[..., Path]:
+    """Take a screenshot into docs/console/NAME.png (shown by docs/console.md): the 1280×800 viewport, or the
+    whole page (``full_page=True``) where what matters lies below it, as a job's timeline does."""
+    def take(page: Any, name: str, *, full_page: bool = False) -> Path:
         SHOTS.mkdir(parents=True, exist_ok=True)
         path = SHOTS / f"{name}.png"
-        page.screenshot(path=str(path))
+        page.screenshot(path=str(path), full_page=full_page)
         return path
     return take
 

@@ -22,7 +22,7 @@ from playwright.sync_api import Locator, Page, expect
 from engine.client import JobHandle
 from tests.integration.browser.conftest import Stack
 
-Shoot = Callable[[Page, str], Path]
+Shoot = Callable[..., Path]
 
 
 def tenant(name: str) -> str:
@@ -101,11 +101,12 @@ def test_open_a_job_and_see_its_retries_on_the_timeline(stack: Stack, page: Page
         failed = page.locator(f"#timeline tbody tr[data-type=JobFailed][data-attempt='{attempt}']")
         expect(failed.locator("td.detail")).to_contain_text(f"upstream timed out (attempt {attempt})")
         expect(failed).to_have_attribute("data-fenced", "false")
+    expect(page.locator("#timeline tbody tr[data-type=JobRetryScheduled]")).to_have_count(2)
     expect(page.locator("#timeline tbody tr[data-type=JobSucceeded]")).to_have_count(1)
     expect(page.locator("#timeline tbody tr[data-type=JobSucceeded] td").nth(4)).to_have_text("engine-a")
     expect(page.locator("#payload")).to_contain_text("1042")
     expect(page.locator("#result")).to_contain_text(re.compile(r'"attempt":\s*3'))
-    shoot(page, "job")
+    shoot(page, "job", full_page=True)
 
 
 def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page, shoot: Shoot) -> None:
@@ -132,7 +133,7 @@ def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page
     expect(page.locator("#timeline tbody tr[data-type=JobReplayed]")).to_have_count(1)
     expect(page.locator("#result")).to_contain_text(re.compile(r'"fixed":\s*true'))
     assert stack.client.status(job.job_id).status == "completed"
-    shoot(page, "job-replayed")
+    shoot(page, "job-replayed", full_page=True)
 
 
 def test_pause_a_schedule(stack: Stack, page: Page, shoot: Shoot) -> None:
