@@ -4,9 +4,11 @@ A filter picks one index (``projections.views.listing``): by tenant and task typ
 task type, or by status alone; one range per status asked for, per partition, each already in
 page order, so a page reads ``limit`` entries (plus one, to know there is more) and one record
 per row. Counts per status come from the fold's counters; with a time filter, by counting the
-ranges' entries, up to COUNT_CAP. Labels are checked entry by entry (point reads of the label
-index), or, with no other filter, read from the label index itself; such a page steps over at
-most SCAN_BUDGET entries and, past that, ends early with a cursor to go on from.
+ranges' keys, up to COUNT_CAP per status and partition; with a label filter, from the newest
+TALLY_CAP matching entries per partition (then ``counts_exact`` is false). Labels are checked
+entry by entry (point reads of the label index), or, with no other filter, read from the label
+index itself; such a page steps over at most SCAN_BUDGET entries and, past that, ends early
+with a cursor to go on from.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ SCAN_BUDGET = 20_000
 """Index entries a page may step over for filters no index holds (labels beside other filters)."""
 COUNT_CAP = 10_000
 """Entries counted per status when a time or label filter rules the counters out; past it, counts are a floor."""
+TALLY_CAP = 1_000
+"""Entries per partition whose records a label filter's counts read (their statuses are in the records only)."""
 _INV = 16  # digits of the inverted submission time in a key
 
 
@@ -88,20 +92,20 @@ Candidate = tuple[tuple[int, str], Part, "JobView | None"]
 
 def _candidates(parts: list[Part], flt: JobFilter, after: tuple[int, str] | None) -> Iterator[Candidate]:
     """Every entry of the chosen ranges in page order: its position, store, and the job if ``flt`` admits it."""
-    streams = [_stream(part, prefix, flt, after, checks) for part in parts
-               for prefix, checks in _ranges(part, flt)]
+    streams = [_stream(part, prefix, flt, after, labels) for part in parts
+               for prefix, labels in _ranges(part, flt)]
     for suffix, _, part, job in heapq.merge(*streams):
         yield _position(suffix), part, job
 
 
-def _ranges(part: Part, flt: JobFilter) -> list[tuple[bytes, bool]]:
-    """(key prefix, whether entries need checking) of each range to read in ``part``."""
+def _ranges(part: Part, flt: JobFilter) -> list[tuple[bytes, tuple[tuple[str, str], ...]]]:
+    """(key prefix, the labels its entries must be checked for) of each range to read in ``part``."""
     if not part.indexed:
-        return [(k.JOB, True)]
+        return [(k.JOB, flt.labels)]
     if flt.labels and flt.status is None and flt.tenant is None and flt.task_type is None:
         name, value = flt.labels[0]
-        return [(k.LIST_LABEL + name.encode() + SEP + value.encode() + SEP, True)]
-    return [(index_prefix(flt, status), bool(flt.labels)) for status in _statuses(flt)]
+        return [(k.LIST_LABEL + name.encode() + SEP + value.encode() + SEP, flt.labels[1:])]
+    return [(index_prefix(flt, status), flt.labels) for status in _statuses(flt)]
 
 
 def index_prefix(flt: JobFilter, status: str) -> bytes:
@@ -121,19 +125,29 @@ def _statuses(flt: JobFilter) -> tuple[str, ...]:
 
 
 def _stream(part: Part, prefix: bytes, flt: JobFilter, after: tuple[int, str] | None,
-            checks: bool) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
-    """One range's entries from the page's start: (sort suffix, partition, part, admitted job or None)."""
+            labels: tuple[tuple[str, str], ...]) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
+    """One range's entries from the page's start: (sort suffix, partition, part, admitted job or None).
+
+    The range itself holds the status, tenant, task type and time; ``labels`` are checked by point
+    reads of the label index before the job's record is read."""
     if prefix == k.JOB:
         yield from _unindexed(part, flt, after)
         return
     stop = inverted(flt.since_us) if flt.since_us is not None else b"9" * _INV
-    for key, _ in part.store.scan(prefix, _start(prefix, flt, after)):
+    store = part.store
+    for key in store.keys(prefix, _start(prefix, flt, after)):
         suffix = key[len(prefix):]
         if suffix[:_INV] > stop:
             return
-        job = _job(part.store, suffix[_INV + 1:].decode())
-        yield suffix, part.partition, part, job if job is not None and (not checks or admits(part.store, flt, job)) \
-            else None
+        job_id = suffix[_INV + 1:].decode()
+        if labels and not _labelled(store, labels, INVERTED - int(suffix[:_INV]), job_id):
+            yield suffix, part.partition, part, None
+            continue
+        yield suffix, part.partition, part, _job(store, job_id)
+
+
+def _labelled(store: ProjectionStore, labels: tuple[tuple[str, str], ...], submitted_at: int, job_id: str) -> bool:
+    return all(store.get(label_key(n, v, submitted_at, job_id)) is not None for n, v in labels)
 
 
 def _start(prefix: bytes, flt: JobFilter, after: tuple[int, str] | None) -> bytes:
@@ -158,7 +172,7 @@ def admits(store: ProjectionStore, flt: JobFilter, job: JobView) -> bool:
             and (flt.task_type is None or job.task_type == flt.task_type)
             and (flt.since_us is None or job.submitted_at >= flt.since_us)
             and (flt.until_us is None or job.submitted_at < flt.until_us)
-            and all(store.get(label_key(n, v, job.submitted_at, job.job_id)) is not None for n, v in flt.labels))
+            and _labelled(store, flt.labels, job.submitted_at, job.job_id))
 
 
 def _position(suffix: bytes) -> tuple[int, str]:
@@ -227,14 +241,14 @@ def _entries(part: Part, flt: JobFilter) -> int:
 
 
 def _tally(part: Part, flt: JobFilter, counts: dict[str, int]) -> bool:
-    """Add the jobs ``flt`` admits in ``part`` to ``counts`` per status, stepping over at most COUNT_CAP
-    entries; whether all were seen."""
+    """Add the jobs ``flt`` admits in ``part`` to ``counts`` per status, newest first, stepping over at
+    most TALLY_CAP entries; whether all were seen."""
     stepped = 0
-    for prefix, checks in _ranges(part, flt):
-        for _, _, _, job in _stream(part, prefix, flt, None, checks):
+    for prefix, labels in _ranges(part, flt):
+        for _, _, _, job in _stream(part, prefix, flt, None, labels):
             if job is not None:
                 counts[STATUS_OF[job.state]] += 1
             stepped += 1
-            if stepped >= COUNT_CAP:
+            if stepped >= TALLY_CAP:
                 return False
     return True

@@ -164,4 +164,5 @@ def set_weight(request: Request, form: FormData) -> Response:
     with TenantDirectory(settings) as directory:
         config = directory.all().get(tenant)
     set_tenant(settings, tenant, weight, config.max_queued if config else None, config.product if config else None)
+    reads_of(request).cache.forget("tenants")
     return RedirectResponse("/tenants?flash=weight", 303)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
@@ -13,11 +13,16 @@ LATENESS_EDGES_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000
 ROW_H, LABEL_W, BAR_W = 22, 150, 360
 
 
-def histogram_counts(values_us: Sequence[int], edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> list[int]:
+def histogram_counts(values_us: Iterable[int], edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> list[int]:
     """How many values fall in each bucket: ``< edges[0]``, ``[edges[i-1], edges[i])``, ..., ``>= edges[-1]``."""
+    return weighted_counts(((value, 1) for value in values_us), edges_ms)
+
+
+def weighted_counts(tallied: Iterable[tuple[int, int]], edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> list[int]:
+    """As :func:`histogram_counts`, from (value in µs, how many times) pairs."""
     counts = [0] * (len(edges_ms) + 1)
-    for value in values_us:
-        counts[bisect_right(edges_ms, value / 1000)] += 1
+    for value, times in tallied:
+        counts[bisect_right(edges_ms, value / 1000)] += times
     return counts
 
 
@@ -31,9 +36,9 @@ def _ms(ms: int) -> str:
     return f"{ms // 1000}s" if ms >= 1000 and ms % 1000 == 0 else f"{ms}ms"
 
 
-def histogram_svg(values_us: Sequence[int], title: str, edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> Markup:
-    """A vertical bar per bucket of ``values_us`` (µs), with counts over the bars and bucket names under them."""
-    counts, labels = histogram_counts(values_us, edges_ms), bucket_labels(edges_ms)
+def histogram_svg(counts: Sequence[int], title: str, edges_ms: Sequence[int] = LATENESS_EDGES_MS) -> Markup:
+    """A vertical bar per bucket (``counts`` from :func:`histogram_counts`), counts over the bars, names under them."""
+    labels = bucket_labels(edges_ms)
     top, col, height = max(counts) or 1, 40, 110
     parts = [_open(col * len(counts) + 20, height + 60, title)]
     for i, (n, label) in enumerate(zip(counts, labels)):

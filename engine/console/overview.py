@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from engine.console.got import Got, get
 from engine.console.reads import RECENT_WINDOW_S, Reads
 from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.lateness import percentile
+from engine.runtime.read.recent import quantile
 from projections.catalog import JobFilter, list_jobs
 from projections.query import breaker_report, queue_report
 
@@ -37,25 +38,24 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "lanes": get(lambda: {lane: r["queued"] for lane, r in queue_report(settings).items()}),
         "counts": get(lambda: list_jobs(settings, JobFilter(), limit=1).counts),
         "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
-        "workers": reads.from_log(lambda: _workers(reads)),
+        "workers": reads.from_log(lambda: _workers(reads), "workers"),
         "window_min": RECENT_WINDOW_S // 60,
         "read_at": time.time(),
     }
 
 
 def _recent(reads: Reads) -> dict[str, Any]:
-    from engine.runtime.read.recent import recent_activity
-
-    activity = recent_activity(reads.settings, int((time.time() - RECENT_WINDOW_S) * 1_000_000))
-    lateness = {kind: _figures(kind, sorted(values)) for kind, values in activity.lateness.items()}
+    activity = reads.recent().read(int(time.time() * 1_000_000))
+    rows = [{"task_type": kind, "succeeded": outcomes["succeeded"], "failed": outcomes["failed"],
+             "dead": outcomes["dead"], "lateness": _figures(kind, buckets) if buckets else None}
+            for kind, outcomes, buckets in activity.rows()]
     everything = activity.all_lateness()
-    rows = [{"task_type": kind, **activity.outcomes.get(kind, {"succeeded": 0, "failed": 0, "dead": 0}),
-             "lateness": lateness.get(kind)} for kind in sorted(set(activity.outcomes) | set(lateness))]
     return {"rows": rows, "all": _figures("all task types", everything) if everything else None}
 
 
-def _figures(task_type: str, ordered: list[int]) -> LatenessFigures:
-    return LatenessFigures(task_type, len(ordered), percentile(ordered, 50) / 1000, percentile(ordered, 99) / 1000)
+def _figures(task_type: str, buckets: Counter[int]) -> LatenessFigures:
+    starts = sum(buckets.values())
+    return LatenessFigures(task_type, starts, quantile(buckets, 50) / 1000, quantile(buckets, 99) / 1000)
 
 
 def _workers(reads: Reads) -> list[Any]:

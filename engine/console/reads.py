@@ -20,11 +20,15 @@ from engine.config import Settings
 from engine.console.got import Got, get
 from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
+from engine.runtime.read.recent import RecentWindow
 from projections.query import partition_dirs
 
 RECENT_WINDOW_S = 15 * 60
 PROBE_TIMEOUT_S = 2.0
 PROBE_TTL_S = 5.0
+CACHE_TTL_S = 4.0
+"""How long the log's heavier answers (the overview, the tenants table, the workers, lateness) are kept:
+just under the overview's refresh interval, so each refresh reads afresh once however many tabs ask."""
 
 
 class LogProbe:
@@ -80,14 +84,34 @@ class Cache:
             self._kept[key] = (time.monotonic(), value)
         return value
 
+    def forget(self, key: object) -> None:
+        """Drop the answer kept under ``key`` (an action changed what it says)."""
+        with self._lock:
+            self._kept.pop(key, None)
+
 
 @dataclass
 class Reads:
-    """The console's reader: its settings, the log probe and the short-lived cache."""
+    """The console's reader: its settings, the log probe, the recent window and the short-lived cache."""
 
     settings: Settings
     probe: LogProbe
-    cache: Cache = field(default_factory=lambda: Cache(3.0))
+    cache: Cache = field(default_factory=lambda: Cache(CACHE_TTL_S))
+    _window: RecentWindow | None = None
+    _making: threading.Lock = field(default_factory=threading.Lock)
+
+    def recent(self) -> RecentWindow:
+        """The window over the last minutes of the log, made on first use and kept (it reads only what is new)."""
+        with self._making:
+            if self._window is None:
+                self._window = RecentWindow(self.settings, RECENT_WINDOW_S)
+            return self._window
+
+    def close(self) -> None:
+        """Release the Kafka clients."""
+        self.probe.close()
+        if self._window is not None:
+            self._window.close()
 
     def state_notice(self) -> str | None:
         """A line for a state directory that holds no projection (the pages that read projections are empty)."""
@@ -97,7 +121,9 @@ class Reads:
         return (f"no projections in {where}: the console reads an engine's state directory "
                 "(--state-dir or EPOCHQ_STATE_DIR); until an engine has folded events there, its pages are empty")
 
-    def from_log(self, read: Callable[[], Any]) -> Got[Any]:
-        """``read()`` when the log answers; else the probe's line, at once."""
+    def from_log(self, read: Callable[[], Any], key: object = None) -> Got[Any]:
+        """``read()`` when the log answers (kept a few seconds under ``key`` if given); else the probe's line."""
         problem = self.probe.problem()
-        return Got(None, problem) if problem else get(read)
+        if problem:
+            return Got(None, problem)
+        return get(read) if key is None else get(lambda: self.cache.get(key, read))

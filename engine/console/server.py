@@ -8,6 +8,7 @@ import socket
 import threading
 
 import uvicorn
+from starlette.applications import Starlette
 
 from engine.config import Settings
 from engine.console.app import create_app
@@ -15,13 +16,13 @@ from engine.console.security import ConsoleAccess
 from engine.errors import ConfigError
 
 
-def _server(settings: Settings, access: ConsoleAccess) -> uvicorn.Server:
+def _server(app: Starlette, access: ConsoleAccess) -> uvicorn.Server:
     """A uvicorn server of the console; its own errors stay one line unless EPOCHQ_TRACEBACK=1."""
     if os.environ.get("EPOCHQ_TRACEBACK") != "1":
         for name in ("uvicorn.error", "uvicorn.access"):
             logging.getLogger(name).addHandler(logging.NullHandler())
             logging.getLogger(name).propagate = False
-    config = uvicorn.Config(create_app(settings, access), host=access.host, port=access.port, log_config=None,
+    config = uvicorn.Config(app, host=access.host, port=access.port, log_config=None,
                             access_log=False, server_header=False, lifespan="off", timeout_graceful_shutdown=2)
     return uvicorn.Server(config)
 
@@ -44,14 +45,19 @@ def bind(access: ConsoleAccess) -> socket.socket:
 def serve(settings: Settings, access: ConsoleAccess) -> None:
     """Serve until SIGINT or SIGTERM (uvicorn handles both)."""
     sock = bind(access)
-    _server(settings, access).run(sockets=[sock])
+    app = create_app(settings, access)
+    try:
+        _server(app, access).run(sockets=[sock])
+    finally:
+        app.state.reads.close()
 
 
 class ConsoleThread:
     """The console on a daemon thread of the calling process: started by ``engine run --console-port``."""
 
     def __init__(self, settings: Settings, access: ConsoleAccess):
-        self.server = _server(settings, access)
+        self.app = create_app(settings, access)
+        self.server = _server(self.app, access)
         self.socket = bind(access)
         self.thread = threading.Thread(target=self.server.run, args=([self.socket],), name="epochq-console",
                                        daemon=True)
@@ -75,3 +81,4 @@ class ConsoleThread:
         self.server.should_exit = True
         self.thread.join(timeout)
         self.socket.close()
+        self.app.state.reads.close()

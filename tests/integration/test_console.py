@@ -167,5 +167,5 @@ def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
         assert "<form" not in str(page).split("</header>")[1].replace('<form id="jobs-search"', "")
         token = ro.cookies.get("epochq_csrf")
         assert ro.post(f"/actions/jobs/{flaky.job_id}/replay", data={"csrf_token": token}).status_code == 403
-    app.state.reads.probe.close()
+    app.state.reads.close()
     assert client.status(flaky.job_id).status == "dead"

@@ -46,7 +46,7 @@ def _client(settings: Settings, access: ConsoleAccess | None = None) -> Iterator
     app = create_app(settings, access)
     with TestClient(app, raise_server_exceptions=True, follow_redirects=False) as client:
         yield client
-    app.state.reads.probe.close()
+    app.state.reads.close()
 
 
 @pytest.fixture(scope="module")

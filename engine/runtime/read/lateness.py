@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Consumer, TopicPartition
+
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
@@ -63,15 +65,22 @@ def summarize(task_type: str, values: array[int]) -> Lateness:
 
 def collect(settings: Settings, task_type: str | None = None, since_us: int | None = None,
             partitions: list[int] | None = None) -> dict[str, array[int]]:
-    """Lateness values (µs, attempts started at or after ``since_us``) per task type, from every partition."""
+    """Lateness values (µs, attempts started at or after ``since_us``) per task type, from every partition.
+
+    With ``since_us`` and a store of the partition (which knows every job's task type), the
+    partition is read from the first offset written at or after ``since_us`` (Kafka's time
+    index); otherwise from offset 0, to learn task types from the ``JobSubmitted`` events.
+    """
     consumer = kafka.events_reader(settings, "lateness")
     topic = settings.events_topic
     stores = dict(partition_dirs(settings))
     values: dict[str, array[int]] = {}
     try:
         count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        for p in partitions if partitions is not None else range(count):
-            for kind, late in _started(consumer, topic, p, stores.get(p), since_us):
+        chosen = partitions if partitions is not None else list(range(count))
+        starts = first_offsets(consumer, topic, [p for p in chosen if p in stores], since_us) if since_us else {}
+        for p in chosen:
+            for kind, late in _started(consumer, topic, p, stores.get(p), since_us, starts.get(p, 0)):
                 if task_type is None or kind == task_type:
                     values.setdefault(kind, array("q")).append(late)
     finally:
@@ -80,11 +89,11 @@ def collect(settings: Settings, task_type: str | None = None, since_us: int | No
 
 
 def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: ignore[no-untyped-def]
-             since_us: int | None) -> Iterator[tuple[str, int]]:
+             since_us: int | None, start: int = 0) -> Iterator[tuple[str, int]]:
     store = open_store(store_dir)
     kinds: dict[str, str] = {}  # job id -> task type, only when no projection is at hand
     try:
-        for offset, _, value in scan_partition(consumer, topic, p):
+        for offset, _, value in scan_partition(consumer, topic, p, start):
             try:
                 event = decode_event_at(value, topic, p, offset)
             except DecodeError:
@@ -99,6 +108,16 @@ def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: igno
             store.close()
 
 
+def first_offsets(consumer: Consumer, topic: str, partitions: list[int], since_us: int) -> dict[int, int]:
+    """Per partition, the first offset whose record was written at or after ``since_us`` (the end if none)."""
+    if not partitions:
+        return {}
+    asked = [TopicPartition(topic, p, since_us // 1000) for p in partitions]
+    found = kafka.call(consumer.offsets_for_times, asked, 10)
+    ends = kafka.end_offsets(consumer, topic, partitions)
+    return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in found}
+
+
 def open_store(path: Path | None) -> ProjectionStore | None:
     """A read-only view of the store at ``path``; None without one that opens (the log alone answers then)."""
     if path is None:
@@ -110,12 +129,13 @@ def open_store(path: Path | None) -> ProjectionStore | None:
 
 
 def task_type_of(job_id: str, kinds: dict[str, str], store: ProjectionStore | None) -> str:
-    """The job's task type: from the store's record, else from the ``JobSubmitted`` seen (``kinds``), else unknown."""
-    if store is not None:
-        job = read_job(store, job_id)
-        if job is not None:
-            return job.task_type
-    return kinds.get(job_id, "unknown")
+    """The job's task type: from the ``JobSubmitted`` seen (``kinds``: no store read), else from the store's
+    record, else unknown."""
+    kind = kinds.get(job_id)
+    if kind is not None:
+        return kind
+    job = read_job(store, job_id) if store is not None else None
+    return job.task_type if job is not None else "unknown"
 
 
 def report(settings: Settings, task_type: str | None = None, since_us: int | None = None) -> list[Lateness]:

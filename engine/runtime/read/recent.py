@@ -1,108 +1,189 @@
 """What happened in the last minutes, from the log: outcomes and start lateness per task type.
 
-The console's overview asks this every few seconds, so it reads only the window: each events
-partition from the first offset at or after ``since`` (Kafka's time index, by the records'
-timestamps) to its end. A job's task type comes from the state directory's store when it has
-the job (an engine's, or a standby's), else from a ``JobSubmitted`` inside the window, else
-it is ``unknown``.
+The console's overview asks this every few seconds, so a :class:`RecentWindow` follows the
+events topic: its first read starts each partition at the first offset written at or after the
+window's start (Kafka's time index), every later read takes only the events written since, and
+what it keeps is one tally per minute (outcomes counted, lateness in buckets 2 % wide), so a
+read costs the events that arrived since the last one and memory is bounded by minutes × task
+types, never by jobs. A zombie's late writes are fenced as the fold fences them. A job's task
+type comes from the state directory's store when it has the job (an engine's, or a standby's),
+else from a ``JobSubmitted`` read before, else it is ``unknown``.
 """
 
 from __future__ import annotations
 
-from array import array
+import math
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
+from engine.domain import fence
 from engine.errors import DecodeError
 from engine.runtime import kafka
 from engine.runtime.kafka import scan_partition
 from engine.runtime.read.joblog import with_fencing
-from engine.runtime.read.lateness import open_store, task_type_of
+from engine.runtime.read.lateness import first_offsets, open_store, task_type_of
 from projections.query import partition_dirs
+from projections.store import ProjectionStore
 
 OUTCOMES = {m.JobSucceeded: "succeeded", m.JobFailed: "failed", m.JobDeadLettered: "dead"}
 """The events counted per task type, and the column each one counts in."""
+MINUTE_US = 60_000_000
+RATIO = 1.02
+"""Lateness buckets: each 2 % wider than the one below, so a percentile read from them is within 2 %."""
+KINDS_KEPT = 100_000
+"""Task types of jobs submitted, remembered for the jobs no store knows (the oldest forgotten first)."""
+
+
+def bucket_of(lateness_us: int) -> int:
+    """The lateness bucket of a value (µs): 0 holds 0 and below, bucket b holds (RATIO^(b-1), RATIO^b]."""
+    return 0 if lateness_us <= 0 else max(1, math.ceil(math.log(lateness_us) / math.log(RATIO)))
+
+
+def bucket_value(bucket: int) -> int:
+    """The value (µs) a bucket stands for: its upper edge."""
+    return 0 if bucket <= 0 else round(RATIO ** bucket)
+
+
+def quantile(buckets: Counter[int], q: float) -> int:
+    """The q-th percentile (0..100) of the values tallied in ``buckets``, by nearest rank, as its bucket's value."""
+    total = sum(buckets.values())
+    if not total:
+        raise ValueError("percentile of no values")
+    rank, seen = max(1, math.ceil(q * total / 100)), 0
+    for bucket in sorted(buckets):
+        seen += buckets[bucket]
+        if seen >= rank:
+            return bucket_value(bucket)
+    return bucket_value(max(buckets))
 
 
 @dataclass
+class Tally:
+    """What happened in one minute: outcomes and lateness buckets per task type."""
+
+    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
+    lateness: dict[str, Counter[int]] = field(default_factory=dict)
+
+    def add(self, other: Tally) -> None:
+        """Fold ``other`` into this tally."""
+        for kind, counts in other.outcomes.items():
+            self.outcomes.setdefault(kind, Counter()).update(counts)
+        for kind, buckets in other.lateness.items():
+            self.lateness.setdefault(kind, Counter()).update(buckets)
+
+
+@dataclass(frozen=True)
 class RecentActivity:
-    """Per task type: outcomes counted and start lateness (µs) of the attempts started since ``since_us``."""
+    """Per task type: outcomes counted and lateness tallied over the minutes since ``since_us``."""
 
     since_us: int
-    outcomes: dict[str, dict[str, int]] = field(default_factory=dict)  # task type -> succeeded/failed/dead -> n
-    lateness: dict[str, array[int]] = field(default_factory=dict)  # task type -> lateness of each start (µs)
+    tally: Tally
 
-    def count(self, task_type: str, column: str) -> None:
-        """One more ``column`` outcome for ``task_type``."""
-        row = self.outcomes.setdefault(task_type, {"succeeded": 0, "failed": 0, "dead": 0})
-        row[column] += 1
+    def rows(self) -> list[tuple[str, Counter[str], Counter[int]]]:
+        """(task type, outcomes, lateness buckets) of every task type seen, by task type."""
+        kinds = sorted(set(self.tally.outcomes) | set(self.tally.lateness))
+        return [(k, self.tally.outcomes.get(k, Counter()), self.tally.lateness.get(k, Counter())) for k in kinds]
 
-    def late(self, task_type: str, lateness_us: int) -> None:
-        """One more start of ``task_type``, ``lateness_us`` after its due time."""
-        self.lateness.setdefault(task_type, array("q")).append(lateness_us)
-
-    def all_lateness(self) -> list[int]:
-        """Every start's lateness, sorted (for figures over all task types)."""
-        return sorted(v for values in self.lateness.values() for v in values)
+    def all_lateness(self) -> Counter[int]:
+        """The lateness buckets of every task type together."""
+        out: Counter[int] = Counter()
+        for buckets in self.tally.lateness.values():
+            out.update(buckets)
+        return out
 
 
-def recent_activity(settings: Settings, since_us: int) -> RecentActivity:
-    """Outcomes and lateness per task type of the events that occurred at or after ``since_us``."""
-    consumer = kafka.events_reader(settings, "recent")
-    topic, stores = settings.events_topic, dict(partition_dirs(settings))
-    activity = RecentActivity(since_us)
-    try:
-        count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        for p, start in first_offsets(consumer, topic, range(count), since_us).items():
-            _fold_window(activity, _window(consumer, topic, p, start), stores.get(p))
-    finally:
-        consumer.close()
-    return activity
+class RecentWindow:
+    """Follows ``<ns>.events`` and keeps per-minute tallies of the last ``window_s`` seconds; thread-safe."""
 
+    def __init__(self, settings: Settings, window_s: int = 15 * 60):
+        self.settings, self.window_us = settings, window_s * 1_000_000
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._next: dict[int, int] = {}  # partition -> the next offset to read
+        self._claims: dict[int, int] = {}  # partition -> the newest valid claim read (0: none yet)
+        self._minutes: dict[int, Tally] = {}  # minute (µs since the epoch // MINUTE_US) -> tally
+        self._kinds: OrderedDict[str, str] = OrderedDict()
 
-def first_offsets(consumer: Consumer, topic: str, partitions: range, since_us: int) -> dict[int, int]:
-    """Per partition, the first offset whose record was written at or after ``since_us`` (the end if none)."""
-    asked = [TopicPartition(topic, p, since_us // 1000) for p in partitions]
-    found = kafka.call(consumer.offsets_for_times, asked, 10)
-    ends = kafka.end_offsets(consumer, topic, partitions)
-    return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in found}
+    def read(self, now_us: int) -> RecentActivity:
+        """The tallies of the minutes in the window ending ``now_us``, after reading what arrived since."""
+        since = now_us - self.window_us
+        with self._lock:
+            consumer = self._consumer = self._consumer or kafka.events_reader(self.settings, "recent")
+            topic, stores = self.settings.events_topic, dict(partition_dirs(self.settings))
+            count = len(kafka.call(consumer.list_topics, topic, 10).topics[topic].partitions)
+            self._start(consumer, [p for p in range(count) if p not in self._next], since)
+            for p in range(count):
+                store = open_store(stores.get(p))
+                try:
+                    self._follow(consumer, p, store, since)
+                finally:
+                    if store is not None:
+                        store.close()
+            return self._answer(since)
 
+    def _start(self, consumer: Consumer, partitions: list[int], since_us: int) -> None:
+        if partitions:
+            self._next.update(first_offsets(consumer, self.settings.events_topic, partitions, since_us))
 
-def _window(consumer: Consumer, topic: str, p: int, start: int) -> Iterator[m.Event]:
-    """The events of the window that count: a zombie's late writes are fenced, as the fold fences them."""
-    for logged in with_fencing(_decoded(consumer, topic, p, start), None, mid_log=start > 0):
-        if not logged.fenced:
-            yield logged.event
+    def _follow(self, consumer: Consumer, p: int, store: ProjectionStore | None, since_us: int) -> None:
+        start = self._next[p]
+        mid_log = start > 0 and p not in self._claims
+        for logged in with_fencing(self._decoded(consumer, p, start), None, mid_log, self._claims.get(p, 0)):
+            if not logged.fenced:
+                self._count(logged.event, store, since_us)
 
-
-def _decoded(consumer: Consumer, topic: str, p: int, start: int) -> Iterator[tuple[int, m.Event]]:
-    for offset, _key, value in scan_partition(consumer, topic, p, start):
-        try:
-            yield offset, decode_event_at(value, topic, p, offset)
-        except DecodeError:
-            continue
-
-
-def _fold_window(activity: RecentActivity, events: Iterator[m.Event], store_dir: Path | None) -> None:
-    store = open_store(store_dir)
-    kinds: dict[str, str] = {}
-    try:
-        for event in events:
-            body, job_id = event.body, event.job_id or ""
-            if isinstance(body, m.JobSubmitted):
-                kinds[job_id] = body.task_type
-            elif event.occurred_at < activity.since_us:
+    def _decoded(self, consumer: Consumer, p: int, start: int) -> Iterator[tuple[int, m.Event]]:
+        """The partition's events from ``start`` to its end; remembers where to go on and the newest claim."""
+        topic = self.settings.events_topic
+        for offset, _key, value in scan_partition(consumer, topic, p, start):
+            self._next[p] = offset + 1
+            try:
+                event = decode_event_at(value, topic, p, offset)
+            except DecodeError:
                 continue
-            elif isinstance(body, m.JobStarted):
-                activity.late(task_type_of(job_id, kinds, store), max(0, event.occurred_at - body.due_at))
-            elif type(body) in OUTCOMES:
-                activity.count(task_type_of(job_id, kinds, store), OUTCOMES[type(body)])
-    finally:
-        if store is not None:
-            store.close()
+            if isinstance(event.body, m.OwnershipClaimed) and fence.claim_counts(event.epoch, self._claims.get(p, 0)):
+                self._claims[p] = event.epoch
+            yield offset, event
+
+    def _count(self, event: m.Event, store: ProjectionStore | None, since_us: int) -> None:
+        body, job_id = event.body, event.job_id or ""
+        if isinstance(body, m.JobSubmitted):
+            self._remember(job_id, body.task_type)
+            return
+        outcome = OUTCOMES.get(type(body))
+        if (outcome is None and not isinstance(body, m.JobStarted)) or event.occurred_at < since_us:
+            return
+        tally = self._minutes.setdefault(event.occurred_at // MINUTE_US, Tally())
+        kind = task_type_of(job_id, self._kinds, store)
+        if isinstance(body, m.JobStarted):
+            tally.lateness.setdefault(kind, Counter())[bucket_of(event.occurred_at - body.due_at)] += 1
+        elif outcome is not None:
+            tally.outcomes.setdefault(kind, Counter())[outcome] += 1
+
+    def _remember(self, job_id: str, task_type: str) -> None:
+        self._kinds[job_id] = task_type
+        if len(self._kinds) > KINDS_KEPT:
+            self._kinds.popitem(last=False)
+
+    def _answer(self, since_us: int) -> RecentActivity:
+        first = since_us // MINUTE_US
+        for minute in [mt for mt in self._minutes if mt < first]:
+            del self._minutes[minute]
+        total = Tally()
+        for tally in self._minutes.values():
+            total.add(tally)
+        return RecentActivity(first * MINUTE_US, total)
+
+    def close(self) -> None:
+        """Release the Kafka client."""
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
