@@ -101,7 +101,9 @@ def test_open_a_job_and_see_its_retries_on_the_timeline(stack: Stack, page: Page
         failed = page.locator(f"#timeline tbody tr[data-type=JobFailed][data-attempt='{attempt}']")
         expect(failed.locator("td.detail")).to_contain_text(f"upstream timed out (attempt {attempt})")
         expect(failed).to_have_attribute("data-fenced", "false")
-    expect(page.locator("#timeline tbody tr[data-type=JobRetryScheduled]")).to_have_count(2)
+    retries = page.locator("#timeline tbody tr[data-type=JobRetryScheduled]")
+    expect(retries).to_have_count(2)
+    expect(retries.first.locator("td.detail")).to_contain_text(re.compile(r"due 20\d\d-\d\d-\d\d "))
     expect(page.locator("#timeline tbody tr[data-type=JobSucceeded]")).to_have_count(1)
     expect(page.locator("#timeline tbody tr[data-type=JobSucceeded] td").nth(4)).to_have_text("engine-a")
     expect(page.locator("#payload")).to_contain_text("1042")
@@ -130,7 +132,9 @@ def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page
 
     shown_after_reload(page, f"{stack.url}/jobs/{job.job_id}", "#job-status[data-status=completed]")
     expect(page.locator("#attempts")).to_contain_text("1 replay(s)")
-    expect(page.locator("#timeline tbody tr[data-type=JobReplayed]")).to_have_count(1)
+    replayed = page.locator("#timeline tbody tr[data-type=JobReplayed]")
+    expect(replayed).to_have_count(1)
+    expect(replayed.locator("td.detail")).to_contain_text(re.compile(r"replayed from the console \(by console@\S+\)"))
     expect(page.locator("#result")).to_contain_text(re.compile(r'"fixed":\s*true'))
     assert stack.client.status(job.job_id).status == "completed"
     shoot(page, "job-replayed", full_page=True)
