@@ -16,7 +16,7 @@ from engine.domain.jobs import JobView
 from engine.errors import ValidationError
 from projections.views.listing import STATUSES, status_of
 
-__all__ = ["STATUSES", "JobFilter", "JobPage", "JobRow", "list_jobs", "status_of"]
+__all__ = ["STATUSES", "JobDetail", "JobFilter", "JobPage", "JobRow", "job_detail", "list_jobs", "status_of"]
 MAX_LIMIT = 1000
 
 
@@ -109,3 +109,31 @@ def list_jobs(settings: Settings, flt: JobFilter, *, cursor: str | None = None, 
     from projections.listing import page
 
     return page(settings, flt, decode_cursor(cursor) if cursor else None, check_limit(limit))
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """What a job page shows from the projections: the record, and where each of its events is in the log."""
+
+    row: JobRow
+    job: JobView  # the whole record: payload, result, every attempt's error, due time
+    history: list[tuple[int, str]]  # (offset in the partition's events, the fold's verdict), oldest first
+    applied_offset: int  # the store has folded the log up to here: later events are not in ``history`` yet
+
+
+def job_detail(settings: Settings, job_id: str, partition: int | None = None) -> JobDetail | None:
+    """The job's record and history offsets from the store that holds it (``partition`` if known; else each
+    store is asked, a point read each); None if no store here has it."""
+    from projections.readers import READERS
+    from projections.views.jobs import decode_job
+    from projections.views.keys import history_prefix, job_key, offset_of
+
+    for p, store in READERS.stores(settings):
+        if partition is not None and p != partition:
+            continue
+        raw = store.get(job_key(job_id))  # not read_job: its cache of decoded records would go stale here
+        if raw is not None:
+            job = decode_job(raw)
+            history = [(offset_of(key), v.decode()) for key, v in store.scan(history_prefix(job_id))]
+            return JobDetail(row_of(job, p), job, history, store.applied_offset())
+    return None

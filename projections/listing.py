@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
 from projections.catalog import JobFilter, JobPage, JobRow, encode_cursor, row_of
-from projections.query import partition_dirs, read_store
+from projections.readers import READERS
 from projections.store import LISTING_INDEXED, ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job
@@ -31,7 +30,7 @@ SCAN_BUDGET = 20_000
 """Index entries a page may step over for filters no index holds (labels beside other filters)."""
 COUNT_CAP = 10_000
 """Entries counted per status when a time or label filter rules the counters out; past it, counts are a floor."""
-TALLY_CAP = 1_000
+TALLY_CAP = 250
 """Entries per partition whose records a label filter's counts read (their statuses are in the records only)."""
 _INV = 16  # digits of the inverted submission time in a key
 
@@ -47,24 +46,16 @@ class Part:
 
 def page(settings: Settings, flt: JobFilter, after: tuple[int, str] | None, limit: int) -> JobPage:
     """One page of ``flt``'s jobs, newest first, after the position ``after``."""
-    with ExitStack() as stack:
-        parts = open_parts(settings, stack)
-        rows, cursor, budget_left = _rows(parts, flt, after, limit)
-        counts, exact = _counts(parts, flt)
-        return JobPage(rows, counts, cursor, [p.partition for p in parts], exact and budget_left,
-                       [p.partition for p in parts if not p.indexed])
+    parts = open_parts(settings)
+    rows, cursor, budget_left = _rows(parts, flt, after, limit)
+    counts, exact = _counts(parts, flt)
+    return JobPage(rows, counts, cursor, [p.partition for p in parts], exact and budget_left,
+                   [p.partition for p in parts if not p.indexed])
 
 
-def open_parts(settings: Settings, stack: ExitStack) -> list[Part]:
-    """Every readable store of the state directory, opened read-only until ``stack`` closes."""
-    parts = []
-    for p, path in partition_dirs(settings):
-        try:
-            store = stack.enter_context(read_store(path))
-        except Exception:  # noqa: BLE001 - a store being created, or not a store: not a source of answers
-            continue
-        parts.append(Part(p, store, store.get(LISTING_INDEXED) is not None))
-    return parts
+def open_parts(settings: Settings) -> list[Part]:
+    """Every readable store of the state directory, from the process's readers (kept open, caught up)."""
+    return [Part(p, store, store.get(LISTING_INDEXED) is not None) for p, store in READERS.stores(settings)]
 
 
 # --- rows ------------------------------------------------------------------------------------

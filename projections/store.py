@@ -85,14 +85,17 @@ class ProjectionStore:
     wiped (after its files are gone), never earlier.
     """
 
-    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None):
+    def __init__(self, path: Path, read_only: bool = False, lock: StoreLock | None = None,
+                 secondary: Path | None = None):
         self.path = Path(path)
-        self.read_only = read_only
+        self.read_only = read_only = read_only or secondary is not None
         self.lock = lock
         if read_only and not self.path.exists():
             raise ProjectionCorruptedError(f"no projection at {self.path}: run `epochq projections rebuild`")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         access = AccessType.read_only() if read_only else AccessType.read_write()
+        if secondary is not None:  # a reader kept open: catch_up() sees what the writer committed since
+            access = AccessType.secondary(str(secondary))
         self._db = Rdict(str(self.path), _options(), access_type=access)
         self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
@@ -102,6 +105,13 @@ class ProjectionStore:
         """The offset of the last event folded into this store, or -1 if none."""
         raw = self._db.get(OFFSET_KEY)
         return -1 if raw is None else int(raw)
+
+    def catch_up(self) -> None:
+        """A store opened as a secondary: read what its writer has committed since (a few ms)."""
+        try:
+            self._db.try_catch_up_with_primary()
+        except Exception as e:  # rocksdict raises plain exceptions
+            raise _translate(self.path, e) from e
 
     def check(self) -> None:
         """Raise ProjectionCorruptedError if the store holds data but no applied offset."""

@@ -152,7 +152,7 @@ def _run_one(args: argparse.Namespace) -> int:
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
-    tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
-    with started_console(args, settings):
+    with started_console(args, settings):  # before the freeze: the console's modules and templates join it
+        tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
         engine.run()
     return 0

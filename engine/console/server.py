@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from engine.config import Settings
 from engine.console.app import create_app
 from engine.console.security import ConsoleAccess
+from engine.console.web import compile_templates
 from engine.errors import ConfigError
 
 
@@ -56,6 +57,7 @@ class ConsoleThread:
     """The console on a daemon thread of the calling process: started by ``engine run --console-port``."""
 
     def __init__(self, settings: Settings, access: ConsoleAccess):
+        compile_templates()
         self.app = create_app(settings, access)
         self.server = _server(self.app, access)
         self.socket = bind(access)

@@ -55,6 +55,12 @@ templates.env.filters["ts"] = iso_us
 templates.env.filters["ago"] = ago
 
 
+def compile_templates() -> None:
+    """Compile every template now (an engine freezes what exists before it runs: observe/gctuning.py)."""
+    for name in templates.env.list_templates():
+        templates.get_template(name)
+
+
 def reads_of(request: Request) -> Reads:
     """The console's reader."""
     reads: Reads = request.app.state.reads

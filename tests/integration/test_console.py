@@ -107,6 +107,9 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     assert replay[0].requested_by.startswith("console@") and replay[0].reason == "fixed"
     eventually(lambda: 'data-status="completed"' in web.get(f"/jobs/{flaky.job_id}").text, 15, "page completed")
     assert "Replay sent" in web.get(f"/jobs/{flaky.job_id}?flash=replay").text
+    eventually(lambda: cell(web.get("/overview/live").text, 'data-task-type="flaky"', "succeeded") == 1, 15,
+               "the overview's window followed the log past its first read")
+    assert cell(web.get("/overview/live").text, 'data-task-type="noop"', "succeeded") == 3  # counted once
 
     lateness = web.get("/lateness", params={"window": "15m"}).text
     assert '<figure class="histogram" data-task-type="noop">' in lateness and "<svg" in lateness

@@ -13,7 +13,7 @@ from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.errors import ValidationError
 from projections.batch import Batch
-from projections.catalog import JobFilter, list_jobs
+from projections.catalog import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
 from projections.store import open_store, store_path
 from projections.views import keys as k
@@ -185,3 +185,24 @@ def test_bad_cursors_statuses_and_limits_are_refused(tmp_path: Path) -> None:
         JobFilter(status="sleeping")
     with pytest.raises(ValidationError):
         list_jobs(settings, JobFilter(), limit=0)
+
+
+def test_a_reader_kept_open_sees_later_commits_and_a_replaced_store(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path, jobs=4)
+    assert len(list_jobs(settings, JobFilter()).rows) == 4
+    path = store_path(tmp_path, settings.namespace, 0)
+    store = open_store(path)  # the writer goes on while the reader stays open
+    batch = Batch(store)
+    for offset, ev in enumerate(lifecycle("job-100", "t9", "type9", 5_000_000, end="running"),
+                                start=store.applied_offset() + 1):
+        fold(batch, ev, offset)
+    batch.commit()
+    page = list_jobs(settings, JobFilter())
+    assert page.rows[0].job_id == "job-100" and page.counts["running"] == 2
+    detail = job_detail(settings, "job-100")
+    assert detail is not None and detail.row.status == "running" and len(detail.history) == 3
+    assert detail.history == sorted(detail.history) and detail.applied_offset == detail.history[-1][0]
+    store.wipe()  # a rebuild replaces the store: the reader opens the new one
+    fold_in_batches([claim(1), *lifecycle("job-200", "t9", "type9", 6_000_000)], path, 3)
+    assert [r.job_id for r in list_jobs(settings, JobFilter(tenant="t9")).rows] == ["job-200"]
+    assert job_detail(settings, "job-100") is None and job_detail(settings, "job-001", partition=1) is not None

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from engine.config import Settings
 from engine.contract import messages as m
@@ -26,7 +28,6 @@ from engine.contract.codec import decode_event_at
 from engine.domain import fence
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.kafka import scan_partition
 from engine.runtime.read.joblog import with_fencing
 from engine.runtime.read.lateness import first_offsets, open_store, task_type_of
 from projections.query import partition_dirs
@@ -37,6 +38,8 @@ OUTCOMES = {m.JobSucceeded: "succeeded", m.JobFailed: "failed", m.JobDeadLettere
 MINUTE_US = 60_000_000
 RATIO = 1.02
 """Lateness buckets: each 2 % wider than the one below, so a percentile read from them is within 2 %."""
+IDLE_S = 1.0
+"""How long a read waits for records it knows are there (committed, their markers not yet read) before answering."""
 KINDS_KEPT = 100_000
 """Task types of jobs submitted, remembered for the jobs no store knows (the oldest forgotten first)."""
 
@@ -99,6 +102,25 @@ class RecentActivity:
         return out
 
 
+class LazyStore:
+    """A partition's store, opened read-only the first time a job's task type is not known otherwise
+    (opening one costs tens of milliseconds: a read with nothing new opens none)."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.store, self.tried = path, None, False  # type: Path | None, ProjectionStore | None, bool
+
+    def opened(self) -> ProjectionStore | None:
+        """The store, opened now if not yet; None without one."""
+        if not self.tried:
+            self.store, self.tried = open_store(self.path), True
+        return self.store
+
+    def close(self) -> None:
+        """Close the store if it was opened."""
+        if self.store is not None:
+            self.store.close()
+
+
 class RecentWindow:
     """Follows ``<ns>.events`` and keeps per-minute tallies of the last ``window_s`` seconds; thread-safe."""
 
@@ -115,34 +137,56 @@ class RecentWindow:
         """The tallies of the minutes in the window ending ``now_us``, after reading what arrived since."""
         since = now_us - self.window_us
         with self._lock:
-            consumer = self._consumer = self._consumer or kafka.events_reader(self.settings, "recent")
-            topic, stores = self.settings.events_topic, dict(partition_dirs(self.settings))
-            count = len(kafka.call(consumer.list_topics, topic, 10).topics[topic].partitions)
-            self._start(consumer, [p for p in range(count) if p not in self._next], since)
-            for p in range(count):
-                store = open_store(stores.get(p))
-                try:
-                    self._follow(consumer, p, store, since)
-                finally:
-                    if store is not None:
-                        store.close()
+            consumer = self._consumer or self._assigned(since)
+            topic = self.settings.events_topic
+            ends = kafka.end_offsets(consumer, topic, sorted(self._next))
+            stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
+            try:
+                self._drain(consumer, ends, stores, since)
+            finally:
+                for store in stores.values():
+                    store.close()
             return self._answer(since)
 
-    def _start(self, consumer: Consumer, partitions: list[int], since_us: int) -> None:
-        if partitions:
-            self._next.update(first_offsets(consumer, self.settings.events_topic, partitions, since_us))
+    def _assigned(self, since_us: int) -> Consumer:
+        """A consumer that stays assigned to every events partition, from the window's first offsets on."""
+        consumer = kafka.events_reader(self.settings, "recent")
+        topic = self.settings.events_topic
+        count = len(kafka.call(consumer.list_topics, topic, 10).topics[topic].partitions)
+        self._next = first_offsets(consumer, topic, list(range(count)), since_us)
+        consumer.assign([TopicPartition(topic, p, offset) for p, offset in self._next.items()])
+        self._consumer = consumer
+        return consumer
 
-    def _follow(self, consumer: Consumer, p: int, store: ProjectionStore | None, since_us: int) -> None:
-        start = self._next[p]
-        mid_log = start > 0 and p not in self._claims
-        for logged in with_fencing(self._decoded(consumer, p, start), None, mid_log, self._claims.get(p, 0)):
+    def _drain(self, consumer: Consumer, ends: dict[int, int], stores: dict[int, LazyStore], since_us: int) -> None:
+        """Fold what arrived, up to the ends read before (transaction markers included), or until a second
+        passes with nothing (an open transaction holds the rest back)."""
+        last_seen = time.monotonic()
+        while not self._caught_up(consumer, ends) and time.monotonic() - last_seen < IDLE_S:
+            batch = [msg for msg in kafka.call(consumer.consume, 5000, 0.05) if not msg.error()]
+            if batch:
+                last_seen = time.monotonic()
+            by_partition: dict[int, list[tuple[int, bytes]]] = {}
+            for msg in batch:
+                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
+            for p, records in by_partition.items():
+                self._fold(p, records, stores.get(p) or LazyStore(None), since_us)
+
+    def _caught_up(self, consumer: Consumer, ends: dict[int, int]) -> bool:
+        topic = self.settings.events_topic
+        at = kafka.call(consumer.position, [TopicPartition(topic, p) for p in ends])
+        return all(max(tp.offset, self._next[tp.partition]) >= ends[tp.partition] for tp in at)
+
+    def _fold(self, p: int, records: list[tuple[int, bytes]], store: LazyStore, since_us: int) -> None:
+        mid_log = self._next[p] > 0 and p not in self._claims
+        for logged in with_fencing(self._decoded(p, records), None, mid_log, self._claims.get(p, 0)):
             if not logged.fenced:
                 self._count(logged.event, store, since_us)
 
-    def _decoded(self, consumer: Consumer, p: int, start: int) -> Iterator[tuple[int, m.Event]]:
-        """The partition's events from ``start`` to its end; remembers where to go on and the newest claim."""
+    def _decoded(self, p: int, records: list[tuple[int, bytes]]) -> Iterator[tuple[int, m.Event]]:
+        """The records' events; remembers where to go on and the newest valid claim."""
         topic = self.settings.events_topic
-        for offset, _key, value in scan_partition(consumer, topic, p, start):
+        for offset, value in records:
             self._next[p] = offset + 1
             try:
                 event = decode_event_at(value, topic, p, offset)
@@ -152,7 +196,7 @@ class RecentWindow:
                 self._claims[p] = event.epoch
             yield offset, event
 
-    def _count(self, event: m.Event, store: ProjectionStore | None, since_us: int) -> None:
+    def _count(self, event: m.Event, store: LazyStore, since_us: int) -> None:
         body, job_id = event.body, event.job_id or ""
         if isinstance(body, m.JobSubmitted):
             self._remember(job_id, body.task_type)
@@ -161,7 +205,7 @@ class RecentWindow:
         if (outcome is None and not isinstance(body, m.JobStarted)) or event.occurred_at < since_us:
             return
         tally = self._minutes.setdefault(event.occurred_at // MINUTE_US, Tally())
-        kind = task_type_of(job_id, self._kinds, store)
+        kind = self._kinds.get(job_id) or task_type_of(job_id, self._kinds, store.opened())
         if isinstance(body, m.JobStarted):
             tally.lateness.setdefault(kind, Counter())[bucket_of(event.occurred_at - body.due_at)] += 1
         elif outcome is not None:
