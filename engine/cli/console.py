@@ -47,13 +47,15 @@ def console_access(port: int, host: str, token: str | None, read_only: bool) -> 
 
 
 def _run(args: argparse.Namespace) -> int:
-    from engine.console.server import serve
+    from engine.console.server import bind, serve
 
     access = console_access(args.port, args.host, args.token, args.read_only)
     settings = settings_from(args)
-    print(f"epochq console: http://{args.host}:{args.port}/ (state dir {settings.state_dir}; Ctrl-C stops it)",
+    sock = bind(access)
+    mode = ", read-only" if access.read_only else ""
+    print(f"epochq console: http://{args.host}:{args.port}/ (state dir {settings.state_dir}{mode}; Ctrl-C stops it)",
           flush=True)
-    serve(settings, access)
+    serve(settings, access, sock)
     return 0
 
 

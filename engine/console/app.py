@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 from engine.config import Settings
 from engine.console import actions, pages
 from engine.console.reads import LogProbe, Reads
-from engine.console.security import CSRF_COOKIE, ConsoleAccess, caller, new_csrf_token
+from engine.console.security import CSRF_COOKIE, ConsoleAccess, caller, host_ok, new_csrf_token
 from engine.console.web import HERE, problem_page
 
 log = logging.getLogger("epochq.console")
@@ -37,6 +37,9 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
         access: ConsoleAccess = request.app.state.access
+        if not host_ok(request.headers.get("host"), access.token):
+            return PlainTextResponse("refused: this console answers to 127.0.0.1 or localhost only "
+                                     "(give it a --token to serve other names)", 403)
         user = caller(request.headers.get("authorization"), access.token)
         if user is None:
             return PlainTextResponse("the console needs its token: give it as the password (any user name)", 401,
@@ -53,7 +56,8 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
 def _routes() -> list[Route | Mount]:
     gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", pages.jobs_page),
-            ("/jobs/{job_id:path}", pages.job_page), ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
+            ("/jobs/{job_id:path}", pages.job_page), ("/live/jobs/{job_id:path}", pages.job_live),
+            ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
             ("/tenants", pages.tenants_page), ("/workers", pages.workers_page), ("/lateness", pages.lateness_page)]
     posts = [("/actions/jobs/{job_id}/cancel", actions.cancel), ("/actions/jobs/{job_id}/replay", actions.replay),
              ("/actions/jobs/{job_id}/reschedule", actions.reschedule),

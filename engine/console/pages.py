@@ -17,6 +17,8 @@ from engine.console.web import problem_page, reads_of, render
 from projections.catalog import STATUSES, list_jobs
 from projections.query import dead_letters, find_job, queue_report
 
+FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
+"""A job in one of these changes no more by itself: its page stops refreshing."""
 LATENESS_WINDOWS = {"15m": 15 * 60, "1h": 3600, "24h": 86400, "all": None}
 
 
@@ -53,6 +55,15 @@ def _without(query: dict[str, str], *names: str) -> str:
 
 def job_page(request: Request) -> Response:
     """A job: its record, its history as a timeline, and the actions that apply to it."""
+    return _job(request, "job.html")
+
+
+def job_live(request: Request) -> Response:
+    """A job's record and timeline alone (what htmx swaps in every 2 s until the job is final)."""
+    return _job(request, "_job_live.html")
+
+
+def _job(request: Request, template: str) -> Response:
     job_id = request.path_params["job_id"]
     reads = reads_of(request)
     record = get(lambda: find_job(reads.settings, job_id))
@@ -63,7 +74,7 @@ def job_page(request: Request) -> Response:
                                               f"and its history cannot be read: {outcome.problem}")
         return problem_page(request, 404, f"no job {job_id}: not in this state directory's projections, "
                                           "and no event of it in the log")
-    return render(request, "job.html", {"page": "jobs", "job_id": job_id, "record": record,
+    return render(request, template, {"page": "jobs", "job_id": job_id, "record": record,
                                         "outcome": outcome, **_job_details(record, outcome)})
 
 
@@ -83,7 +94,8 @@ def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
     return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
             "timeline": events, "payload": _payload(job, outcome.value),
             "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
-            "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead"}
+            "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead",
+            "final": status in FINAL_STATES}
 
 
 def _payload(job: Any, outcome: Any) -> str:

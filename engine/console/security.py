@@ -7,6 +7,7 @@
   submit; the cookie is ``SameSite=Strict`` and ``HttpOnly``, the pages put its value in
   each form): a POST from another site cannot know it and is refused with 403.
 - ``--read-only`` hides every action and refuses every POST.
+- Without a token, a request whose ``Host`` is not a loopback name is refused (DNS rebinding).
 """
 
 from __future__ import annotations
@@ -50,6 +51,23 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def host_ok(host_header: str | None, token: str | None) -> bool:
+    """Whether a request's Host may be served: any with a token; without one, only a loopback name.
+
+    A console without a token trusts whoever reaches it on loopback; a page of another site whose
+    name was made to resolve to 127.0.0.1 (DNS rebinding) would reach it too, with its own name in
+    Host, and read its pages and CSRF token as its own: that Host is refused.
+    """
+    if token is not None:
+        return True
+    name = (host_header or "").strip().lower()
+    if name.startswith("["):
+        name = name[1:].split("]", 1)[0]
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    return is_loopback(name)
 
 
 def caller(authorization: str | None, token: str | None) -> str | None:

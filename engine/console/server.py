@@ -43,9 +43,9 @@ def bind(access: ConsoleAccess) -> socket.socket:
     return sock
 
 
-def serve(settings: Settings, access: ConsoleAccess) -> None:
-    """Serve until SIGINT or SIGTERM (uvicorn handles both)."""
-    sock = bind(access)
+def serve(settings: Settings, access: ConsoleAccess, sock: socket.socket | None = None) -> None:
+    """Serve on ``sock`` (bound now if not given) until SIGINT or SIGTERM (uvicorn handles both)."""
+    sock = sock or bind(access)
     app = create_app(settings, access)
     try:
         _server(app, access).run(sockets=[sock])

@@ -105,12 +105,17 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     outcome = eventually(lambda: (o := client.status(flaky.job_id)).status == "completed" and o, 30, "replayed")
     replay = [e.event.body for e in outcome.events if isinstance(e.event.body, m.JobReplayed)]  # type: ignore
     assert replay[0].requested_by.startswith("console@") and replay[0].reason == "fixed"
-    eventually(lambda: 'data-status="completed"' in web.get(f"/jobs/{flaky.job_id}").text, 15, "page completed")
+    live = eventually(lambda: 'data-status="completed"' in (t := web.get(f"/live/jobs/{flaky.job_id}").text) and t,
+                      15, "the job's live part says completed")
+    assert 'data-final="true"' in str(live) and "hx-get" not in str(live)  # a final job stops refreshing
     assert "Replay sent" in web.get(f"/jobs/{flaky.job_id}?flash=replay").text
     eventually(lambda: cell(web.get("/overview/live").text, 'data-task-type="flaky"', "succeeded") == 1, 15,
                "the overview's window followed the log past its first read")
     assert cell(web.get("/overview/live").text, 'data-task-type="noop"', "succeeded") == 3  # counted once
 
+    owned = eventually(lambda: len(re.findall(r'<tr data-partition="\d" data-phase="active">', t := web.get("/").text))
+                       == 3 and t, 20, "the engine's heartbeat on the overview")
+    assert str(owned).count("<td>console</td>") == 3  # each partition's owner: the engine's --owner-id
     lateness = web.get("/lateness", params={"window": "15m"}).text
     assert '<figure class="histogram" data-task-type="noop">' in lateness and "<svg" in lateness
     assert web.get("/jobs/not-a-job").status_code == 404
@@ -123,6 +128,7 @@ def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
     patient = client.submit("patient", {"seconds": 60}, tenant="acme")
     assert patient.wait(30, until=lambda o: o.status == "running").status == "running"
     page = eventually(lambda: 'form id="cancel"' in (t := web.get(f"/jobs/{patient.job_id}").text) and t, 15)
+    assert f'hx-get="/live/jobs/{patient.job_id}" hx-trigger="every 2s"' in str(page)
     cancelled = web.post(f"/actions/jobs/{patient.job_id}/cancel",
                          data={"csrf_token": csrf(str(page), "cancel"), "reason": "not needed"})
     assert cancelled.status_code == 303
@@ -165,7 +171,7 @@ def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
     flaky = client.submit("flaky", {"fixed_when": "/nonexistent/never"}, tenant="acme")
     assert flaky.wait(30).status == "dead"
     app = create_app(engine.settings(settings), ConsoleAccess(read_only=True))
-    with TestClient(app, follow_redirects=False) as ro:
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as ro:
         page = eventually(lambda: 'data-status="dead"' in (t := ro.get(f"/jobs/{flaky.job_id}").text) and t, 15)
         assert "<form" not in str(page).split("</header>")[1].replace('<form id="jobs-search"', "")
         token = ro.cookies.get("epochq_csrf")

@@ -44,7 +44,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 def _client(settings: Settings, access: ConsoleAccess | None = None) -> Iterator[TestClient]:
     app = create_app(settings, access)
-    with TestClient(app, raise_server_exceptions=True, follow_redirects=False) as client:
+    with TestClient(app, base_url="http://127.0.0.1:8080", raise_server_exceptions=True,
+                    follow_redirects=False) as client:
         yield client
     app.state.reads.close()
 
@@ -172,6 +173,14 @@ def test_a_console_with_a_token_asks_for_it(guarded: TestClient) -> None:
     assert guarded.post(ACTIONS[0]).status_code == 401  # the token first, then CSRF
 
 
+def test_without_a_token_only_loopback_names_are_served(web: TestClient, guarded: TestClient) -> None:
+    assert web.get("/", headers={"host": "localhost:8080"}).status_code == 200
+    assert web.get("/", headers={"host": "[::1]:8080"}).status_code == 200
+    rebound = web.get("/", headers={"host": "evil.example:8080"})
+    assert rebound.status_code == 403 and "csrf_token" not in rebound.text
+    assert guarded.get("/", headers={"host": "console.example", **_basic("a", "s3cret-token")}).status_code == 200
+
+
 def test_binding_beyond_loopback_needs_a_token() -> None:
     with pytest.raises(ConfigError, match="needs --token"):
         ConsoleAccess(host="0.0.0.0")
@@ -227,3 +236,25 @@ def test_times_and_labels() -> None:
     assert labels("env=prod, team = a") == (("env", "prod"), ("team", "a"))
     with pytest.raises(ValidationError, match="label"):
         labels("noequals")
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_the_command_refuses_a_public_address_without_a_token_and_a_busy_port_in_one_line(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from engine.cli.main import main
+
+    monkeypatch.delenv("EPOCHQ_CONSOLE_TOKEN", raising=False)
+    assert main(["console", "--host", "0.0.0.0"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "epochq: error: console: binding 0.0.0.0 (not loopback) needs --token T (or EPOCHQ_CONSOLE_TOKEN); "
+        "without one it serves 127.0.0.1 only"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["console", "--port", str(taken.getsockname()[1])]) == 2
+    err = capsys.readouterr()
+    assert "cannot listen on 127.0.0.1:" in err.err and "Traceback" not in err.err and err.out == ""

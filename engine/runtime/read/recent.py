@@ -141,9 +141,12 @@ class RecentWindow:
             topic = self.settings.events_topic
             ends = kafka.end_offsets(consumer, topic, sorted(self._next))
             stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
+            assigned = [TopicPartition(topic, p) for p in sorted(self._next)]
+            consumer.resume(assigned)
             try:
                 self._drain(consumer, ends, stores, since)
             finally:
+                consumer.pause(assigned)  # between reads nothing is fetched, nor held in memory
                 for store in stores.values():
                     store.close()
             return self._answer(since)
