@@ -1,6 +1,7 @@
 """The console's two reads at ten million jobs: a job page and a filtered list page, p50/p99.
 
-Builds (once; ``--keep`` keeps it for the next run) a state directory whose partition stores
+Builds (once; ``--keep`` keeps it for the next run, and an interrupted build goes on from each
+store's applied offset) a state directory whose partition stores
 hold ``--jobs`` jobs, by folding synthesized events straight into the stores with the real fold
 (``projections.evolve.fold`` through a ``Batch``, committed every 4,000 events, as a restore
 does): no Kafka. Jobs are spread over ``--partitions`` stores (job n in store n mod P), 200
@@ -104,11 +105,14 @@ def build_partition(args: tuple[str, str, int, int, int]) -> tuple[int, int, flo
     state_dir, namespace, p, partitions, jobs = args
     store = open_store(store_path(Path(state_dir), namespace, p))
     batch = Batch(store)
-    t0, offset = time.monotonic(), 0
-    fold(batch, m.Event("claim", None, None, 1, "bench", START_US, m.OwnershipClaimed(p, "bench")), offset)
+    t0, offset, done = time.monotonic(), 0, store.applied_offset()  # an interrupted build goes on from there
+    if done < 0:
+        fold(batch, m.Event("claim", None, None, 1, "bench", START_US, m.OwnershipClaimed(p, "bench")), offset)
     for n in range(p, jobs, partitions):
         for event in job_events(n, jobs):
             offset += 1
+            if offset <= done:
+                continue
             fold(batch, event, offset)
             if offset % COMMIT_EVERY == 0:
                 batch.commit()

@@ -19,7 +19,7 @@ from engine.domain.jobs import JobView
 from projections.store import ProjectionStore
 from projections.views.jobs import encode_job, remember
 from projections.views.keys import job_key
-from projections.views.listing import rolled_up
+from projections.views.listing import catalog_changes, rolled_up
 
 Watch = Callable[[bytes, "bytes | None"], None]
 _ABSENT: Any = object()
@@ -28,15 +28,13 @@ _ABSENT: Any = object()
 class Batch:
     """A read-through overlay of pending puts, deletes and job records over a ProjectionStore."""
 
-    __slots__ = ("store", "changes", "jobs", "counts", "listed", "last_offset", "job_cache", "watch", "watched",
-                 "_journal")
+    __slots__ = ("store", "changes", "jobs", "listed", "last_offset", "job_cache", "watch", "watched", "_journal")
 
     def __init__(self, store: ProjectionStore, watch: Watch | None = None, watched: tuple[bytes, ...] = ()):
         self.store = store
         self.changes: dict[bytes, bytes | None] = {}
         self.jobs: dict[str, JobView] = {}
-        self.counts: dict[bytes, int] = {}  # counter key -> pending delta, added to the stored value at commit
-        self.listed: dict[str, str | None] = {}  # job id -> its catalog status as committed (projections.views.listing)
+        self.listed: dict[str, JobView | None] = {}  # job id -> its record as committed (the catalog's "before")
         self.last_offset = -1
         self.job_cache = store.job_cache
         self.watch = watch  # told of every put or delete of a key whose first two bytes are in ``watched``
@@ -61,27 +59,11 @@ class Batch:
         """Stage a delete."""
         self.put(key, None)
 
-    def forget(self, key: bytes) -> None:
-        """Drop a staged put of a key the store does not hold (it was put and is deleted within this batch)."""
-        if self._journal is not None:
-            self._journal.append((key, self.changes.get(key, _ABSENT)))
-        self.changes.pop(key, None)
-        if self.watch is not None and key[:2] in self.watched:
-            self.watch(key, None)
-
     def put_job(self, job: JobView) -> None:
         """Stage a job record (encoded at commit)."""
         if self._journal is not None:
             self._journal.append((job.job_id, self.jobs.get(job.job_id, _ABSENT), "job"))
         self.jobs[job.job_id] = job
-
-    def count(self, key: bytes, delta: int) -> None:
-        """Stage ``delta`` to the counter under ``key``: added at commit, so a counter many jobs of one
-        batch move is read and written once (:meth:`get` does not see the pending delta)."""
-        counts = self.counts
-        if self._journal is not None:
-            self._journal.append((key, counts.get(key, 0), "count"))
-        counts[key] = counts.get(key, 0) + delta
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed pairs under ``prefix`` merged with the staged ones, in key order."""
@@ -107,9 +89,7 @@ class Batch:
         """Undo every change made since the savepoint (a step raised while folding one input)."""
         journal, self._journal = self._journal or [], None
         for entry in reversed(journal):
-            if len(entry) == 3 and entry[2] == "count":
-                self.counts[entry[0]] = entry[1]
-            elif len(entry) == 3:
+            if len(entry) == 3:
                 self._undo_job(entry[0], entry[1])
             else:
                 self._undo(entry[0], entry[1])
@@ -132,23 +112,25 @@ class Batch:
     # --- committing ------------------------------------------------------------------------
 
     def __bool__(self) -> bool:
-        return bool(self.changes) or bool(self.jobs) or bool(self.counts) or self.last_offset >= 0
+        return bool(self.changes) or bool(self.jobs) or self.last_offset >= 0
 
     def commit(self) -> None:
         """Write the staged changes and the last applied offset in one WriteBatch; start afresh."""
         if self.last_offset >= 0:
             for job_id, job in self.jobs.items():
                 self.changes[job_key(job_id)] = encode_job(job)
-            self._add_counts()
+            counts: dict[bytes, int] = {}
+            catalog_changes(self.jobs, self.listed, self.changes, counts)
+            self._add_counts(counts)
             self.store.commit(self.changes, self.last_offset)
             for job_id, job in self.jobs.items():
                 remember(self.job_cache, job_id, job)
         self.clear()
 
-    def _add_counts(self) -> None:
-        """Turn the pending counter deltas into puts (0 deletes the counter)."""
+    def _add_counts(self, counts: dict[bytes, int]) -> None:
+        """Turn counter deltas into puts of the counters' new values (0 deletes the counter)."""
         changes, get = self.changes, self.get
-        for key, delta in rolled_up(self.counts).items():
+        for key, delta in rolled_up(counts).items():
             if delta:
                 value = int(get(key) or 0) + delta
                 changes[key] = b"%d" % value if value else None
@@ -157,7 +139,6 @@ class Batch:
         """Drop everything staged (the transaction that carried it aborted)."""
         self.changes = {}
         self.jobs = {}
-        self.counts = {}
         self.listed = {}
         self.last_offset = -1
         self._journal = None

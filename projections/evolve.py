@@ -26,7 +26,7 @@ from projections.views.breakers import fold_breaker
 from projections.views.counters import charge_start, track_depths
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
-from projections.views.listing import label_entries, track_statuses
+from projections.views.listing import label_entries
 from projections.views.pauses import fold_pause
 from projections.views.schedules import fold_schedule
 
@@ -130,7 +130,7 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
             put(key, value)
         write_job(batch, after)  # type: ignore[arg-type]
         track_depths(batch, before, after)
-        track_statuses(batch, before, after)
+        batch.listed.setdefault(event.job_id, before)  # the committed record: the catalog moves at commit
         if before is None and isinstance(event.body, m.JobSubmitted) and event.body.labels:
             for key in label_entries(after, event.body.labels):  # type: ignore[arg-type]
                 put(key, b"")

@@ -24,7 +24,7 @@ from projections.readers import READERS
 from projections.store import LISTING_INDEXED, ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job
-from projections.views.listing import INVERTED, SEP, STATUS_OF, STATUSES, inverted, label_key
+from projections.views.listing import INVERTED, RUNNING, SEP, STATUS_OF, STATUSES, inverted, label_key
 
 SCAN_BUDGET = 20_000
 """Index entries a page may step over for filters no index holds (labels beside other filters)."""
@@ -83,20 +83,26 @@ Candidate = tuple[tuple[int, str], Part, "JobView | None"]
 
 def _candidates(parts: list[Part], flt: JobFilter, after: tuple[int, str] | None) -> Iterator[Candidate]:
     """Every entry of the chosen ranges in page order: its position, store, and the job if ``flt`` admits it."""
-    streams = [_stream(part, prefix, flt, after, labels) for part in parts
-               for prefix, labels in _ranges(part, flt)]
+    streams = [_stream(part, rng, flt, after) for part in parts for rng in _ranges(part, flt)]
     for suffix, _, part, job in heapq.merge(*streams):
         yield _position(suffix), part, job
 
 
-def _ranges(part: Part, flt: JobFilter) -> list[tuple[bytes, tuple[tuple[str, str], ...]]]:
-    """(key prefix, the labels its entries must be checked for) of each range to read in ``part``."""
+Range = tuple[bytes, tuple[tuple[str, str], ...], bool]
+"""A key range to read: its prefix, the labels its entries must be checked for, and whether each
+record must be checked for the filter's tenant and task type too (running jobs: the status index)."""
+
+
+def _ranges(part: Part, flt: JobFilter) -> list[Range]:
+    """The ranges to read in ``part`` for ``flt``."""
     if not part.indexed:
-        return [(k.JOB, flt.labels)]
+        return [(k.JOB, flt.labels, True)]
     if flt.labels and flt.status is None and flt.tenant is None and flt.task_type is None:
         name, value = flt.labels[0]
-        return [(k.LIST_LABEL + name.encode() + SEP + value.encode() + SEP, flt.labels[1:])]
-    return [(index_prefix(flt, status), flt.labels) for status in _statuses(flt)]
+        return [(k.LIST_LABEL + name.encode() + SEP + value.encode() + SEP, flt.labels[1:], False)]
+    narrowed = flt.tenant is not None or flt.task_type is not None
+    return [(index_prefix(flt, status), flt.labels, False) if status != "running" or not narrowed
+            else (k.LIST_STATUS + RUNNING + SEP, flt.labels, True) for status in _statuses(flt)]
 
 
 def index_prefix(flt: JobFilter, status: str) -> bytes:
@@ -115,12 +121,13 @@ def _statuses(flt: JobFilter) -> tuple[str, ...]:
     return (flt.status,) if flt.status is not None else STATUSES
 
 
-def _stream(part: Part, prefix: bytes, flt: JobFilter, after: tuple[int, str] | None,
-            labels: tuple[tuple[str, str], ...]) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
+def _stream(part: Part, rng: Range, flt: JobFilter,
+            after: tuple[int, str] | None) -> Iterator[tuple[bytes, int, Part, JobView | None]]:
     """One range's entries from the page's start: (sort suffix, partition, part, admitted job or None).
 
-    The range itself holds the status, tenant, task type and time; ``labels`` are checked by point
-    reads of the label index before the job's record is read."""
+    The range holds the time and (unless it is coarse) the status, tenant and task type; labels
+    are checked by point reads of the label index before the job's record is read."""
+    prefix, labels, coarse = rng
     if prefix == k.JOB:
         yield from _unindexed(part, flt, after)
         return
@@ -134,7 +141,16 @@ def _stream(part: Part, prefix: bytes, flt: JobFilter, after: tuple[int, str] | 
         if labels and not _labelled(store, labels, INVERTED - int(suffix[:_INV]), job_id):
             yield suffix, part.partition, part, None
             continue
-        yield suffix, part.partition, part, _job(store, job_id)
+        job = _job(store, job_id)
+        if coarse and job is not None and not _owned(flt, job):
+            job = None
+        yield suffix, part.partition, part, job
+
+
+def _owned(flt: JobFilter, job: JobView) -> bool:
+    """Whether ``job`` has the filter's tenant and task type (those it names)."""
+    return ((flt.tenant is None or job.tenant_id == flt.tenant)
+            and (flt.task_type is None or job.task_type == flt.task_type))
 
 
 def _labelled(store: ProjectionStore, labels: tuple[tuple[str, str], ...], submitted_at: int, job_id: str) -> bool:
@@ -198,7 +214,8 @@ def _counts(parts: list[Part], flt: JobFilter) -> tuple[dict[str, int], bool]:
                 counts[status] += int(part.store.get(counter_key(base, status)) or 0)
         else:
             for status in STATUSES:
-                n = counts[status] = counts[status] + _entries(part, JobFilter(status, *_rest(base)))
+                n = _entries(part, JobFilter(status, *_rest(base)))
+                counts[status] += n
                 exact = exact and n < COUNT_CAP
     return counts, exact
 
@@ -220,8 +237,11 @@ def counter_key(flt: JobFilter, status: str) -> bytes:
 
 
 def _entries(part: Part, flt: JobFilter) -> int:
-    """Keys of ``flt``'s one-status range between its time bounds, up to COUNT_CAP (no record is read)."""
-    prefix = index_prefix(flt, flt.status or "")
+    """Keys of ``flt``'s one-status range between its time bounds, up to COUNT_CAP (no record is read,
+    but for running jobs of a tenant or task type: those are checked one by one)."""
+    (prefix, _, coarse), = _ranges(part, flt)
+    if coarse:
+        return sum(1 for _, _, _, job in _stream(part, (prefix, (), True), flt, None) if job is not None)
     stop = inverted(flt.since_us) if flt.since_us is not None else b"9" * _INV
     n = 0
     for key in part.store.keys(prefix, _start(prefix, flt, None)):
@@ -235,8 +255,8 @@ def _tally(part: Part, flt: JobFilter, counts: dict[str, int]) -> bool:
     """Add the jobs ``flt`` admits in ``part`` to ``counts`` per status, newest first, stepping over at
     most TALLY_CAP entries; whether all were seen."""
     stepped = 0
-    for prefix, labels in _ranges(part, flt):
-        for _, _, _, job in _stream(part, prefix, flt, None, labels):
+    for rng in _ranges(part, flt):
+        for _, _, _, job in _stream(part, rng, flt, None):
             if job is not None:
                 counts[STATUS_OF[job.state]] += 1
             stepped += 1

@@ -1,20 +1,20 @@
 """The catalog's indexes and counters: jobs by status, tenant, task type and label, newest first.
 
 Each job has one entry in four indexes (by status; by tenant and status; by task type and
-status; by tenant, task type and status), keyed so that a range of one (status, filter) is the
-jobs newest submission first: the key holds the inverted submission time. The entries are a
-pure function of the job record's listing status, tenant, task type and submission time, and
-only the status ever changes, so the fold touches them only when the listing status changes
-(three times in a no-op job's life: submitted, started, succeeded), moving four keys. Counters
-per status (and per tenant, task type, both) change only then too. A job's labels never change:
-their entries are written once, when the job is submitted. ``keys.py`` has the layout.
+status; by tenant, task type and status; a running job in the first only, see RUNNING), keyed
+so that a range of one (status, filter) is the jobs newest submission first: the key holds the
+inverted submission time. The entries are a pure function of the job record's listing status,
+tenant, task type and submission time, and only the status ever changes, so the fold touches
+them only when the listing status changes (three times in a no-op job's life: submitted,
+started, succeeded). Counters per status (and per tenant, task type, both) change only then
+too. Both are worked out once per job per batch, at its commit (:func:`catalog_changes`). A
+job's labels never change: their entries are written once, when the job is submitted.
+``keys.py`` has the layout.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any
-
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
 from projections.views import keys as k
@@ -30,6 +30,11 @@ INVERTED = 10**16 - 1
 """Submission times (µs) are stored as INVERTED - submitted_at in 16 digits (until the year 2286), so key
 order is newest first; a machine integer, unlike 20 digits, so the fold's arithmetic stays cheap."""
 SEP = b"\x1f"
+RUNNING = b"running"
+"""Running jobs are in the status index only: they are few (bounded by the handler slots), so a
+filtered list of them reads the status range and checks each record; every job passes through
+running, and two keys written and deleted per job instead of eight is most of the fold's cost
+of the catalog."""
 
 
 def status_of(state: JobState) -> str:
@@ -43,13 +48,15 @@ def inverted(submitted_at: int) -> bytes:
 
 
 def listing_keys(job: JobView, status: str | None = None) -> tuple[bytes, ...]:
-    """The four catalog index keys ``job`` implies (``status``: as if it had that listing status)."""
+    """The catalog index keys ``job`` implies (``status``: as if it had that listing status)."""
     return _keys(_prefixes(job.tenant_id, job.task_type), (status or STATUS_OF[job.state]).encode(),
                  SEP + inverted(job.submitted_at) + SEP + job.job_id.encode())
 
 
 def _keys(prefixes: tuple[bytes, bytes, bytes, bytes], status: bytes, rest: bytes) -> tuple[bytes, ...]:
     tail = status + rest
+    if status == RUNNING:
+        return (prefixes[0] + tail,)
     return prefixes[0] + tail, prefixes[1] + tail, prefixes[2] + tail, prefixes[3] + tail
 
 
@@ -59,40 +66,29 @@ def _prefixes(tenant: str, task_type: str) -> tuple[bytes, bytes, bytes, bytes]:
     return k.LIST_STATUS, k.LIST_TENANT + t + SEP, k.LIST_TYPE + y + SEP, k.LIST_TENANT_TYPE + t + SEP + y + SEP
 
 
-def track_statuses(batch: Any, before: JobView | None, after: JobView | None) -> None:
-    """Move the job's catalog entries and counters when its listing status changes (nothing else they
-    hold changes: tenant, task type and submission time are fixed at submission).
-
-    Only the (tenant, task type, status) counter is counted here; the batch rolls it up into the
-    others at commit (:func:`rolled_up`), so a counter many jobs of a batch move is written once.
-    A key put and deleted within one batch is dropped from it, not written as a tombstone
-    (``batch.listed`` remembers each job's status as committed).
-    """
-    old = STATUS_OF[before.state] if before is not None else None
-    new = STATUS_OF[after.state] if after is not None else None
-    if old == new:
-        return
-    job: JobView = after or before  # type: ignore[assignment]
-    prefixes = _prefixes(job.tenant_id, job.task_type)
-    rest = SEP + inverted(job.submitted_at) + SEP + job.job_id.encode()
-    count, tenant, task_type = batch.count, job.tenant_id, job.task_type
-    if old is not None:
-        drop = batch.put if batch.listed.setdefault(job.job_id, old) == old else _forgetting(batch)
-        for key in _keys(prefixes, old.encode(), rest):
-            drop(key, None)
-        count(counter_key(tenant, task_type, old), -1)
-    else:
-        batch.listed.setdefault(job.job_id, None)
-    if new is not None:
-        put = batch.put
+def catalog_changes(jobs: dict[str, JobView], committed: dict[str, JobView | None],
+                    changes: dict[bytes, bytes | None], counts: dict[bytes, int]) -> None:
+    """At a batch's commit: move the catalog entries and counters of each job whose listing status differs
+    from its committed record's (``committed``: the record before the batch's first change, None for a
+    new job). Once per job per batch, whatever the statuses it passed through within the batch (a job
+    queued, started and finished in one tick costs one move, and writes no tombstone)."""
+    for job_id, job in jobs.items():
+        before = committed.get(job_id)
+        old = STATUS_OF[before.state] if before is not None else None
+        new = STATUS_OF[job.state]
+        if old == new:
+            continue
+        prefixes = _prefixes(job.tenant_id, job.task_type)
+        rest = SEP + inverted(job.submitted_at) + SEP + job_id.encode()
+        if old is not None:
+            for key in _keys(prefixes, old.encode(), rest):
+                changes[key] = None
+            key = counter_key(job.tenant_id, job.task_type, old)
+            counts[key] = counts.get(key, 0) - 1
         for key in _keys(prefixes, new.encode(), rest):
-            put(key, b"")
-        count(counter_key(tenant, task_type, new), +1)
-
-
-def _forgetting(batch: Any) -> Any:
-    """A delete for keys put earlier in the same batch and never committed: no tombstone is written."""
-    return lambda key, _value: batch.forget(key)
+            changes[key] = b""
+        key = counter_key(job.tenant_id, job.task_type, new)
+        counts[key] = counts.get(key, 0) + 1
 
 
 @functools.lru_cache(maxsize=65536)

@@ -15,10 +15,10 @@ from engine.errors import ValidationError
 from projections.batch import Batch
 from projections.catalog import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
-from projections.store import open_store, store_path
+from projections.store import LISTING_INDEXED, open_store, store_path
 from projections.views import keys as k
 from projections.views.jobs import decode_job
-from projections.views.listing import STATUS_OF, counter_key, listing_keys, rolled_up
+from projections.views.listing import STATUS_OF, catalog_changes, counter_key, listing_keys, rolled_up
 from tests.unit.factories import claim, event
 from tests.unit.test_fold import STEPS, simulate
 
@@ -59,21 +59,33 @@ def test_the_catalog_indexes_and_counters_are_what_the_records_imply(steps, ever
     assert catalog == expected_catalog(items)
 
 
-def test_a_job_that_passes_through_statuses_within_one_batch_leaves_no_tombstones(tmp_path: Path) -> None:
+def staged_catalog(batch: Batch) -> tuple[dict[bytes, bytes | None], dict[bytes, int]]:
+    """What the batch's commit will write to the catalog: key changes and counter deltas."""
+    changes: dict[bytes, bytes | None] = {}
+    counts: dict[bytes, int] = {}
+    catalog_changes(batch.jobs, batch.listed, changes, counts)
+    return changes, counts
+
+
+def test_a_job_that_passes_through_statuses_within_one_batch_moves_its_entries_once(tmp_path: Path) -> None:
     store = open_store(tmp_path / "s")
     batch = Batch(store)
     for offset, ev in enumerate([claim(1), *lifecycle("job-1", "acme", "email", 10)]):
         fold(batch, ev, offset)
-    staged = {key: v for key, v in batch.changes.items() if key.startswith(CATALOG)}
-    assert set(staged) == set(listing_keys(batch.jobs["job-1"])) and set(staged.values()) == {b""}
-    assert all(b"completed\x1f" in key for key in staged)
+    changes, counts = staged_catalog(batch)
+    assert set(changes) == set(listing_keys(batch.jobs["job-1"])) and set(changes.values()) == {b""}
+    assert all(b"completed\x1f" in key for key in changes)  # no tombstone of queued or running
+    assert counts == {counter_key("acme", "email", "completed"): 1}
     batch.commit()
     for offset, ev in enumerate(lifecycle("job-2", "acme", "email", 20, end="running"), start=10):
         fold(batch, ev, offset)
     batch.commit()
     fold(batch, event(m.JobSucceeded(1, 5), "job-2", at=30), 20)  # committed running entries: deleted
-    deleted = {key for key, v in batch.changes.items() if key.startswith(CATALOG) and v is None}
-    assert len(deleted) == 4 and all(b"running\x1f" in key for key in deleted)
+    changes, counts = staged_catalog(batch)
+    deleted = {key for key, v in changes.items() if v is None}
+    assert len(deleted) == 1 and all(b"running\x1f" in key for key in deleted)  # running: status index only
+    assert len(changes) == 5 and counts == {counter_key("acme", "email", "running"): -1,
+                                            counter_key("acme", "email", "completed"): 1}
     store.close()
 
 
@@ -156,6 +168,9 @@ def test_counts_per_status_come_with_the_filter_without_its_status(tmp_path: Pat
     assert {r.status for r in page.rows} == {"running"} and len(page.rows) == want["running"]
     timed = list_jobs(settings, JobFilter(since_us=1_000_000 + 300))
     assert sum(timed.counts.values()) == 30 and timed.counts_exact
+    late_t2 = list_jobs(settings, JobFilter(status="running", tenant="t2", since_us=1_000_000 + 300))
+    want = Counter(ENDS[n % 6] for n in range(30, 60) if n % 3 == 2)
+    assert late_t2.counts == {s: want.get(s, 0) for s in late_t2.counts} and len(late_t2.rows) == want["running"]
 
 
 def test_labels_filter_through_the_label_index(tmp_path: Path) -> None:
@@ -206,3 +221,16 @@ def test_a_reader_kept_open_sees_later_commits_and_a_replaced_store(tmp_path: Pa
     fold_in_batches([claim(1), *lifecycle("job-200", "t9", "type9", 6_000_000)], path, 3)
     assert [r.job_id for r in list_jobs(settings, JobFilter(tenant="t9")).rows] == ["job-200"]
     assert job_detail(settings, "job-100") is None and job_detail(settings, "job-001", partition=1) is not None
+
+
+def test_a_store_made_before_the_catalog_is_listed_record_by_record(tmp_path: Path) -> None:
+    settings = two_partitions(tmp_path, jobs=20)
+    path = store_path(tmp_path, settings.namespace, 1)
+    store = open_store(path)
+    old = {key: None for key, _ in store.items() if key.startswith(CATALOG + COUNTERS) or key == LISTING_INDEXED}
+    store.commit(old, store.applied_offset())  # as a store folded before the catalog existed
+    store.close()
+    page = list_jobs(settings, JobFilter(status="completed"), limit=3)
+    assert page.unindexed == [1] and [r.job_id for r in page.rows] == ["job-018", "job-012", "job-006"]
+    assert walk(settings, JobFilter(tenant="t1"), 4) == expected(20, lambda n: n % 3 == 1)
+    assert sum(page.counts.values()) == 20
