@@ -1,7 +1,7 @@
 """The console in a real browser (headless Debian Chromium under Playwright), on a real engine and broker.
 
 What an operator does: search a tenant's running jobs, open a job and read its retries on the
-timeline, replay a dead-lettered job and watch it complete, pause a schedule, read the tenants,
+timeline, watch a running job's page follow it live (htmx), replay a dead-lettered job and watch it complete, pause a schedule, read the tenants,
 workers and lateness pages, and the overview. Each test asserts what the page shows (text, the
 stable selectors of docs/console.md) and leaves a screenshot of its page in docs/console/.
 
@@ -109,6 +109,24 @@ def test_open_a_job_and_see_its_retries_on_the_timeline(stack: Stack, page: Page
     expect(page.locator("#payload")).to_contain_text("1042")
     expect(page.locator("#result")).to_contain_text(re.compile(r'"attempt":\s*3'))
     shoot(page, "job", full_page=True)
+
+
+def test_a_running_jobs_page_follows_it_without_a_reload(stack: Stack, page: Page) -> None:
+    owner = tenant("cyberdyne")
+    job = stack.client.submit("patient", {"seconds": 60}, tenant=owner)
+    wait_status(stack, job, "running")
+    page.goto(f"{stack.url}/jobs/{job.job_id}")
+    expect(page.locator("#job-status")).to_have_attribute("data-status", "running")
+    expect(page.locator("#job-live")).to_have_attribute("data-final", "false")
+    page.evaluate("window.__epochq_same_page = true")  # a reload or a navigation would drop it
+
+    stack.client.cancel(job.job_id, tenant=owner, reason="stopped from the test", requested_by="ops-alice")
+
+    expect(page.locator("#job-status")).to_have_attribute("data-status", "cancelled")  # htmx, every 2 s
+    expect(page.locator("#job-live")).to_have_attribute("data-final", "true")
+    cancelled = page.locator("#timeline tbody tr[data-type=JobCancelled] td.detail")
+    expect(cancelled).to_contain_text("stopped from the test (by ops-alice)")
+    assert page.evaluate("window.__epochq_same_page === true"), "the page was reloaded, not refreshed in place"
 
 
 def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page, shoot: Shoot) -> None:
