@@ -1,9 +1,10 @@
 """The console in a real browser (headless Debian Chromium under Playwright), on a real engine and broker.
 
 What an operator does: search a tenant's running jobs, open a job and read its retries on the
-timeline, watch a running job's page follow it live (htmx), replay a dead-lettered job and watch it complete, pause a schedule, read the tenants,
-workers and lateness pages, and the overview. Each test asserts what the page shows (text, the
-stable selectors of docs/console.md) and leaves a screenshot of its page in docs/console/.
+timeline, watch a running job's page follow it live (htmx), replay a dead-lettered job and watch
+it complete, pause a schedule, read the tenants, workers and lateness pages, and the overview.
+Each test asserts what the page shows (text, the stable selectors of docs/console.md) and leaves
+a screenshot of its page in docs/console/.
 
 The overview comes last so that its screenshot shows what the other tests did (it asserts only
 what it seeds itself).
