@@ -159,6 +159,29 @@ def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page
     shoot(page, "job-replayed", full_page=True)
 
 
+def test_replay_the_dead_letters_of_a_filter_after_its_confirmation(stack: Stack, page: Page, shoot: Shoot) -> None:
+    owner, fix = tenant("soylent"), stack.tmp / f"fixed-{uuid.uuid4().hex[:6]}"
+    jobs = [stack.client.submit("flaky", {"fixed_when": str(fix), "n": n}, tenant=owner) for n in range(2)]
+    assert [h.wait(30).status for h in jobs] == ["dead", "dead"]
+
+    shown_after_reload(page, f"{stack.url}/dlq?tenant={owner}", "#dlq-table tr[data-job-id]")
+    expect(page.locator("#dlq-table tr[data-job-id]")).to_have_count(2)
+    page.locator("form#replay-filter input[name=reason]").fill("receiver fixed")
+    page.locator("form#replay-filter button").click()
+
+    expect(page.locator("#replay-count")).to_have_text("2")  # it says how many before it sends any
+    expect(page.locator("#replay-question")).to_contain_text(f"tenant={owner}")
+    shoot(page, "dlq-confirm")
+    assert [stack.client.status(h.job_id).status for h in jobs] == ["dead", "dead"], "nothing is sent before"
+    fix.touch()
+    page.locator("form#replay-confirm button").click()
+
+    expect(page.locator("#done")).to_have_text("2 job(s) sent for replay")
+    shown_after_reload(page, f"{stack.url}/jobs?tenant={owner}&status=completed",
+                       "#status-counts a[data-status=completed] .count:text-is('2')")
+    expect(page.locator("#status-counts a[data-status=dead] .count")).to_have_text("0")
+
+
 def test_pause_a_schedule(stack: Stack, page: Page, shoot: Shoot) -> None:
     owner, schedule_id = tenant("umbrella"), f"nightly-report-{uuid.uuid4().hex[:4]}"
     receipt = stack.client.add_schedule(schedule_id, "echo", "0 3 * * *", tenant=owner, timezone="Europe/Paris",
