@@ -104,25 +104,27 @@ def free_port() -> int:
 class ConsoleProcess:
     """An ``epochq console`` in a child process, reading the engine's state directory."""
 
-    def __init__(self, settings: Settings, state_dir: Path, tmp: Path):
+    def __init__(self, settings: Settings, state_dir: Path, tmp: Path, extra: tuple[str, ...] = ()):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / "console.log"
+        self.log_path = tmp / f"console-{self.port}.log"
         cmd = [sys.executable, "-m", "engine.cli.main", "console", "--bootstrap", settings.require_bootstrap(),
-               "--namespace", settings.namespace, "--state-dir", str(state_dir), "--port", str(self.port)]
+               "--namespace", settings.namespace, "--state-dir", str(state_dir), "--port", str(self.port), *extra]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Block until the console answers ``GET /``."""
+        """Block until the console answers ``GET /healthz``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"console exited:\n{self.log_path.read_text()[-3000:]}")
             try:
-                with urllib.request.urlopen(self.url + "/", timeout=2):
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2):
                     return
+            except urllib.error.HTTPError:
+                return  # it answers (a console with a token asks for it even there)
             except (urllib.error.URLError, OSError):
                 time.sleep(0.2)
         raise AssertionError(f"console not answering in {timeout}s:\n{self.log_path.read_text()[-3000:]}")

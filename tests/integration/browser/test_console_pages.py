@@ -18,10 +18,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from engine.client import JobHandle
-from tests.integration.browser.conftest import Stack
+from tests.integration.browser.conftest import VIEWPORT, ConsoleProcess, Stack
 
 Shoot = Callable[..., Path]
 
@@ -203,6 +203,33 @@ def test_pause_a_schedule(stack: Stack, page: Page, shoot: Shoot) -> None:
     view = stack.client.schedule(schedule_id)
     assert view is not None and not view.enabled
     shoot(page, "schedules")
+
+
+def test_a_console_with_a_token_asks_for_it_and_records_who_acted(stack: Stack, browser: Browser) -> None:
+    token = f"tok-{uuid.uuid4().hex[:12]}"
+    console = ConsoleProcess(stack.settings, stack.engine.state_dir, stack.tmp, extra=("--token", token))
+    anonymous = browser.new_context(viewport=VIEWPORT)
+    alice = browser.new_context(viewport=VIEWPORT, http_credentials={"username": "alice", "password": token})
+    try:
+        console.wait_ready()
+        refused = anonymous.request.get(console.url + "/jobs")  # a page would stop at the browser's login prompt
+        assert refused.status == 401 and "Basic" in refused.headers.get("www-authenticate", "")
+
+        owner = tenant("tyrell")
+        job = stack.client.submit("patient", {"seconds": 60}, tenant=owner)
+        wait_status(stack, job, "running")
+        page = alice.new_page()
+        page.goto(f"{console.url}/jobs/{job.job_id}")
+        page.locator("form#cancel input[name=reason]").fill("wrong customer")
+        page.locator("form#cancel button").click()
+
+        expect(page.locator("#job-status")).to_have_attribute("data-status", "cancelled")
+        cancelled = page.locator("#timeline tbody tr[data-type=JobCancelled] td.detail")
+        expect(cancelled).to_contain_text("wrong customer (by alice)")
+    finally:
+        anonymous.close()
+        alice.close()
+        console.stop()
 
 
 def test_tenants_workers_and_lateness_pages(stack: Stack, page: Page, shoot: Shoot) -> None:
