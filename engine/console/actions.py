@@ -75,12 +75,30 @@ def _job_record(request: Request, job_id: str) -> Any:
     return found[1]
 
 
+def _tenant_of(request: Request, job_id: str) -> str:
+    """The job's tenant (a command acts only within it): from the projections, else from its history in the log."""
+    from engine.runtime.read.joblog import job_history, owner_tenant
+
+    reads = reads_of(request)
+    found = find_job(reads.settings, job_id)
+    if found is not None:
+        return found[1].tenant_id
+    problem = reads.probe.problem()
+    if problem:
+        raise NotFoundError(f"no job {job_id} in this state directory's projections, and its history cannot be "
+                            f"read: {problem}")
+    tenant = owner_tenant(job_history(reads.settings, job_id))
+    if tenant is None:
+        raise NotFoundError(f"no job {job_id}: not in this state directory's projections, nor in the log")
+    return tenant
+
+
 def cancel(request: Request, form: FormData) -> Response:
     """Cancel the job (a waiting one at once, a running one when its attempt stops)."""
     job_id = request.path_params["job_id"]
-    job = _job_record(request, job_id)
+    tenant = _tenant_of(request, job_id)
     with _client(request) as client:
-        client.cancel(job_id, tenant=job.tenant_id, reason=_field(form, "reason"), requested_by=_who(request))
+        client.cancel(job_id, tenant=tenant, reason=_field(form, "reason"), requested_by=_who(request))
     return _to_job(job_id, "cancel")
 
 
@@ -99,10 +117,10 @@ def replay(request: Request, form: FormData) -> Response:
 def reschedule(request: Request, form: FormData) -> Response:
     """Move a waiting job to another due time (``delay`` seconds from now); the owner's decision is shown."""
     job_id = request.path_params["job_id"]
-    job = _job_record(request, job_id)
+    tenant = _tenant_of(request, job_id)
     delay = params.positive(_field(form, "delay"), "delay", 60.0)
     with _client(request) as client:
-        receipt = client.reschedule(job_id, delay=delay, tenant=job.tenant_id,
+        receipt = client.reschedule(job_id, delay=delay, tenant=tenant,
                                     reason=_reason(form, request), wait=10.0)
     if receipt.accepted:
         return _to_job(job_id, "reschedule")

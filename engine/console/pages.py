@@ -129,14 +129,16 @@ def _schedule_row(reads: Any, view: Any) -> dict[str, Any]:
     from engine.domain.cron import next_occurrences
 
     upcoming = get(lambda: next_occurrences(view.definition(), int(time.time() * 1_000_000), 5))
-    runs = []
-    for label, job_id, at in (("in flight", view.fired_job_id, view.fired),
-                              ("last finished", view.last_job_id, view.last_finished)):
-        if job_id is not None:
-            found = get(partial(find_job, reads.settings, job_id))
-            state = found.value[1].state.value if found.value else "unknown"
-            runs.append({"label": label, "job_id": job_id, "at": at, "status": state})
-    return {"view": view, "upcoming": upcoming, "runs": runs}
+    return {"view": view, "upcoming": upcoming, "runs": get(partial(_last_runs, reads.settings, view))}
+
+
+def _last_runs(settings: Any, view: Any, count: int = 5) -> list[Any]:
+    """The schedule's newest occurrence jobs (any status), from the catalog: each carries the schedule's label."""
+    from engine.domain.schedules import LABEL_SCHEDULE
+    from projections.catalog import JobFilter
+
+    flt = JobFilter(tenant=view.tenant_id, labels=((LABEL_SCHEDULE, view.schedule_id),))
+    return list_jobs(settings, flt, limit=count).rows
 
 
 def tenants_page(request: Request) -> Response:

@@ -153,6 +153,11 @@ def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
     schedules = eventually(lambda: 'data-schedule-id="tick" data-enabled="true"' in (t := web.get("/schedules").text)
                            and t, 15, "schedule listed")
     assert str(schedules).count('class="next-utc"') == 5 and "03:00:00.000 CET" in str(schedules)
+    assert client.add_schedule("often", "noop", "*/2 * * * * *", tenant="acme").accepted  # every 2 s
+    runs = eventually(lambda: re.findall(r'<li class="run" data-job-id="[^"]+" data-status="completed">',
+                                         re.split(r'<tr data-schedule-id="', web.get("/schedules").text)[1]), 20,
+                      "a finished run of the schedule 'often' on its row")  # rows are by id: 'often' is first
+    assert runs
     paused = web.post("/actions/schedules/tick/pause", data={"csrf_token": csrf(str(schedules), "pause-schedule")})
     assert paused.status_code == 303 and paused.headers["location"] == "/schedules?flash=paused"
     eventually(lambda: 'data-schedule-id="tick" data-enabled="false"' in web.get("/schedules").text, 15, "paused")
@@ -178,3 +183,19 @@ def test_a_read_only_console_over_a_live_state_directory_shows_and_refuses(
         assert ro.post(f"/actions/jobs/{flaky.job_id}/replay", data={"csrf_token": token}).status_code == 403
     app.state.reads.close()
     assert client.status(flaky.job_id).status == "dead"
+
+
+def test_a_console_without_the_jobs_store_cancels_by_the_tenant_in_the_log(
+        settings: Settings, client: Client, console: tuple[EngineProcess, httpx.Client], tmp_path: Path) -> None:
+    later = client.submit("noop", {}, tenant="acme", delay=3600)
+    assert later.wait(30, until=lambda o: o.status == "scheduled").status == "scheduled"
+    app = create_app(settings.model_copy(update={"state_dir": tmp_path / "elsewhere"}))  # no store of any partition
+    with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as web:
+        assert "no projections in" in web.get("/").text
+        token = web.cookies.get("epochq_csrf")
+        sent = web.post(f"/actions/jobs/{later.job_id}/cancel", data={"csrf_token": token, "reason": "not needed"})
+        assert sent.status_code == 303, sent.text
+        missing = web.post("/actions/jobs/no-such-job/cancel", data={"csrf_token": token})
+        assert missing.status_code == 400 and "nor in the log" in missing.text
+    app.state.reads.close()
+    assert later.wait(30).status == "cancelled"

@@ -258,3 +258,19 @@ def test_the_command_refuses_a_public_address_without_a_token_and_a_busy_port_in
         assert main(["console", "--port", str(taken.getsockname()[1])]) == 2
     err = capsys.readouterr()
     assert "cannot listen on 127.0.0.1:" in err.err and "Traceback" not in err.err and err.out == ""
+
+
+def test_a_bug_is_one_line_with_status_500_never_a_traceback(settings: Settings,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.console import pages
+
+    def broken(_: object) -> dict[str, object]:
+        raise RuntimeError("a bug in a page")
+
+    monkeypatch.setattr(pages, "overview", broken)
+    app = create_app(settings)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as web:
+        response = web.get("/")
+    app.state.reads.close()
+    assert response.status_code == 500
+    assert response.text == "internal error: RuntimeError: a bug in a page (EPOCHQ_TRACEBACK=1 logs where)"
