@@ -19,10 +19,11 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from engine.console import params
 from engine.console.got import get
+from engine.console.reads import job_record
 from engine.console.security import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, csrf_ok, requested_by
 from engine.console.web import access_of, problem_page, reads_of, render
 from engine.errors import NotFoundError, ValidationError
-from projections.query import dead_letters, find_job
+from projections.query import dead_letters
 
 Action = Callable[[Request, FormData], Response]
 
@@ -69,7 +70,7 @@ def _to_job(job_id: str, flash: str) -> Response:
 
 
 def _job_record(request: Request, job_id: str) -> Any:
-    found = find_job(reads_of(request).settings, job_id)
+    found = job_record(reads_of(request).settings, job_id)
     if found is None:
         raise NotFoundError(f"no job {job_id} in this state directory's projections")
     return found[1]
@@ -80,7 +81,7 @@ def _tenant_of(request: Request, job_id: str) -> str:
     from engine.runtime.read.joblog import job_history, owner_tenant
 
     reads = reads_of(request)
-    found = find_job(reads.settings, job_id)
+    found = job_record(reads.settings, job_id)
     if found is not None:
         return found[1].tenant_id
     problem = reads.probe.problem()

@@ -13,9 +13,10 @@ from engine.console import params
 from engine.console.charts import histogram_counts, histogram_svg, share_svg, weighted_counts
 from engine.console.got import Got, get
 from engine.console.overview import overview, partitions_of
+from engine.console.reads import job_record
 from engine.console.web import problem_page, reads_of, render
 from projections.catalog import STATUSES, list_jobs
-from projections.query import dead_letters, find_job, queue_report
+from projections.query import dead_letters, queue_report
 
 FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
 """A job in one of these changes no more by itself: its page stops refreshing."""
@@ -66,7 +67,7 @@ def job_live(request: Request) -> Response:
 def _job(request: Request, template: str) -> Response:
     job_id = request.path_params["job_id"]
     reads = reads_of(request)
-    record = get(lambda: find_job(reads.settings, job_id))
+    record = get(lambda: job_record(reads.settings, job_id))
     outcome = reads.from_log(lambda: _status(reads.settings, job_id))
     if record.value is None and (outcome.value is None or not outcome.value.known):
         if outcome.problem and not record.problem:

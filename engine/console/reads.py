@@ -21,6 +21,8 @@ from engine.console.got import Got, get
 from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.read.recent import RecentWindow
+from engine.domain.jobs import JobView
+from projections.catalog import job_detail
 from projections.query import partition_dirs
 
 RECENT_WINDOW_S = 15 * 60
@@ -29,6 +31,13 @@ PROBE_TTL_S = 5.0
 CACHE_TTL_S = 4.0
 """How long the log's heavier answers (the overview, the tenants table, the workers, lateness) are kept:
 just under the overview's refresh interval, so each refresh reads afresh once however many tabs ask."""
+
+
+def job_record(settings: Settings, job_id: str) -> tuple[int, JobView] | None:
+    """The job's partition and record from the catalog's kept-open stores (``find_job``'s answer, without
+    opening every store read-only for each page); None when no store here has it."""
+    detail = job_detail(settings, job_id)
+    return (detail.row.partition, detail.job) if detail is not None else None
 
 
 class LogProbe:

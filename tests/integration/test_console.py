@@ -153,7 +153,7 @@ def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
     schedules = eventually(lambda: 'data-schedule-id="tick" data-enabled="true"' in (t := web.get("/schedules").text)
                            and t, 15, "schedule listed")
     assert str(schedules).count('class="next-utc"') == 5 and "03:00:00.000 CET" in str(schedules)
-    assert client.add_schedule("often", "noop", "*/2 * * * * *", tenant="acme").accepted  # every 2 s
+    assert client.add_schedule("often", "noop", "* * * * * */2", tenant="acme").accepted  # every 2 s (seconds last)
     runs = eventually(lambda: re.findall(r'<li class="run" data-job-id="[^"]+" data-status="completed">',
                                          re.split(r'<tr data-schedule-id="', web.get("/schedules").text)[1]), 20,
                       "a finished run of the schedule 'often' on its row")  # rows are by id: 'often' is first
