@@ -6,7 +6,7 @@ import inspect
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -19,6 +19,7 @@ from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command, check_submit
 from engine.domain.lanes import parse_priority
 from engine.domain.pauses import check_task_command, is_task_command, task_envelope
+from engine.domain.ratelimits import check_limit_command, is_limit_command, limit_envelope, parse_rate
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
@@ -29,7 +30,10 @@ from engine.runtime.signatures import client_signer
 
 __all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
 from engine.query_client import QueryMethods
-from engine.schedule_client import ScheduleMethods
+from engine.schedule_client import Receipt, ScheduleMethods
+
+if TYPE_CHECKING:
+    from projections.views.ratelimits import LimitRecord
 
 class JobHandle:
     """A submitted job: ``wait()`` follows its events partition until it is final.
@@ -274,6 +278,43 @@ class Client(ScheduleMethods, QueryMethods):
             self._partitions = len(meta.partitions)
         return self._partitions
 
+    # --- rate limits and priorities (docs/handlers.md, *Rate limits*) ---------------------------
+
+    def set_rate_limit(self, task_type: str, rate: float | str, *, burst: int = 1, reason: str = "",
+                       requested_by: str = "", wait: float = 10.0) -> list[Outcome]:
+        """Start jobs of ``task_type`` at most ``rate`` a second across all partitions (a number, or text such
+        as ``"10/s"``, ``"30/m"``), ``burst`` at once; queued jobs wait in their place for the bucket.
+
+        One command per partition; each partition allows ``rate / N`` a second (N partitions) with a bucket
+        of ``max(1, burst // N)``. Returns each partition's decision (``RateLimitSet``, or a refusal when
+        it had this limit already), read within ``wait`` seconds."""
+        per_s = parse_rate(rate) if isinstance(rate, str) else rate
+        return self._limit_command(m.SetRateLimit(task_type, per_s, burst, reason, requested_by), wait)
+
+    def clear_rate_limit(self, task_type: str, *, reason: str = "", requested_by: str = "",
+                         wait: float = 10.0) -> list[Outcome]:
+        """Remove ``task_type``'s rate limit in every partition; as ``set_rate_limit``."""
+        return self._limit_command(m.ClearRateLimit(task_type, reason, requested_by), wait)
+
+    def rate_limits(self) -> list[tuple[int, LimitRecord]]:
+        """(partition, ``LimitRecord``) of every rate limit in the projections of ``settings.state_dir``."""
+        from projections.limit_query import rate_limits
+
+        return list(rate_limits(self.settings))
+
+    def reprioritize(self, job_id: str, priority: int | str, *, tenant: str = "", reason: str = "",
+                     requested_by: str = "", wait: float | None = 10.0) -> Receipt:
+        """Give a waiting (queued, scheduled, retrying) job another priority (0-9 or an alias); a queued one
+        moves in its ready queue, to its new priority's lane unless pinned to one. A ``Receipt``: ``accepted``,
+        or ``refused`` (the job has started or ended, has that priority, or ``tenant`` is not the job's)."""
+        command = new_command(job_id, tenant, m.ReprioritizeJob(parse_priority(priority), reason, requested_by))
+        return self._decided(job_id, command, wait)
+
+    def _limit_command(self, body: m.SetRateLimit | m.ClearRateLimit, wait: float) -> list[Outcome]:
+        count = self._partition_count()
+        handles = self._send([new_command(limit_envelope(body.task_type, p, count), "", body) for p in range(count)])
+        return self.wait_all(handles, wait, until=lambda o: bool(o.events))
+
 
 SUBMIT_KEYS = frozenset(inspect.signature(Client.submit).parameters) - {"self"}
 """The keys a job of ``submit_many`` may have: ``submit``'s arguments."""
@@ -304,6 +345,8 @@ def _check(command: m.Command) -> None:
     """The engine's rules for a command other than SubmitJob, checked before producing it."""
     if is_task_command(command):
         check_task_command(command)
+    elif is_limit_command(command):
+        check_limit_command(command)
     elif is_schedule_command(command):
         check_schedule_command(command)
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
 KafkaConfig = dict[str, Any]
 _client_logger: list[logging.Logger] = []  # where librdkafka's own log lines go, when a command routes them
+_reach_check: list[Callable[[KafkaConfig], None]] = []  # checks the bootstrap answers first (one-shot CLI)
 
 
 def route_client_logs(logger: logging.Logger) -> None:
@@ -32,6 +34,16 @@ def route_client_logs(logger: logging.Logger) -> None:
     them to a quiet logger so that a user sees the command's one line, not a page of retries.
     """
     _client_logger[:] = [logger]
+
+
+def check_reach_with(check: Callable[[KafkaConfig], None] | None) -> None:
+    """Call ``check(config)`` before every Kafka client configuration is handed out (None: stop checking).
+
+    The ``epochq`` program's one-shot commands install ``engine.runtime.reach.check_reachable``,
+    so an unreachable broker is one line naming the address within seconds, not a client's
+    metadata timeout; engines never do (they wait for a broker that restarts).
+    """
+    _reach_check[:] = [check] if check is not None else []
 """A librdkafka configuration, as confluent-kafka's clients take it."""
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_SSL", "SASL_PLAINTEXT"]
 SaslMechanism = Literal["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
@@ -102,6 +114,8 @@ class Settings(BaseModel):
         The one place security reaches a client config; the secrets stay out of ``repr`` and logs.
         """
         conf: KafkaConfig = {"bootstrap.servers": self.require_bootstrap(), "security.protocol": self.security_protocol}
+        for check in _reach_check:
+            check(conf)
         if self.security_protocol.startswith("SASL_") and self.sasl_password is not None:
             conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": str(self.sasl_username),
                          "sasl.password": self.sasl_password.get_secret_value()})

@@ -28,6 +28,7 @@ from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
 from projections.views.listing import label_entries
 from projections.views.pauses import fold_pause
+from projections.views.ratelimits import charge_rate, fold_limit
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
@@ -88,7 +89,8 @@ def fold_state(batch: Batch, event: m.Event) -> Folded:
         return FENCED_FOLD
     if isinstance(body, m.CommandQuarantined):
         return APPLIED_FOLD
-    if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event):
+    if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event) \
+            or fold_limit(batch, event):
         return APPLIED_FOLD
     return _job_event(batch, event)
 
@@ -136,4 +138,5 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
                 put(key, b"")
         if isinstance(event.body, m.JobStarted):
             charge_start(batch, after, event.body)  # type: ignore[arg-type]
+            charge_rate(batch, after, event.occurred_at)  # type: ignore[arg-type]
     return Folded(APPLIED, before, after)

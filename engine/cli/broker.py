@@ -11,6 +11,7 @@ from pathlib import Path
 from engine import broker
 from engine.broker.errors import BrokerError
 from engine.broker.secure import ADMIN, CERT_USERS, USERS
+from engine.cli.common import seconds
 
 __all__ = ["register"]
 
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start = verbs.add_parser("start", help="start the local broker (no-op if it is running)")
     start.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="cluster size (default 1)")
     start.add_argument("--port", type=int, help="client port of node 1 (default: a free port)")
-    start.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    start.add_argument("--timeout", type=seconds, default=90.0, help="seconds to wait for readiness")
     start.add_argument("--secure", action="store_true",
                        help="SASL_SSL (SCRAM-SHA-512) with TLS from a fresh local CA, and the standard authorizer; "
                             "prints where the CA and each user's settings are")
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     restart = verbs.add_parser("restart", help="stop one node and start it again on its config and data")
     restart.add_argument("--node", type=int, required=True, metavar="N", help="node id (1, or 1-3)")
     restart.add_argument("--hard", action="store_true", help="SIGKILL instead of SIGTERM")
-    restart.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    restart.add_argument("--timeout", type=seconds, default=90.0, help="seconds to wait for readiness")
     restart.set_defaults(func=_guarded(_restart))
     status = verbs.add_parser("status", help="show whether the local broker is running")
     status.add_argument("--json", action="store_true", help="print one JSON document")

@@ -23,6 +23,17 @@ MAX_INPUT_BYTES = 64 * 1024 * 1024
 PAYLOAD_HELP = "JSON payload: inline text, @FILE, or - for stdin (default {})"
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0 (``--wait``, ``--timeout``); a usage error otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):  # also NaN
+        raise argparse.ArgumentTypeError(f"must be seconds >= 0, got {text!r}")
+    return value
+
+
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """--bootstrap, --namespace and --state-dir, each defaulting to its EPOCHQ_* variable."""
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env EPOCHQ_BOOTSTRAP; default: the local broker)")
@@ -81,7 +92,10 @@ def parse_time(text: str | None, field: str, now: datetime | None = None) -> dat
     relative = RELATIVE.match(text.strip())
     if relative:
         amount, unit = float(relative.group(1)), relative.group(2).lower()
-        return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
+        try:
+            return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
+        except OverflowError:
+            raise ValidationError(f"{field}: {text!r} is further from now than any date", field) from None
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

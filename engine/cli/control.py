@@ -6,11 +6,11 @@ import argparse
 import getpass
 import sys
 
-from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, settings_from
+from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, seconds, settings_from
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
-from engine.errors import NotFoundError, ValidationError
+from engine.errors import NotFoundError
 from engine.runtime.read.follow import decided
 
 
@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cancel.add_argument("--tenant", default="", help="the job's tenant (default: read from the job's history)")
     cancel.add_argument("--reason", default="", help="why (recorded in the event)")
     cancel.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
-    cancel.add_argument("--wait", type=float, default=30.0,
+    cancel.add_argument("--wait", type=seconds, default=30.0,
                         help="seconds to wait for the job to end (default 30; 0: only send the command)")
     cancel.add_argument("--json", action="store_true")
     add_connection_flags(cancel)
@@ -32,16 +32,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         one.add_argument("task_type")
         one.add_argument("--reason", default="", help="why (recorded in the event)")
         one.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
-        one.add_argument("--wait", type=float, default=10.0, help="seconds to wait for every partition's decision")
+        one.add_argument("--wait", type=seconds, default=10.0, help="seconds to wait for every partition's decision")
         add_connection_flags(one)
         one.set_defaults(func=_pause)
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    if not args.wait >= 0:  # also NaN
-        raise ValidationError(f"--wait: must be seconds >= 0, got {args.wait}", "wait")
     with Client(settings_from(args)) as client:
-        tenant = args.tenant or _tenant_of(client, args.job_id)
+        tenant = args.tenant or tenant_of_job(client, args.job_id)
         handle = client.cancel(args.job_id, tenant=tenant, reason=args.reason, requested_by=args.by)
         if not args.wait:
             print(f"cancel of job {args.job_id} sent")
@@ -72,13 +70,13 @@ def _pause(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tenant_of(client: Client, job_id: str) -> str:
+def tenant_of_job(client: Client, job_id: str, command: str = "cancel") -> str:
     """The job's tenant, from its first event (a command acts only within its job's tenant); NotFoundError if none."""
     check_job_id(job_id)
     for logged in client.status(job_id).events:
         if logged.event.tenant_id:
             return logged.event.tenant_id
-    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the cancel anyway)")
+    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the {command} anyway)")
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

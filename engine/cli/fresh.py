@@ -15,11 +15,13 @@ BEHIND_SLACK = 1
 """Records a caught-up store may trail the log's end by: the commit marker after its last transaction."""
 
 
-def freshness(settings: Settings, applied: dict[int, int], ends: dict[int, int]) -> str:
-    """One line: the partitions answered for, those missing, those behind the log. Pure."""
+def freshness(settings: Settings, applied: dict[int, int], ends: dict[int, int], why: str = "") -> str:
+    """One line: the partitions answered for, those missing, those behind the log (``why``: why the log
+    could not be read). Pure."""
     where = f"from the projections in {settings.state_dir}"
     if not ends:
-        return f"{where}: {len(applied)} partition(s); the log could not be read to compare"
+        because = f" ({why})" if why else ""
+        return f"{where}: {len(applied)} partition(s); the log could not be read to compare{because}"
     missing = sorted(set(ends) - set(applied))
     behind = {p: ends[p] - (applied[p] + 1) for p in sorted(applied) if p in ends
               and ends[p] - (applied[p] + 1) > BEHIND_SLACK}
@@ -35,7 +37,7 @@ def freshness(settings: Settings, applied: dict[int, int], ends: dict[int, int])
 
 def say_freshness(settings: Settings) -> None:
     """Print on stderr how fresh the projections behind this answer are (stdout stays the answer)."""
-    applied = applied_offsets(settings)
+    applied, why = applied_offsets(settings), ""
     try:
         reader = kafka.events_reader(settings, "fresh")
         try:
@@ -44,9 +46,9 @@ def say_freshness(settings: Settings) -> None:
             ends = kafka.end_offsets(reader, topic, sorted(meta.partitions), timeout=5) if meta.partitions else {}
         finally:
             reader.close()
-    except (EpochqError, KafkaException):  # the answer stands; only the comparison is missing
-        ends = {}
-    print(f"epochq: {freshness(settings, applied, ends)}", file=sys.stderr)
+    except (EpochqError, KafkaException) as e:  # the answer stands; only the comparison is missing
+        ends, why = {}, str(e).split(" (is the broker")[0]
+    print(f"epochq: {freshness(settings, applied, ends, why)}", file=sys.stderr)
 
 
 def _list(numbers: list[int]) -> str:

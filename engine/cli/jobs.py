@@ -10,11 +10,12 @@ from typing import Any
 
 from engine.cli.common import (
     EXIT_NEGATIVE, EXIT_NOT_DONE, PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload,
-    settings_from,
+    seconds, settings_from,
 )
 from engine.cli.catalog import parse_labels
 from engine.client import Client, Outcome
 from engine.errors import NotFoundError
+from engine.runtime.read.holdups import clock
 from engine.runtime.read.joblog import LoggedEvent, job_history
 
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--label", action="append", default=[], metavar="K=V",
                         help="a label to find the job by (`jobs list --label`); repeat for several")
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
-    submit.add_argument("--timeout", type=float, default=30.0)
+    submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)
@@ -64,8 +65,28 @@ def _submit(args: argparse.Namespace) -> int:
 
 def show_change(outcome: Outcome) -> None:
     """While ``--wait`` waits: each change of status on stderr (stdout keeps the one result line)."""
-    detail = f" ({outcome.error})" if outcome.status in ("failed", "retrying") and outcome.error else ""
-    print(f"epochq: job {outcome.job_id}: {outcome.status}{detail}", file=sys.stderr)
+    line = change_line(outcome)
+    if line is not None:
+        print(f"epochq: job {outcome.job_id}: {line}", file=sys.stderr)
+
+
+def change_line(outcome: Outcome) -> str | None:
+    """What a waiter is told of a change: the status, what holds a queued job, an attempt's failure. Pure.
+
+    None for ``failed``: the next event says whether the job is retrying or dead."""
+    status = outcome.status
+    if status == "queued" and outcome.held is not None:
+        return outcome.held
+    if status == "failed":
+        return None
+    if status == "running" and outcome.attempts:
+        return f"running (attempt {outcome.attempts})"
+    if status == "retrying":
+        due = f"; attempt {outcome.attempts + 1} at {clock(outcome.due_at)}" if outcome.due_at is not None else ""
+        return f"retrying: attempt {outcome.attempts} failed ({outcome.error}){due}"
+    if status in ("dead", "rejected", "cancelled", "cancelling") and (outcome.reason or outcome.error):
+        return f"{status} ({outcome.reason or outcome.error})"
+    return status
 
 
 def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -73,9 +94,19 @@ def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
     if outcome.status in ("dead", "rejected"):
         return EXIT_NEGATIVE
     if args.wait and not outcome.done:
-        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s", file=sys.stderr)
+        print(f"epochq: job {outcome.job_id} still {outcome.status} after {args.timeout:g} s{_why_waiting(outcome)}",
+              file=sys.stderr)
         return EXIT_NOT_DONE
     return 0
+
+
+def _why_waiting(outcome: Outcome) -> str:
+    """What a wait that ran out adds: what holds the job, or that no engine decided its command at all."""
+    if outcome.held:
+        return f" ({outcome.held})"
+    if not outcome.known:
+        return " (no engine decided its command: is one running on this namespace?)"
+    return ""
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -145,6 +176,10 @@ def _brief(row: dict[str, Any]) -> str:
         return f"  {row['error']}"
     if row["type"] == "JobProgressed":
         return f"  value={detail.get('value')} {detail.get('message', '')}".rstrip()
+    if row["type"] == "JobReprioritized":
+        return f"  priority {detail['previous_priority']} -> {detail['priority']}, lane {detail['lane']}"
+    if row["type"] == "JobRejected" and detail.get("detail"):
+        return f"  reason={detail.get('reason')}: {detail['detail']}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = _iso(detail[key]) if key == "due_at" else detail[key]
@@ -170,4 +205,4 @@ def _print_outcome(outcome: Outcome) -> None:
         print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
-            print(f"  {label}: {json.dumps(value) if label == 'result' else value}")
+            print(f"  {label}: {json.dumps(value, ensure_ascii=False) if label == 'result' else value}")

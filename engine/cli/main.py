@@ -17,11 +17,12 @@ from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException
 
-from engine.config import route_client_logs
+from engine.config import check_reach_with, route_client_logs
 from engine.errors import EpochqError, KafkaUnavailableError, NotFoundError
+from engine.runtime.reach import check_reachable
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
-                      "schedules", "lateness", "acl", "control", "purge", "quarantine", "catalog",
+                      "schedules", "lateness", "acl", "control", "purge", "quarantine", "limits", "catalog",
                       "console")
 EXIT_NOT_FOUND = 1
 """What was named does not exist (the same status as a job that ended dead, or a refused command)."""
@@ -106,9 +107,11 @@ def _pipe_closed() -> int:
 
 def run() -> int:
     """The ``epochq`` program: :func:`main` in a process of its own, with librdkafka's lines kept quiet
-    except under ``engine run`` (an engine logs them with its own)."""
+    except under ``engine run`` (an engine logs them with its own). One-shot commands check first that
+    the bootstrap answers (one line naming the address within seconds); ``engine run`` waits for it."""
     if sys.argv[1:2] != ["engine"]:
         _quiet_client_logs()
+        check_reach_with(check_reachable)
     return main()
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from engine.cli.common import add_connection_flags, settings_from
 from engine.config import Settings
-from engine.errors import StoreLockedError
+from engine.errors import StoreLockedError, ValidationError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
 from engine.runtime.rebuilds import default_workers, rebuild_each, verify_each
@@ -69,7 +69,11 @@ def _workers(text: str) -> int:
 
 def _rebuild(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    partitions = [args.partition] if not args.all else list(range(partition_count(settings)))
+    count = partition_count(settings)
+    if not args.all and not 0 <= args.partition < count:
+        raise ValidationError(f"--partition: {settings.events_topic} has partitions 0-{count - 1}, "
+                              f"not {args.partition}", "partition")
+    partitions = [args.partition] if not args.all else list(range(count))
     workers = args.parallel or default_workers(len(partitions))
     workers = workers if len(partitions) > 1 else 1
     if args.verify:

@@ -7,7 +7,7 @@ import getpass
 import sys
 from datetime import datetime
 
-from engine.cli.common import EXIT_NOT_DONE, add_connection_flags, settings_from
+from engine.cli.common import EXIT_NOT_DONE, add_connection_flags, seconds, settings_from
 from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     purge.add_argument("--reason", required=True, help="why (recorded in each JobCancelled)")
     purge.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    purge.add_argument("--wait", type=float, default=30.0, help="seconds to wait for the owners' decisions")
+    purge.add_argument("--wait", type=seconds, default=30.0, help="seconds to wait for the owners' decisions")
     add_connection_flags(purge)
     purge.set_defaults(func=_purge)
 

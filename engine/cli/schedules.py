@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from engine.cli.common import (
-    PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, settings_from,
+    PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, seconds, settings_from,
 )
 from engine.cli.fresh import say_freshness
 from engine.cli.jobs import outcome_json
@@ -75,7 +75,7 @@ def _reschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     when.add_argument("--delay", type=float, help="seconds from now")
     parser.add_argument("--tenant", default="")
     parser.add_argument("--reason", default="")
-    parser.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the decision (0: don't)")
+    parser.add_argument("--wait", type=seconds, default=10.0, help="seconds to wait for the decision (0: don't)")
     parser.add_argument("--json", action="store_true")
     add_connection_flags(parser)
     parser.set_defaults(func=_do_reschedule)

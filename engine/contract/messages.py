@@ -138,9 +138,38 @@ class ResumeTaskType:
     requested_by: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class SetRateLimit:
+    """Start jobs of ``task_type`` at most ``rate`` a second (across all partitions) in the command's partition."""
+
+    task_type: str
+    rate: float
+    burst: int = 1
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClearRateLimit:
+    """Remove ``task_type``'s rate limit in the command's partition."""
+
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReprioritizeJob:
+    """Give a waiting job another priority (0-9)."""
+
+    priority: int
+    reason: str = ""
+    requested_by: str = ""
+
+
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
                           | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence | PauseTaskType
-                          | ResumeTaskType)
+                          | ResumeTaskType | SetRateLimit | ClearRateLimit | ReprioritizeJob)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,6 +380,33 @@ class TaskTypeResumed:
 
 
 @dataclass(frozen=True, slots=True)
+class RateLimitSet:
+    task_type: str
+    rate: float
+    burst: int
+    interval_us: int
+    partition_burst: int
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitCleared:
+    task_type: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobReprioritized:
+    priority: int
+    previous_priority: int
+    lane: str
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleUpserted:
     schedule_id: str
     tenant_id: str
@@ -409,7 +465,7 @@ EventBody: TypeAlias = (
     | JobReplayed | JobRequeued | CommandRefused | CommandQuarantined | BreakerOpened | BreakerHalfOpened
     | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
     | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped | JobCancelRequested
-    | JobProgressed | TaskTypePaused | TaskTypeResumed
+    | JobProgressed | TaskTypePaused | TaskTypeResumed | RateLimitSet | RateLimitCleared | JobReprioritized
 )
 
 
@@ -436,7 +492,8 @@ class Event:
 COMMAND_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
-              ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType)
+              ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType, SetRateLimit,
+              ClearRateLimit, ReprioritizeJob)
 }
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c
@@ -446,7 +503,8 @@ EVENT_BODIES: dict[str, type] = {
         JobReplayed, JobRequeued, CommandRefused, CommandQuarantined, BreakerOpened, BreakerHalfOpened,
         BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
         SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
-        JobCancelRequested, JobProgressed, TaskTypePaused, TaskTypeResumed,
+        JobCancelRequested, JobProgressed, TaskTypePaused, TaskTypeResumed, RateLimitSet, RateLimitCleared,
+        JobReprioritized,
     )
 }
 

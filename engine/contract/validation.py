@@ -312,7 +312,8 @@ def check_derived_id(job_id: str, tenant: str, key: str | None) -> None:
 
 
 def check_job_command(command: m.Command, now: int) -> m.CommandBody:
-    """The body of a command about an existing job (cancel, replay, reschedule, a child's report) if valid.
+    """The body of a command about an existing job (cancel, replay, reschedule, reprioritize, a child's report)
+    if valid.
 
     Its ``tenant_id`` may be empty (the caller need not know it); if given it must be valid. A
     child's report carries the child's tenant, held to no rule: a child rejected for its tenant (a
@@ -328,6 +329,10 @@ def check_job_command(command: m.Command, now: int) -> m.CommandBody:
     elif isinstance(body, m.RescheduleJob):
         check_run_at(body.run_at, now)
         check_free_text("reason", body.reason)
+    elif isinstance(body, m.ReprioritizeJob):
+        check_priority(body.priority)
+        check_free_text("reason", body.reason)
+        check_free_text("requested_by", body.requested_by)
     elif isinstance(body, m.ReportChild):
         _check_report(body)
     return body

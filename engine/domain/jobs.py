@@ -108,6 +108,7 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobRescheduled: Trigger.RESCHEDULE,
     m.JobCancelRequested: Trigger.REQUEST_CANCEL,
     m.JobProgressed: Trigger.PROGRESS,
+    m.JobReprioritized: Trigger.REPRIORITIZE,
     m.JobFannedOut: Trigger.FAN_OUT,
     m.ChildReported: Trigger.CHILD_REPORT,
 }
@@ -239,3 +240,8 @@ def _(body: m.JobCancelRequested, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobProgressed, job: JobView, at: int) -> dict[str, object]:
     return dict(progress=(body.value, body.message))
+
+
+@_apply.register
+def _(body: m.JobReprioritized, job: JobView, at: int) -> dict[str, object]:
+    return dict(priority=body.priority, lane=body.lane)

@@ -45,6 +45,7 @@ class Trigger(StrEnum):
     SETTLE_PARTIAL = "settle_partial"  # JobSettled(outcome=partial|failed): some children did not
     REQUEST_CANCEL = "request_cancel"  # JobCancelRequested: the running attempt is asked to stop
     PROGRESS = "progress"          # JobProgressed: the running attempt reported how far it got
+    REPRIORITIZE = "reprioritize"  # JobReprioritized: a waiting job's priority changed
 
 
 S, T = JobState, Trigger
@@ -77,6 +78,9 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.DEAD, T.CANCEL): S.CANCELLED,  # purged from the dead-letter queue: given up for good
     (S.SCHEDULED, T.RESCHEDULE): S.SCHEDULED,
     (S.RETRYING, T.RESCHEDULE): S.RETRYING,
+    (S.QUEUED, T.REPRIORITIZE): S.QUEUED,
+    (S.SCHEDULED, T.REPRIORITIZE): S.SCHEDULED,
+    (S.RETRYING, T.REPRIORITIZE): S.RETRYING,
     (S.PENDING, T.FAN_OUT): S.RUNNING,
     (S.RUNNING, T.CHILD_REPORT): S.RUNNING,
     (S.PARTIAL, T.CHILD_REPORT): S.PARTIAL,

@@ -19,12 +19,12 @@ TASK_ENVELOPE = "tasktype:"
 TASK_COMMANDS = (m.PauseTaskType, m.ResumeTaskType)
 
 
-def task_envelope(task_type: str, partition: int, partitions: int) -> str:
-    """The envelope id of a task-type command for ``partition``: the first ``tasktype:<type>#<n>`` hashing there."""
+def task_envelope(task_type: str, partition: int, partitions: int, prefix: str = TASK_ENVELOPE) -> str:
+    """The envelope id of a task-type command for ``partition``: the first ``<prefix><type>#<n>`` hashing there."""
     n = 0
-    while partition_for(f"{TASK_ENVELOPE}{task_type}#{n}", partitions) != partition:
+    while partition_for(f"{prefix}{task_type}#{n}", partitions) != partition:
         n += 1
-    return f"{TASK_ENVELOPE}{task_type}#{n}"
+    return f"{prefix}{task_type}#{n}"
 
 
 def is_task_command(command: m.Command) -> bool:

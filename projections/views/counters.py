@@ -37,6 +37,9 @@ def track_depths(batch: Any, before: JobView | None, after: JobView | None) -> N
         _depth(batch, before, -1)  # type: ignore[arg-type]
     elif now and not was:
         _depth(batch, after, +1)  # type: ignore[arg-type]
+    elif was and before.lane != after.lane:  # type: ignore[union-attr]  # reprioritized into another lane
+        _depth(batch, before, -1)  # type: ignore[arg-type]
+        _depth(batch, after, +1)  # type: ignore[arg-type]
 
 
 def _depth(batch: Any, job: JobView, delta: int) -> None:

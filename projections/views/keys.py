@@ -13,6 +13,7 @@ FINISH = b"f:"       # f:<lane>:<tenant> -> the tenant's virtual finish tag in t
 SERVED = b"s:"       # s:<lane>:<tenant> -> jobs of the tenant started in the lane
 BREAKER = b"k:"      # k:<task_type> -> the task type's circuit breaker
 PAUSED = b"p:"       # p:<task_type> -> since, reason, requested_by (the task type is paused in this partition)
+RATE = b"R:"         # R:<task_type> -> the task type's rate limit in this partition: its bucket, since, reason, by
 DUE = b"d:"          # d:<due_at>:<job_id> -> job_id
 BREAKER_DUE = b"w:"  # w:<reopen_at>:<task_type> -> task_type (an open breaker's cool-down ends)
 RUNNING = b"u:"      # u:<job_id> -> epoch
@@ -26,7 +27,7 @@ EPOCH = b"m:epoch"   # the newest claim's epoch
 OWNER = b"m:owner"   # the newest claim's owner
 # The catalog (projections.views.listing): <inv>: 16 digits, 10**16 - 1 - submitted_at (newest first)
 LIST_STATUS = b"Ls:"       # Ls:<status>\x1f<inv>\x1f<job_id> -> b""
-LIST_TENANT = b"Lt:"       # Lt:<tenant>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
+LIST_TENANT = b"Lt:"       # Lt:<tenant>\x1f<status>\x1f<inv>\x1f<job_id> -> b"" (Lt, Ly, Lz: no running jobs)
 LIST_TYPE = b"Ly:"         # Ly:<task_type>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
 LIST_TENANT_TYPE = b"Lz:"  # Lz:<tenant>\x1f<task_type>\x1f<status>\x1f<inv>\x1f<job_id> -> b""
 LIST_LABEL = b"Ll:"        # Ll:<name>\x1f<value>\x1f<inv>\x1f<job_id> -> b"" (a job's labels never change)

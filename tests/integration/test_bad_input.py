@@ -166,3 +166,33 @@ def test_the_cli_takes_large_payloads_from_a_file_or_stdin_and_says_what_is_wron
         assert failed.returncode == 2 and failed.stdout == "", (args, failed)
         assert len(ours) == 1 and ours[0].startswith(f"epochq: error: {words}"), (args, failed.stderr)
     assert engine.proc.poll() is None
+
+
+def test_a_record_produced_to_the_wrong_partition_is_found_by_its_job_id(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    command = submit_command(new_job_id())
+    home = partition_for(command.job_id, 3)
+    landed = (home + 1) % 3
+    producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "acks": "all"})
+    producer.produce(settings.commands_topic, encode_command(command), command.job_id.encode(), partition=landed)
+    assert producer.flush(10) == 0
+    with Client(engine.settings(settings)) as reader:  # the engine's projections: the landed store's index
+        deadline = time.monotonic() + 30
+        while not (outcome := reader.status(command.job_id)).known and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert not reader.status(command.job_id, tenant="other").known  # another tenant still learns nothing
+    assert outcome.status == "rejected" and outcome.reason == "wrong_partition", outcome
+    assert f"belongs to partition {home}, not {landed}" in (outcome.error or "")
+    assert not any(e.job_id == command.job_id for e in partition_events(settings, home))  # nothing written there
+
+    state = ("--state-dir", str(engine.state_dir))
+    status = json.loads(epochq(settings, "status", command.job_id, "--json", *state).stdout)
+    assert (status["status"], status["reason"]) == ("rejected", "wrong_partition")
+    history = json.loads(epochq(settings, "history", command.job_id, "--json", *state).stdout)
+    assert [row["type"] for row in history] == ["JobRejected"]
+    shown = epochq(settings, "history", command.job_id, *state).stdout.splitlines()[-1]
+    assert f"JobRejected  reason=wrong_partition: job {command.job_id} belongs to partition {home}, not {landed}" \
+        in shown, shown
+    assert not client.status(command.job_id).known  # without the landed partition's store: not found (no scans)

@@ -61,6 +61,9 @@ def test_jobs_list_shows_every_status_with_counts_filters_and_pages(  # type: ig
     assert submitted == sorted(submitted, reverse=True) and len(page["rows"]) == 10
     assert {r["job_id"] for r in listed(settings, engine.state_dir, "--status", "running")["rows"]} == \
         {h.job_id for h in running}
+    assert {r["job_id"] for r in listed(settings, engine.state_dir, "--status", "running", "--tenant", "globex",
+                                        "--type", "slow")["rows"]} == {h.job_id for h in running}
+    assert listed(settings, engine.state_dir, "--status", "running", "--tenant", "acme")["rows"] == []
     globex_dead = listed(settings, engine.state_dir, "--tenant", "globex", "--type", "fragile", "--status", "dead")
     assert [r["job_id"] for r in globex_dead["rows"]] == [dead.job_id] and globex_dead["rows"][0]["error"]
     assert globex_dead["counts"]["dead"] == 1 and globex_dead["counts"]["completed"] == 0

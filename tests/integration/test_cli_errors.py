@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from engine.client import Client
 from engine.config import Settings
+from engine.errors import ValidationError
 from engine.runtime.tenants import set_tenant
 from tests.integration.conftest import ROOT, start_engine
 
@@ -68,6 +71,11 @@ def test_status_of_unknown_and_scheduled_jobs(settings: Settings, client: Client
     assert done.returncode == 1 and "unknown job" in one_line(done)
     done = epochq(settings, "history", "00000000-0000-4000-8000-000000000000")
     assert done.returncode == 1 and "unknown job" in one_line(done)
+    for bad, why in ((None, "must be a string, got NoneType"), ("", "must not be empty")):
+        with pytest.raises(ValidationError, match=f"^job_id: {why}"):
+            client.status(bad)  # type: ignore[arg-type]
+    done = epochq(settings, "status", "")
+    assert done.returncode == 2 and one_line(done) == "epochq: error: job_id: must not be empty"
 
 
 def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: ignore[no-untyped-def]
@@ -79,9 +87,31 @@ def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: igno
     assert done.returncode == 4, (done.stdout, done.stderr)
     lines = [line for line in done.stderr.splitlines() if not line.startswith("%")]
     assert lines[-1].endswith("still running after 1 s") and "Traceback" not in done.stderr, lines
-    assert [line.rsplit(": ", 1)[1] for line in lines[:-1]] == ["accepted", "queued", "running"], lines
+    assert [line.split(": ", 2)[2] for line in lines[:-1]] == ["accepted", "queued", "running (attempt 1)"], lines
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     assert later.wait(1).status == "scheduled"
     shown = epochq(settings, "status", later.job_id)
     assert shown.returncode == 0 and ": scheduled" in shown.stdout and "  due: 20" in shown.stdout, shown.stdout
     assert engine.proc.poll() is None
+
+
+def test_rebuilding_a_partition_the_topic_does_not_have_is_refused_and_leaves_nothing(settings: Settings) -> None:
+    for partition in ("3", "-1"):
+        done = epochq(settings, "projections", "rebuild", "--partition", partition)
+        assert done.returncode == 2, done.stderr
+        assert one_line(done) == f"epochq: error: --partition: {settings.events_topic} has partitions 0-2, " \
+                                 f"not {partition}"
+    root = Path(settings.state_dir) / settings.namespace
+    assert not root.exists() or not list(root.iterdir())  # no lock or rebuild directory left behind
+
+
+def test_a_relative_time_past_any_date_is_refused_naming_the_flag(settings: Settings) -> None:
+    done = epochq(settings, "submit", "echo", "--tenant", "a", "--run-at", "+99999999d")
+    assert done.returncode == 2 and one_line(done).startswith("epochq: error: run_at: '+99999999d' is further"), \
+        done.stderr
+
+
+def test_a_wait_with_no_engine_says_nothing_decided_the_command(settings: Settings) -> None:
+    done = epochq(settings, "submit", "echo", "--tenant", "a", "--wait", "--timeout", "1")
+    assert done.returncode == 4 and one_line(done).endswith(
+        "still submitted after 1 s (no engine decided its command: is one running on this namespace?)"), done.stderr

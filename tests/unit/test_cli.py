@@ -115,13 +115,16 @@ def test_freshness_names_missing_partitions_and_those_behind_the_log() -> None:
     assert "could not be read" in freshness(settings, {0: 8}, {})
 
 
-def test_an_unreachable_broker_is_one_line_and_status_3_without_librdkafkas_own_lines() -> None:
+@pytest.mark.parametrize("argv", [("status", "some-job"), ("submit", "x", "--tenant", "a"), ("topics", "describe"),
+                                  ("tenants", "list"), ("history", "some-job")])
+def test_an_unreachable_broker_is_one_line_naming_the_address_and_status_3(argv: tuple[str, ...]) -> None:
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "engine.cli.main", "status", "some-job", "--bootstrap", "127.0.0.1:1"],
+    run = subprocess.run([sys.executable, "-m", "engine.cli.main", *argv, "--bootstrap", "127.0.0.1:1"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 3, run.stderr
     lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("epochq: error: kafka:") and "broker" in lines[0], run.stderr
+    assert lines == [lines[0]] and lines[0].startswith("epochq: error: cannot reach Kafka at 127.0.0.1:1: "
+                                                        "connection refused"), run.stderr
     assert "%3|" not in run.stderr

@@ -38,6 +38,9 @@ from engine.contract.messages import (
     ResumeSchedule, ScheduleArmed, ScheduleFired, SchedulePaused, ScheduleRemoved, ScheduleResumed,
     ScheduleUpserted, UpsertSchedule,
 )
+from engine.contract.messages import (
+    ClearRateLimit, JobReprioritized, RateLimitCleared, RateLimitSet, ReprioritizeJob, SetRateLimit,
+)
 from engine.contract.partitioner import murmur2, partition_for
 from engine.errors import DecodeError, ValidationError
 
@@ -61,6 +64,10 @@ COMMAND_SAMPLES = [
     ReportOccurrence("nightly", T0, "job-9", "completed"),
     PauseTaskType("email.send", "smtp maintenance", "ops"),
     ResumeTaskType("email.send"),
+    SetRateLimit("email.send", 12.5, 3, "smtp quota", "ops"),
+    SetRateLimit("email.send", 0.1),
+    ClearRateLimit("email.send", "quota lifted", "ops"),
+    ReprioritizeJob(9, "vip", "ops"),
 ]
 
 EVENT_SAMPLES = [
@@ -96,6 +103,9 @@ EVENT_SAMPLES = [
     JobProgressed(3),
     TaskTypePaused("email.send", "smtp maintenance", "ops"),
     TaskTypeResumed("email.send"),
+    RateLimitSet("email.send", 12.5, 3, 480_000, 1, "smtp quota", "ops"),
+    RateLimitCleared("email.send"),
+    JobReprioritized(9, 2, "HIGH", "vip", "ops"),
     ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
     SchedulePaused("nightly", "holiday"),
     ScheduleResumed("nightly"),

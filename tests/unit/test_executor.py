@@ -185,6 +185,8 @@ def test_results_encode_to_sorted_json_or_model_json() -> None:
     assert encode_result({"b": 1, "a": [Email(to="x")]}) == b'{"a":[{"retries":0,"to":"x"}],"b":1}'
     assert encode_result(Email(to="x")) == Email(to="x").model_dump_json().encode()
     assert encode_result({"when": Lane.HIGH}) == b'{"when":"HIGH"}'
+    assert encode_result({"name": "Zoë 東京"}) == '{"name":"Zoë 東京"}'.encode()  # UTF-8, not \u escapes
+    assert encode_result({"odd": "\ud800"}) == b'{"odd":"\\ud800"}'  # a lone surrogate has no UTF-8: escaped
     for bad in ({"x": float("inf")}, {1: "a", "b": 2}):
         with pytest.raises(TypeError, match="not JSON-encodable"):
             encode_result(bad)

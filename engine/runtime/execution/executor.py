@@ -1,6 +1,7 @@
 """What is running in which lane's slots, and how each attempt ended.
 
 It only runs handlers and reports outcomes; the partition owner turns them into events.
+The values it takes and gives live in ``verdicts``, one attempt's call order in ``attempt``.
 """
 
 from __future__ import annotations
@@ -13,215 +14,28 @@ import queue
 import sys
 import threading
 import time
-import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticValidationError
-
-from engine.app import App, TaskSpec, is_class_handler
+from engine.app import App, TaskSpec
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
 from engine.runtime.execution.aio import AsyncRunner
+from engine.runtime.execution.attempt import failed_attempt, run_attempt, run_attempt_async, run_in_process
 from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.lanethreads import LaneThreads
-from engine.runtime.execution.payloads import encode_result, load_payload
+from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult, since
+
+__all__ = ["Executor", "Outcome", "OutcomeKind", "RunRequest", "RunResult"]
 
 log = logging.getLogger(__name__)
 
-TRACEBACK_FRAMES = 3
-MAX_TEXT = 2000
 PROCESS_START_METHOD = "spawn"  # a fresh interpreter: forking a threaded process is unsafe
-INVALID_ERRORS = (ValidationError, PydanticValidationError)
-
-
-class OutcomeKind(StrEnum):
-    """How an attempt ended: ``invalid`` is dead-lettered at once, ``failed`` may be retried."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    INVALID = "invalid"
-    CANCELLED = "cancelled"  # stopped (raised, or ran out of its cancel grace) after a cancel was asked for
-
-
-@dataclass(frozen=True, slots=True)
-class RunRequest:
-    """One attempt the owner of ``partition`` (at ``epoch``) asks the executor to run."""
-
-    partition: int
-    epoch: int
-    job_id: str
-    tenant: str
-    task_type: str
-    attempt: int
-    lane: Lane
-    payload: Payload
-    idempotency_key: str | None
-    deadline: float
-    queued_at_us: int
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack."""
-
-    kind: OutcomeKind
-    result: bytes | None = None
-    error_type: str = ""
-    message: str = ""
-    traceback: str = ""
-    duration_us: int = 0
-    retryable: bool = False
-
-    @classmethod
-    def succeeded(cls, result: bytes | None, duration_us: int) -> Outcome:
-        """The handler returned ``result`` (already encoded)."""
-        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
-
-    @classmethod
-    def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:
-        """A validation error is ``invalid`` (never retried); anything else ``failed``."""
-        invalid = isinstance(exc, INVALID_ERRORS)
-        kind = OutcomeKind.INVALID if invalid else OutcomeKind.FAILED
-        return cls(kind, None, type(exc).__qualname__, _clip(str(exc)), summarize_traceback(exc),
-                   duration_us, retryable=not invalid)
-
-    def cancelled(self) -> Outcome:
-        """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
-        return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
-                       self.duration_us, retryable=False)
-
-    @classmethod
-    def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:
-        """Asked to stop, the attempt ran past its cancel grace; whatever it returns later is discarded."""
-        message = f"did not stop within the cancel grace ({grace_s:.3g}s); a result it produces later is discarded"
-        return cls(OutcomeKind.CANCELLED, None, "Cancelled", message, "", duration_us, retryable=False)
-
-    @classmethod
-    def timed_out(cls, allowed_s: float, duration_us: int) -> Outcome:
-        """The attempt ran past its deadline; whatever it returns later is discarded."""
-        message = f"attempt exceeded its deadline ({allowed_s:.3g}s); a result it produces later is discarded"
-        return cls(OutcomeKind.FAILED, None, "TimeoutError", message, "", duration_us, retryable=True)
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """An attempt together with how it ended."""
-
-    request: RunRequest
-    outcome: Outcome
-
-
-def summarize_traceback(exc: BaseException) -> str:
-    """The last few frames and the exception line, at most ``MAX_TEXT`` characters."""
-    tbe = traceback.TracebackException.from_exception(exc)
-    frames = traceback.StackSummary.from_list(list(tbe.stack)[-TRACEBACK_FRAMES:])
-    header = "Traceback (most recent call last):\n" if frames else ""
-    return _clip(header + "".join(frames.format()) + "".join(tbe.format_exception_only()))
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_TEXT else "…" + text[-(MAX_TEXT - 1):]
-
-
-def _since(started_ns: int) -> int:
-    return (time.perf_counter_ns() - started_ns) // 1000
-
-
-# --- one attempt, in a thread or in a child process ----------------------------------------
-
-
-def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
-    """One attempt in order: validate the payload → before_execute → execute → after_execute.
-
-    ``after_execute`` runs whenever ``before_execute`` did; it cannot change the outcome.
-    """
-    started = time.perf_counter_ns()
-    try:
-        value = _validated(handler, model, ctx.task_type, payload)
-    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, _since(started))
-    if not is_class_handler(handler):
-        return _call(lambda: handler(ctx, value), started)
-    outcome = _call(lambda: _before_then_execute(handler, ctx, value), started)
-    _after_execute(handler, ctx, value, outcome)
-    return outcome
-
-
-def _validated(handler: Any, model: type[BaseModel] | None, task_type: str, payload: Payload) -> Any:
-    value = load_payload(payload, model, task_type)
-    hook = getattr(handler, "validate", None) if is_class_handler(handler) else None
-    return value if hook is None else hook(value)
-
-
-def _before_then_execute(handler: Any, ctx: JobContext, value: Any) -> Any:
-    hook = getattr(handler, "before_execute", None)
-    if hook is not None:
-        hook(ctx, value)
-    return handler.execute(ctx, value)
-
-
-def _call(fn: Callable[[], Any], started_ns: int) -> Outcome:
-    try:
-        result = encode_result(fn())
-    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, _since(started_ns))
-    return Outcome.succeeded(result, _since(started_ns))
-
-
-def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) -> None:
-    hook = getattr(handler, "after_execute", None)
-    try:
-        if hook is not None:
-            hook(ctx, value, outcome)
-    except Exception:
-        ctx.logger.exception("after_execute raised; the outcome (%s) stands", outcome.kind)
-
-
-async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: JobContext,
-                            payload: Payload) -> Outcome:
-    """:func:`run_attempt` for an ``async def`` handler (or ``execute``), on the engine's event loop."""
-    started = time.perf_counter_ns()
-    try:
-        value = _validated(handler, model, ctx.task_type, payload)
-    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, _since(started))
-    try:
-        if is_class_handler(handler):
-            hook = getattr(handler, "before_execute", None)
-            if hook is not None:
-                hook(ctx, value)
-            returned = await handler.execute(ctx, value)
-        else:
-            returned = await handler(ctx, value)
-        outcome = Outcome.succeeded(encode_result(returned), _since(started))
-    except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        outcome = Outcome.from_exception(e, _since(started))
-    if is_class_handler(handler):
-        _after_execute(handler, ctx, value, outcome)
-    return outcome
-
-
-def _run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
-    """The child's side of a process-pool attempt: the same call order, a picklable outcome.
-
-    The handler arrives pickled, so a handler instance is a fresh copy on every attempt.
-    """
-    return run_attempt(handler, model, ctx, payload)
-
-
-def _failed_attempt(error: BaseException) -> Outcome:
-    return Outcome.from_exception(error, 0)
-
-
-# --- the executor ---------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -326,7 +140,7 @@ class Executor:
                          self._progress)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
-                    _failed_attempt)
+                    failed_attempt)
             if waking is not None:
                 waking.append(item)
             else:
@@ -345,7 +159,7 @@ class Executor:
         try:
             outcome = self._attempt(spec, ctx, payload)
         except BaseException as e:  # noqa: BLE001 - never lose a result: the slot would be held until the deadline
-            outcome = Outcome.from_exception(e, _since(started))
+            outcome = Outcome.from_exception(e, since(started))
         self._report((token, outcome, time.time()))
 
     def _attempt(self, spec: TaskSpec, ctx: JobContext, payload: Payload) -> Outcome:
@@ -353,7 +167,7 @@ class Executor:
             return run_attempt(spec.handler, spec.model, ctx, payload)
         pool = self._process_pool()
         try:
-            return pool.submit(_run_in_process, spec.handler, spec.model, ctx, payload).result()
+            return pool.submit(run_in_process, spec.handler, spec.model, ctx, payload).result()
         except BrokenProcessPool:
             self._drop_process_pool(pool)
             raise
@@ -494,7 +308,7 @@ class Executor:
                         request.task_type, request.attempt, entry.grace_s)
         if self._aio is not None:
             self._aio.cancel(token)
-        return RunResult(request, self._late(entry, _since(entry.started_ns)))
+        return RunResult(request, self._late(entry, since(entry.started_ns)))
 
     def in_flight(self, partition: int | None = None) -> int:
         """How many attempts are running (of ``partition``, or of all partitions)."""

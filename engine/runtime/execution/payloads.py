@@ -88,7 +88,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
 
 
 def encode_result(value: Any) -> bytes | None:
-    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON.
+    """Result bytes: ``None`` stays ``None``, a model its JSON, anything else sorted JSON in UTF-8 (non-ASCII kept).
 
     At most ``MAX_RESULT_BYTES``.
     """
@@ -105,13 +105,17 @@ def _result_bytes(value: Any) -> bytes | None:
     if isinstance(value, BaseModel):
         return value.model_dump_json().encode()
     try:
-        text = json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"), allow_nan=False,
+                          ensure_ascii=False)
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"handler result of type {type(value).__name__} is not JSON-encodable ({e}); "
             "return JSON-compatible data, a pydantic model or None"
         ) from e
-    return text.encode()
+    try:
+        return text.encode()  # UTF-8: "Zoë" stays "Zoë" for a reader in any language
+    except UnicodeEncodeError:  # a lone surrogate has no UTF-8: escaped, as JSON allows
+        return json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _json_default(value: Any) -> Any:

@@ -19,6 +19,7 @@ from engine.contract.signing import Proof
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.pauses import check_task_command, decide_pause, is_task_command
+from engine.domain.ratelimits import Bucket, check_limit_command, decide_limit, is_limit_command, shown_rate
 from engine.domain.schedules import is_schedule_command
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
@@ -27,6 +28,7 @@ from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views import keys as k
 from projections.views.counters import read_int
 from projections.views.pauses import is_paused
+from projections.views.ratelimits import read_limit
 
 log = logging.getLogger("epochq.admit")
 NO_LIMITS = Limits()
@@ -126,6 +128,9 @@ class Admission:
         if is_task_command(command):  # its "job" is the task type in this partition: engine/domain/pauses.py
             self._pause(partition, command, ctx)
             return
+        if is_limit_command(command):  # the same, for a rate limit: engine/domain/ratelimits.py
+            self._limit(partition, command, ctx)
+            return
         body = command.body
         if isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
@@ -143,6 +148,25 @@ class Admission:
         if isinstance(body, (m.TaskTypePaused, m.TaskTypeResumed)):
             log.warning("task type %s %s in partition %d (%s)", body.task_type,
                         "paused" if isinstance(body, m.TaskTypePaused) else "resumed", partition.number,
+                        body.reason or "no reason given")
+        partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
+                        command.correlation_id)
+
+    def _limit(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+        def bucket(task_type: str) -> Bucket | None:
+            record = read_limit(partition.batch, task_type)
+            return record.bucket if record is not None else None
+
+        try:
+            check_limit_command(command)
+            body = decide_limit(command, bucket, self.partitions)
+        except ValidationError as e:
+            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
+        if isinstance(body, m.RateLimitSet):
+            log.warning("task type %s limited to %s in partition %d (%s)", body.task_type, shown_rate(body.rate),
+                        partition.number, body.reason or "no reason given")
+        elif isinstance(body, m.RateLimitCleared):
+            log.warning("task type %s: rate limit cleared in partition %d (%s)", body.task_type, partition.number,
                         body.reason or "no reason given")
         partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
                         command.correlation_id)

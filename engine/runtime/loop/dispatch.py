@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.domain.decide import DecideContext, Emit, StartAttempt
 from engine.domain.fairness import FairState, TenantHead, advance, pick, service_units
@@ -20,8 +20,23 @@ from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.timers import SetAside
 from projections.views import keys as k
 from projections.views.pauses import is_paused
+from projections.views.ratelimits import read_limit
 
-MAX_SKIPPED = 256  # blocked jobs (breaker open) passed over per tenant per tick
+MAX_SKIPPED = 256  # blocked jobs (breaker open, paused, rate-limited) passed over per tenant per tick
+
+
+class TokenWake:
+    """When the loop must wake for a rate-limited job that waits for its bucket (µs; None: no such job)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at: int | None = None
+
+    def note(self, at: int) -> None:
+        """A job waits until ``at``."""
+        if self.at is None or at < self.at:
+            self.at = at
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +48,17 @@ class Dispatcher:
     worker: str
     set_aside: SetAside
     fair: bool = True
+    wake: TokenWake = field(default_factory=TokenWake)
+
+    def rate_allows(self, partition: Partition, task_type: str, now: int) -> bool:
+        """Whether the task type's rate limit in ``partition`` lets one of its jobs start at ``now``.
+
+        When it does not, the loop is told to wake when the bucket's next token is due."""
+        record = read_limit(partition.batch, task_type)
+        if record is None or record.bucket.allows(now):
+            return True
+        self.wake.note(record.bucket.ready_at())
+        return False
 
     def deal(self, lane: str, free: int, partitions: list[Partition],
              ctx_of: Callable[[Partition], DecideContext]) -> int:
@@ -86,8 +112,8 @@ class LaneRound:
 
     def _take(self, job_id: str, units: int) -> None:
         job = self.partition.job(job_id)
-        if job is None:
-            return
+        if job is None or not self.d.rate_allows(self.partition, job.task_type, self.ctx.now):
+            return  # the bucket emptied since the job became its tenant's head: it waits, in its place
         allowed, half_open = self.d.board.take_start(job.task_type, job_id, self.ctx.now)
         if not allowed:
             return
@@ -118,7 +144,8 @@ class LaneRound:
             job = self.partition.job(job_id)
             if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
                                                                                               self.ctx.now) \
-                    or is_paused(self.partition.batch, job.task_type):
+                    or is_paused(self.partition.batch, job.task_type) \
+                    or not self.d.rate_allows(self.partition, job.task_type, self.ctx.now):
                 return None
             weight = self.d.weight(tenant)
             return TenantHead.from_order(tenant, weight, units_of(weight), order)

@@ -160,12 +160,13 @@ class Engine:
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
+        token, self.dispatcher.wake.at = self.dispatcher.wake.at, None  # noted again by jobs still waiting for one
         if self.lifecycle.restoring or any(p.commands or p.results for p in self.partitions.values() if p.can_decide):
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for n, t in self.lifecycle.timers.items()
                 if (p := self.partitions.get(n)) is not None and p.can_decide]  # a writing one wakes us when done
-        soonest = min((d for d in dues if d is not None), default=None)
+        soonest = min((d for d in [*dues, token] if d is not None), default=None)
         if soonest is not None:
             wait = min(wait, max(0.0, soonest / 1e6 - time.time()))
         return min(wait, max(0.0, self.executor.next_deadline() - time.time()))
@@ -254,6 +255,9 @@ class Engine:
         self._turn += 1
         starting = [job.lane for p in self.partitions.values() for _, job in p.staged.starts]
         starting += [job.lane for w in self._writing for _, job in w.staged.starts]
+        # A handler that returned freed its slot, but its result waits for its partition's transaction:
+        # the slot stays taken until the result is recorded, or a breaker would open one start too late.
+        starting += [result.request.lane.value for p in self.partitions.values() for result in p.results]
         for lane in RUNNABLE_LANES:
             free = self.executor.free_slots(lane) - starting.count(lane.value)
             if free > 0:

@@ -15,6 +15,11 @@ pauses, resumes and seeks go through the reader, between two ``consume()`` calls
 reader publishes the group metadata a transaction commits offsets with after each call.
 Each command batch is tagged with the number of seeks applied before it was read: the
 loop drops a batch's records of a partition it rewound after that batch was read.
+
+A seek librdkafka refuses (a partition whose fetcher is between states, as during a leader
+move) is tried again, and the requests behind it wait, for as long as the partition is
+assigned: skipping it would drop the records between the rewind point and the fetch
+position until the next restart.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ log = logging.getLogger("epochq.inbox")
 
 MAX_BACKLOG = 5000
 """Command records the reader lets wait in the inbox before it stops consuming for a while."""
+
+SEEK_WARN_EVERY_S = 30.0
+"""How often a seek that keeps being refused is logged again."""
 
 
 class Change(StrEnum):
@@ -69,6 +77,16 @@ class Arrivals:
 
 
 _COMMANDS, _RESULT, _NOTE = 0, 1, 2
+
+
+@dataclass(slots=True)
+class Seek:
+    """A rewind of one partition the loop asked for, until the consumer took it."""
+
+    partition: int
+    offset: int
+    refused: int = 0  # times librdkafka refused it
+    warned_at: float = 0.0
 
 
 class Inbox:
@@ -142,7 +160,8 @@ class CommandReader(threading.Thread):
         self._requested = 0  # asked for by the loop
         self.metadata: Any = None  # the group metadata as of the last consume()
         self.failure: BaseException | None = None
-        self._requests: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[Callable[[], None] | Seek] = queue.SimpleQueue()
+        self._pending: Seek | None = None  # a refused seek, tried again before any later request
         self._stopping = threading.Event()
         self._closed = threading.Event()
 
@@ -151,7 +170,7 @@ class CommandReader(threading.Thread):
     def seek(self, partition: int, offset: int) -> int:
         """Ask for ``partition`` to be read again from ``offset``; the tag batches read after it carry."""
         self._requested += 1
-        self._requests.put(lambda: self._seek(partition, offset))
+        self._requests.put(Seek(partition, offset))
         return self._requested
 
     def pause(self, partitions: list[int]) -> None:
@@ -195,19 +214,47 @@ class CommandReader(threading.Thread):
             self._close()
 
     def _serve_requests(self) -> None:
+        """Apply the loop's requests in order; a refused seek holds back the ones behind it."""
+        if self._pending is not None and not self._seek(self._pending):
+            return
+        self._pending = None
         while True:
             try:
                 request = self._requests.get_nowait()
             except queue.Empty:
                 return
-            request()
+            if not isinstance(request, Seek):
+                request()
+            elif not self._seek(request):
+                self._pending = request
+                return
 
-    def _seek(self, partition: int, offset: int) -> None:
-        self.seeks += 1
+    def _seek(self, request: Seek) -> bool:
+        """Whether the seek is done with: applied, or moot because the partition left."""
         try:
-            self.consumer.seek(TopicPartition(self.topic, partition, offset))
-        except Exception as e:  # noqa: BLE001 - a partition revoked meanwhile cannot be sought; fine
-            log.info("seek of commands[%d] to %d skipped: %s", partition, offset, e)
+            self.consumer.seek(TopicPartition(self.topic, request.partition, request.offset))
+        except Exception as e:  # noqa: BLE001 - refused now; tried again while the partition is ours
+            if self._assigned(request.partition):
+                self._refused(request, e)
+                return False
+            log.info("seek of commands[%d] to %d dropped: the partition left (%s)", request.partition,
+                     request.offset, e)
+        self.seeks += 1
+        return True
+
+    def _assigned(self, partition: int) -> bool:
+        try:
+            return any(tp.partition == partition for tp in self.consumer.assignment())
+        except Exception:  # noqa: BLE001 - a consumer that cannot say: assume it still holds it, try again
+            return True
+
+    def _refused(self, request: Seek, error: Exception) -> None:
+        request.refused += 1
+        now = time.monotonic()
+        if request.refused == 1 or now - request.warned_at >= SEEK_WARN_EVERY_S:
+            request.warned_at = now
+            log.warning("seek of commands[%d] to %d refused (%s); trying again (%d time(s) so far)",
+                        request.partition, request.offset, error, request.refused)
 
     def _quietly(self, fn: Callable[[list[TopicPartition]], None], partitions: list[int]) -> None:
         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, Message, TopicPartition
@@ -19,14 +19,18 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain import fence
+from engine.domain.pauses import TASK_ENVELOPE
 from engine.errors import DecodeError
 from engine.runtime import kafka
+from engine.runtime.read.holdups import Holdups, projection_source
 from engine.runtime.read.joblog import LoggedEvent
 from engine.runtime.read.outcome import Outcome
 
 BATCH = 1000
 FETCH_WAIT_MS = 5
 """The reader's fetch.wait.max.ms: a new assignment joins the next fetch, at most this long from now."""
+PAUSES = TASK_ENVELOPE.encode()
+"""The key prefix of a task type's pause and resume events (their job id is the task type's envelope)."""
 MAX_WAIT_S = 0.1
 """The longest one poll blocks (it returns with the first record): how often the deadline is looked at."""
 
@@ -86,14 +90,16 @@ class Follower:
                watch: Watch | None = None) -> Iterator[Outcome]:
         """Each job's outcome as soon as ``until`` holds for it; at the deadline, the others as they stand.
 
-        ``watch`` is called with a job's outcome whenever its status changes.
+        ``watch`` is called with a job's outcome whenever its status changes, and when a queued
+        job is found held (``outcome.held``: its task type's breaker is open, or it is paused).
         """
         if not jobs:
             return
         shared = self._lock.acquire(blocking=False)
         consumer = self._shared() if shared else kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
+        holdups = Holdups(projection_source(self.settings)) if watch is not None else None
         try:
-            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch).run(timeout)
+            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch, holdups).run(timeout)
         finally:
             if shared:
                 consumer.unassign()
@@ -117,9 +123,10 @@ class _Run:
     """One follow: the outcomes of its jobs, folded from the records read since their starts."""
 
     def __init__(self, consumer: Consumer, topic: str, jobs: Sequence[Followed], until: Until,
-                 watch: Watch | None) -> None:
-        self.consumer, self.topic, self.until, self.watch = consumer, topic, until, watch
+                 watch: Watch | None, holdups: Holdups | None = None) -> None:
+        self.consumer, self.topic, self.until, self.watch, self.holdups = consumer, topic, until, watch, holdups
         self.outcomes = {j.job_id: Outcome(j.job_id) for j in jobs}
+        self.partition_of = {j.job_id: j.partition for j in jobs}
         self.keys = {j.job_id.encode(): j.job_id for j in jobs}
         self.partitions: dict[int, _Partition] = {}
         for job in jobs:
@@ -135,6 +142,8 @@ class _Run:
             first = self.consumer.poll(min(remaining, MAX_WAIT_S))  # returns with the first record
             if first is not None:
                 yield from self._take([first, *self.consumer.consume(BATCH, 0)])
+            if self.holdups is not None and self.holdups.due() and self._queued() and self.holdups.refresh():
+                self._recheck(self.pending)
         for job_id in sorted(self.pending):
             yield self.outcomes[job_id]
 
@@ -148,6 +157,8 @@ class _Run:
             before = outcome.status
             outcome.apply(logged)
             if self.watch is not None and outcome.status != before:
+                outcome.held = None
+                self._recheck([job_id], quiet=True)
                 self.watch(outcome)
             if job_id in self.pending and self.until(outcome):
                 self.pending.discard(job_id)
@@ -161,13 +172,40 @@ class _Run:
             return None
         state.next = offset + 1
         key = msg.key()
-        if key is not None and key not in self.keys:
+        if key is not None and key not in self.keys and not (self.holdups is not None and key.startswith(PAUSES)):
             return None
         try:
             event = decode_event_at(msg.value(), self.topic, p, offset)  # type: ignore[arg-type]
         except DecodeError:
             return None
         fenced = state.verdict(event)
-        if fenced is None or event.job_id not in self.outcomes:
+        if fenced is None or (not fenced and self._holdup(p, event)) or event.job_id not in self.outcomes:  # type: ignore[arg-type]
             return None
         return LoggedEvent(offset, event, fenced)
+
+    def _queued(self) -> bool:
+        """Whether a job still followed waits in a queue (what holds it is then worth reading again)."""
+        return any(self.outcomes[job_id].status == "queued" for job_id in self.pending)
+
+    def _holdup(self, partition: int, event: m.Event) -> bool:
+        """Take a breaker or pause event into account (and tell the jobs it holds); whether it was one."""
+        if self.holdups is None or not self.holdups.see(partition, event):
+            return False
+        self._recheck(self.pending)
+        return True
+
+    def _recheck(self, job_ids: Iterable[str], quiet: bool = False) -> None:
+        """Work out again what holds each queued job of ``job_ids``; tell the watch of a new holdup (unless ``quiet``:
+        the caller tells it with the change of status)."""
+        if self.holdups is None:
+            return
+        now = int(time.time() * 1e6)
+        for job_id in list(job_ids):
+            outcome = self.outcomes[job_id]
+            held = self.holdups.why(outcome.task_type, self.partition_of[job_id], now) \
+                if outcome.status == "queued" else None
+            if held == outcome.held:
+                continue
+            outcome.held = held
+            if held is not None and not quiet and self.watch is not None:
+                self.watch(outcome)

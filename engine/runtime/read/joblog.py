@@ -11,6 +11,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
+from engine.contract.validation import check_job_id
 from engine.errors import DecodeError, TopicMismatchError
 from engine.domain import fence
 from engine.runtime import kafka
@@ -95,13 +96,16 @@ def job_history(settings: Settings, job_id: str, tenant: str | None = None) -> l
 
     With a store of the job's partition in the state directory, the events it folded are
     read at the offsets of its history index, and only the log after its applied offset is
-    scanned; without one, the partition is scanned from offset 0.
+    scanned; without one, the partition is scanned from offset 0. A job with no event there
+    is looked up in the history index of the state directory's other stores: a record
+    produced to the wrong partition is rejected (``wrong_partition``) where it landed.
 
     ``tenant``: the caller's tenant. Another tenant's job reads as no events at all, exactly
     as an unknown id does, so a tenant cannot even learn that the id exists. Without it (an
-    operator, an auditor) every job is read.
+    operator, an auditor) every job is read. A ``job_id`` that is no id at all (empty, not a
+    string, too long) is a ``ValidationError`` naming ``job_id``.
     """
-    events = _job_history(settings, job_id)
+    events = _job_history(settings, check_job_id(job_id))
     return events if tenant is None or owner_tenant(events) in (None, tenant) else []
 
 
@@ -122,10 +126,22 @@ def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
         indexed = indexed_history(settings, p, job_id)
         if indexed is None:
             records = scan_partition(consumer, settings.events_topic, p)
-            return list(with_fencing(_decoded(records, settings.events_topic, p), job_id))
-        out = read_at(consumer, settings.events_topic, p, indexed.entries)
-        tail = scan_partition(consumer, settings.events_topic, p, indexed.applied_offset + 1)
-        out += with_fencing(_decoded(tail, settings.events_topic, p), job_id, claim=indexed.epoch)
-        return out
+            out = list(with_fencing(_decoded(records, settings.events_topic, p), job_id))
+        else:
+            out = read_at(consumer, settings.events_topic, p, indexed.entries)
+            tail = scan_partition(consumer, settings.events_topic, p, indexed.applied_offset + 1)
+            out += with_fencing(_decoded(tail, settings.events_topic, p), job_id, claim=indexed.epoch)
+        return out or _landed_elsewhere(settings, consumer, job_id, p)
     finally:
         consumer.close()
+
+
+def _landed_elsewhere(settings: Settings, consumer: Consumer, job_id: str, home: int) -> list[LoggedEvent]:
+    """The job's events in partitions other than its own (a record produced to the wrong partition is rejected
+    where it landed), as the other stores of the state directory indexed them; none without such stores."""
+    from projections.misrouted import landed_elsewhere
+
+    out: list[LoggedEvent] = []
+    for landed in landed_elsewhere(settings, job_id, home):
+        out += read_at(consumer, settings.events_topic, landed.partition, landed.entries)
+    return out

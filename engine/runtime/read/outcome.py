@@ -17,6 +17,7 @@ STATUS_OF = {
     "JobReplayed": "queued", "JobRequeued": "queued", "JobRejected": "rejected",
     "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
     "TaskTypePaused": "paused", "TaskTypeResumed": "resumed",  # the envelope of a task type's pause in a partition
+    "RateLimitSet": "limited", "RateLimitCleared": "unlimited",  # the envelope of a task type's rate limit
 }
 
 
@@ -35,6 +36,8 @@ class Outcome:
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
+    task_type: str | None = None  # from the job's JobSubmitted (or JobRejected)
+    held: str | None = None  # while queued: what a waiter knows holds it (an open breaker, a pause); set by a follow
 
     @property
     def known(self) -> bool:
@@ -57,7 +60,9 @@ class Outcome:
 
 
 def _details(outcome: Outcome, body: m.EventBody) -> None:
-    if isinstance(body, m.JobSucceeded):
+    if isinstance(body, m.JobSubmitted):
+        outcome.task_type = body.task_type
+    elif isinstance(body, m.JobSucceeded):
         outcome.result = _decode_result(body.result)
     elif isinstance(body, m.JobFailed):
         outcome.error = f"{body.error_type}: {body.message}"
@@ -68,7 +73,7 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, m.JobProgressed):
         outcome.progress = (body.value, body.message)
     elif isinstance(body, m.JobRejected):
-        outcome.reason, outcome.error = body.reason, body.detail
+        outcome.reason, outcome.error, outcome.task_type = body.reason, body.detail, body.task_type or None
     elif isinstance(body, m.JobDeadLettered):
         outcome.reason = body.reason
     elif isinstance(body, m.DuplicateSubmitted):

@@ -1,0 +1,134 @@
+"""What decide takes and returns: its inputs, its context, and the events and commands it asks for. Pure values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from engine.contract import messages as m
+from engine.domain.jobs import JobView
+from engine.domain.retry import RetryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPolicy:
+    """What decide must know of a task type: its retry policy and pinned lane."""
+
+    retry: RetryPolicy = RetryPolicy()
+    lane: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Queue depths at admission and their limits (None: unlimited): backpressure's inputs."""
+
+    tenant_depth: int = 0
+    tenant_max: int | None = None
+    lane_depth: int = 0
+    lane_max: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DecideContext:
+    """Everything decide may depend on besides the job: time, limits, task policies."""
+
+    now: int
+    epoch: int = 0
+    max_payload_bytes: int = 512 * 1024
+    tasks: Mapping[str, TaskPolicy] | None = None  # None: accept any task type
+    default_policy: TaskPolicy = TaskPolicy()
+    limits: Limits = Limits()
+    scope_tenants: tuple[str, ...] = ()  # the tenants a scoped SubmitJob resolves to (engine-resolved)
+
+    def policy(self, task_type: str) -> TaskPolicy:
+        """The task type's policy, or the default one."""
+        if self.tasks is None:
+            return self.default_policy
+        return self.tasks.get(task_type, self.default_policy)
+
+
+class Emit(NamedTuple):
+    """One event decide wants written, before the engine adds id, epoch, owner and time.
+
+    A named tuple rather than a frozen dataclass: one is built per event on the hot path."""
+
+    job_id: str | None
+    tenant_id: str | None
+    body: m.EventBody
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A command decide wants produced to ``<ns>.commands`` in the same transaction as its events."""
+
+    command: m.Command
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInput:
+    """A command read from partition p of ``<ns>.commands`` at ``offset``."""
+
+    command: m.Command
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimerFired:
+    """The job's due time has come (a delay or a retry backoff ended)."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartAttempt:
+    """The executor has a free slot for this queued job."""
+
+    job_id: str
+    worker: str = ""
+    fair_units: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFinished:
+    """A handler returned (or raised) for ``attempt`` of the job."""
+
+    job_id: str
+    attempt: int
+    kind: str  # succeeded | failed | invalid | cancelled (stopped after a cancel request)
+    duration_us: int
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    retryable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueOrphan:
+    """The job was found running under an older epoch when this owner claimed the partition."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressReported:
+    """A running attempt's latest ``ctx.progress`` report, as the executor collected it."""
+
+    job_id: str
+    attempt: int
+    value: float | None
+    message: str
+
+
+Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan | ProgressReported
+Decision = list[Emit | Send]
+"""What one input causes: events to write and commands to send, in order."""
+
+
+def tenant_of(cmd: m.Command, job: JobView | None) -> str:
+    """The tenant of the events a command causes: the job's, when the job exists."""
+    return job.tenant_id if job is not None else cmd.tenant_id

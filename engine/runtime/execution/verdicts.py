@@ -1,0 +1,116 @@
+"""How an attempt ended: the request the owner makes, the verdict on it, and the two together.
+
+Values only: the executor produces them, the partition owner turns them into events.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import ValidationError as PydanticValidationError
+
+from engine.contract.messages import Payload
+from engine.domain.lanes import Lane
+from engine.errors import ValidationError
+
+TRACEBACK_FRAMES = 3
+MAX_TEXT = 2000
+INVALID_ERRORS = (ValidationError, PydanticValidationError)
+
+
+class OutcomeKind(StrEnum):
+    """How an attempt ended: ``invalid`` is dead-lettered at once, ``failed`` may be retried."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INVALID = "invalid"
+    CANCELLED = "cancelled"  # stopped (raised, or ran out of its cancel grace) after a cancel was asked for
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One attempt the owner of ``partition`` (at ``epoch``) asks the executor to run."""
+
+    partition: int
+    epoch: int
+    job_id: str
+    tenant: str
+    task_type: str
+    attempt: int
+    lane: Lane
+    payload: Payload
+    idempotency_key: str | None
+    deadline: float
+    queued_at_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack."""
+
+    kind: OutcomeKind
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    duration_us: int = 0
+    retryable: bool = False
+
+    @classmethod
+    def succeeded(cls, result: bytes | None, duration_us: int) -> Outcome:
+        """The handler returned ``result`` (already encoded)."""
+        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:
+        """A validation error is ``invalid`` (never retried); anything else ``failed``."""
+        invalid = isinstance(exc, INVALID_ERRORS)
+        kind = OutcomeKind.INVALID if invalid else OutcomeKind.FAILED
+        return cls(kind, None, type(exc).__qualname__, clip(str(exc)), summarize_traceback(exc),
+                   duration_us, retryable=not invalid)
+
+    def cancelled(self) -> Outcome:
+        """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
+        return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
+                       self.duration_us, retryable=False)
+
+    @classmethod
+    def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:
+        """Asked to stop, the attempt ran past its cancel grace; whatever it returns later is discarded."""
+        message = f"did not stop within the cancel grace ({grace_s:.3g}s); a result it produces later is discarded"
+        return cls(OutcomeKind.CANCELLED, None, "Cancelled", message, "", duration_us, retryable=False)
+
+    @classmethod
+    def timed_out(cls, allowed_s: float, duration_us: int) -> Outcome:
+        """The attempt ran past its deadline; whatever it returns later is discarded."""
+        message = f"attempt exceeded its deadline ({allowed_s:.3g}s); a result it produces later is discarded"
+        return cls(OutcomeKind.FAILED, None, "TimeoutError", message, "", duration_us, retryable=True)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """An attempt together with how it ended."""
+
+    request: RunRequest
+    outcome: Outcome
+
+
+def summarize_traceback(exc: BaseException) -> str:
+    """The last few frames and the exception line, at most ``MAX_TEXT`` characters."""
+    tbe = traceback.TracebackException.from_exception(exc)
+    frames = traceback.StackSummary.from_list(list(tbe.stack)[-TRACEBACK_FRAMES:])
+    header = "Traceback (most recent call last):\n" if frames else ""
+    return clip(header + "".join(frames.format()) + "".join(tbe.format_exception_only()))
+
+
+def clip(text: str) -> str:
+    """``text`` cut to its last ``MAX_TEXT`` characters."""
+    return text if len(text) <= MAX_TEXT else "…" + text[-(MAX_TEXT - 1):]
+
+
+def since(started_ns: int) -> int:
+    """Microseconds elapsed since ``started_ns`` (``time.perf_counter_ns``)."""
+    return (time.perf_counter_ns() - started_ns) // 1000
