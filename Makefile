@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check unit integration jars bench bench-peers clean
+.PHONY: demo test check unit integration jars chromium bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -c "from engine.broker.fetch import ensure_jars; print('kafka jars:', ensure_jars())"
 
-test: jars check
+test: jars chromium check
 	$(BIN)/python -m pytest -q
 
 check: $(STAMP)  # the static checks (pyproject.toml): lint, types, layering; any failure fails `make test`
@@ -23,10 +23,13 @@ check: $(STAMP)  # the static checks (pyproject.toml): lint, types, layering; an
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache --no-logo
 
+chromium:  # the browser tests (tests/integration/browser) drive Debian's Chromium: no browser download is possible
+	test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
-integration: jars
+integration: jars chromium
 	$(BIN)/python -m pytest -q tests/integration
 
 demo: jars

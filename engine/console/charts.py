@@ -40,15 +40,16 @@ def histogram_svg(counts: Sequence[int], title: str, edges_ms: Sequence[int] = L
     """A vertical bar per bucket (``counts`` from :func:`histogram_counts`), counts over the bars, names under them."""
     labels = bucket_labels(edges_ms)
     top, col, height = max(counts) or 1, 40, 110
-    parts = [_open(col * len(counts) + 20, height + 60, title)]
+    parts = [_open(col * len(counts) + 20, height + 92, title)]
     for i, (n, label) in enumerate(zip(counts, labels)):
         h = round(height * n / top)
         x = 10 + i * col
         parts.append(f'<rect class="bar" x="{x}" y="{20 + height - h}" width="{col - 6}" height="{h}">'
                      f"<title>{escape(label)}: {n}</title></rect>")
         parts.append(f'<text x="{x + (col - 6) / 2}" y="{15 + height - h}" text-anchor="middle">{n}</text>')
-        parts.append(f'<text class="axis" x="{x + (col - 6) / 2}" y="{height + 38}" text-anchor="middle" '
-                     f'transform="rotate(30 {x + (col - 6) / 2} {height + 38})">{escape(label)}</text>')
+        # Each name ends under its own bar and slants down to the left, clear of its neighbours'.
+        parts.append(f'<text class="axis" x="{x + (col - 6) / 2}" y="{height + 32}" text-anchor="end" '
+                     f'transform="rotate(-40 {x + (col - 6) / 2} {height + 32})">{escape(label)}</text>')
     return Markup("".join(parts) + "</svg>")
 
 

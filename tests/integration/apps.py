@@ -122,3 +122,11 @@ def progressing(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     ctx.sleep(20)
     ctx.raise_if_cancelled()  # woken by a cancel: stop (returning would complete the job)
     return {"steps": 3}
+
+
+@app.task("shaky", retry=RetryPolicy(max_attempts=4, base_delay=0.2, max_delay=1, jitter=0.0))
+def shaky(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Fails on its first two attempts, then succeeds: two retries on the job's timeline."""
+    if ctx.attempt <= 2:
+        raise ConnectionError(f"upstream timed out (attempt {ctx.attempt})")
+    return {"attempt": ctx.attempt}
