@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test check unit integration jars chromium bench bench-peers clean
+.PHONY: demo test check unit integration jars chromium screenshots bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,7 +25,10 @@ check: $(STAMP)  # the static checks (pyproject.toml): lint, types, layering; an
 	$(BIN)/lint-imports --no-cache --no-logo
 
 chromium:  # the browser tests (tests/integration/browser) drive Debian's Chromium: no browser download is possible
-	test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+	test -x /usr/bin/chromium || { $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+screenshots: jars chromium  # the browser tests, writing docs/console/*.png (docs/console.md)
+	EPOCHQ_SCREENSHOTS=$(CURDIR)/docs/console $(BIN)/python -m pytest -q tests/integration/browser
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit

@@ -6,7 +6,8 @@ a browser of its own (``playwright install`` downloads one, which is not possibl
 Chromium the tests fail with one line that says what to install: never a skip.
 
 One engine (the test app of ``tests/integration/apps.py``) and one console serve every test of a
-module; each test uses tenants and ids of its own. Screenshots go to docs/console/ (docs/console.md).
+module; each test uses tenants and ids of its own. Screenshots go to a temp dir
+(docs/console/ with `make screenshots`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -32,7 +34,8 @@ from engine.runtime.topics import ensure_topics
 from tests.integration.conftest import ROOT, EngineProcess
 
 CHROMIUM = Path(os.environ.get("EPOCHQ_CHROMIUM", "/usr/bin/chromium"))
-SHOTS = ROOT / "docs" / "console"
+SHOTS = Path(os.environ.get("EPOCHQ_SCREENSHOTS") or Path(tempfile.gettempdir()) / "epochq-console-shots")
+"""Where screenshots go: a temp dir, or ``EPOCHQ_SCREENSHOTS`` (`make screenshots` sets docs/console)."""
 VIEWPORT = {"width": 1280, "height": 800}
 # As root Chromium needs --no-sandbox; the rest keeps it off the network (closed here) and quick to start.
 CHROMIUM_ARGS = [
@@ -84,7 +87,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def shoot() -> Callable[..., Path]:
-    """Take a screenshot into docs/console/NAME.png (shown by docs/console.md): the 1280×800 viewport, or the
+    """Take a screenshot into SHOTS/NAME.png (docs/console/ with `make screenshots`): the 1280×800 viewport, or the
     whole page (``full_page=True``) where what matters lies below it, as a job's timeline does."""
     def take(page: Any, name: str, *, full_page: bool = False) -> Path:
         SHOTS.mkdir(parents=True, exist_ok=True)
