@@ -21,7 +21,7 @@ from engine.domain.lanes import parse_priority
 from engine.domain.pauses import check_task_command, is_task_command, task_envelope
 from engine.domain.ratelimits import check_limit_command, is_limit_command, limit_envelope, parse_rate
 from engine.domain.schedules import is_schedule_command
-from engine.errors import KafkaUnavailableError, ValidationError
+from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
 from engine.runtime.read.joblog import job_history
@@ -121,12 +121,14 @@ class Client(ScheduleMethods, QueryMethods):
         commands = [self._job_command(n, ids[2 * n], ids[2 * n + 1], now, job) for n, job in enumerate(batch)]
         return self._send(commands)
 
-    def cancel(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
+    def cancel(self, job_id: str, *, tenant: str | None = None, reason: str = "", requested_by: str = "") -> JobHandle:
         """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
         attempt is asked to stop (status ``cancelling``) and the job is cancelled when it stops, or when
         the engine's cancel grace runs out; an attempt that succeeds first completes the job. A final
         job refuses (``handle.wait(until=decided)`` returns at the refusal), and so does a ``tenant``
-        that is not the job's (a command acts only within its tenant)."""
+        that is not the job's (a command acts only within its tenant). Without ``tenant``, the job's own
+        tenant is read from its history (``NotFoundError`` if it has none)."""
+        tenant = self.tenant_of(job_id, "cancel") if tenant is None else tenant
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by))])[0]
 
     def cancel_many(self, jobs: Iterable[tuple[str, str]], *, reason: str = "",
@@ -134,9 +136,19 @@ class Client(ScheduleMethods, QueryMethods):
         """Cancel many jobs, each ``(job_id, tenant)``, with one flush (``epochq purge``); a dead job is purged."""
         return self._send([new_command(job_id, tenant, m.CancelJob(reason, requested_by)) for job_id, tenant in jobs])
 
-    def replay(self, job_id: str, *, tenant: str = "", reason: str = "", requested_by: str = "") -> JobHandle:
-        """Put a dead-lettered job back with a fresh attempt count."""
+    def replay(self, job_id: str, *, tenant: str | None = None, reason: str = "", requested_by: str = "") -> JobHandle:
+        """Put a dead-lettered job back with a fresh attempt count (``tenant``: as for :meth:`cancel`)."""
+        tenant = self.tenant_of(job_id, "replay") if tenant is None else tenant
         return self._send([new_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by))])[0]
+
+    def tenant_of(self, job_id: str, command: str = "command") -> str:
+        """The job's tenant, from its first event (a command acts only within its job's tenant); NotFoundError
+        if the log has no event of it."""
+        for logged in self.status(job_id).events:
+            if logged.event.tenant_id:
+                return logged.event.tenant_id
+        raise NotFoundError(f"unknown job {job_id}: no events in the log (give the tenant to send the {command} "
+                            "anyway)")
 
     def wait_all(self, handles: Iterable[JobHandle], timeout: float = 30.0, *,
                  watch: Watch | None = None, until: Until = finished) -> list[Outcome]:
@@ -296,11 +308,13 @@ class Client(ScheduleMethods, QueryMethods):
 
         return list(rate_limits(self.settings))
 
-    def reprioritize(self, job_id: str, priority: int | str, *, tenant: str = "", reason: str = "",
+    def reprioritize(self, job_id: str, priority: int | str, *, tenant: str | None = None, reason: str = "",
                      requested_by: str = "", wait: float | None = 10.0) -> Receipt:
         """Give a waiting (queued, scheduled, retrying) job another priority (0-9 or an alias); a queued one
         moves in its ready queue, to its new priority's lane unless pinned to one. A ``Receipt``: ``accepted``,
-        or ``refused`` (the job has started or ended, has that priority, or ``tenant`` is not the job's)."""
+        or ``refused`` (the job has started or ended, has that priority, or ``tenant`` is not the job's);
+        ``tenant``: as for :meth:`cancel`."""
+        tenant = self.tenant_of(job_id, "reprioritize") if tenant is None else tenant
         command = new_command(job_id, tenant, m.ReprioritizeJob(parse_priority(priority), reason, requested_by))
         return self._decided(job_id, command, wait)
 

@@ -73,10 +73,11 @@ def _pause(args: argparse.Namespace) -> int:
 def tenant_of_job(client: Client, job_id: str, command: str = "cancel") -> str:
     """The job's tenant, from its first event (a command acts only within its job's tenant); NotFoundError if none."""
     check_job_id(job_id)
-    for logged in client.status(job_id).events:
-        if logged.event.tenant_id:
-            return logged.event.tenant_id
-    raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the {command} anyway)")
+    try:
+        return client.tenant_of(job_id, command)
+    except NotFoundError:
+        raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the {command} "
+                            "anyway)") from None
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine.client import Client, JobHandle
 from engine.config import Settings
+from engine.errors import NotFoundError
 from engine.runtime.read.follow import decided
 from tests.integration.conftest import ROOT, start_engine
 
@@ -46,7 +47,7 @@ def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
 
     deaf = client.submit("deaf", {"seconds": 8}, tenant="acme")
     running(deaf)
-    outcome = client.cancel(deaf.job_id, tenant="acme").wait(10, until=decided)
+    outcome = client.cancel(deaf.job_id).wait(10, until=decided)  # the tenant read from the job's history
     assert outcome.status == "cancelled"  # after the 2 s grace, not the 8 s of sleep
     assert types(client, deaf.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
 
@@ -61,6 +62,11 @@ def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
     assert done.returncode == 1 and "cancel refused" in done.stdout and "completed" in done.stdout, done.stdout
     again = epochq(settings, "cancel", patient.job_id, "--wait", "5")
     assert again.returncode == 1 and "refused" in again.stdout
+    try:
+        client.cancel("00000000-0000-4000-8000-000000000000")
+        raise AssertionError("an unknown job without a tenant must be refused")
+    except NotFoundError as e:
+        assert "unknown job" in str(e)
     assert engine.proc.poll() is None
 
 
