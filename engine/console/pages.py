@@ -75,8 +75,8 @@ def _job(request: Request, template: str) -> Response:
                                               f"and its history cannot be read: {outcome.problem}")
         return problem_page(request, 404, f"no job {job_id}: not in this state directory's projections, "
                                           "and no event of it in the log")
-    return render(request, template, {"page": "jobs", "job_id": job_id, "record": record,
-                                        "outcome": outcome, **_job_details(record, outcome)})
+    return render(request, template, {"page": "jobs", "job_id": job_id, "record": record, "outcome": outcome,
+                                        "live": template == "_job_live.html", **_job_details(record, outcome)})
 
 
 def _status(settings: Any, job_id: str) -> Any:

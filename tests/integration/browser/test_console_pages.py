@@ -119,6 +119,7 @@ def test_a_running_jobs_page_follows_it_without_a_reload(stack: Stack, page: Pag
     page.goto(f"{stack.url}/jobs/{job.job_id}")
     expect(page.locator("#job-status")).to_have_attribute("data-status", "running")
     expect(page.locator("#job-live")).to_have_attribute("data-final", "false")
+    expect(page.locator("form#cancel")).to_be_visible()
     page.evaluate("window.__epochq_same_page = true")  # a reload or a navigation would drop it
 
     stack.client.cancel(job.job_id, tenant=owner, reason="stopped from the test", requested_by="ops-alice")
@@ -127,6 +128,7 @@ def test_a_running_jobs_page_follows_it_without_a_reload(stack: Stack, page: Pag
     expect(page.locator("#job-live")).to_have_attribute("data-final", "true")
     cancelled = page.locator("#timeline tbody tr[data-type=JobCancelled] td.detail")
     expect(cancelled).to_contain_text("stopped from the test (by ops-alice)")
+    expect(page.locator("form#cancel")).to_have_count(0)  # the actions follow the job once it is final
     assert page.evaluate("window.__epochq_same_page === true"), "the page was reloaded, not refreshed in place"
 
 
