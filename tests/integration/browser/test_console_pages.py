@@ -142,7 +142,7 @@ def test_replay_a_dead_lettered_job_and_see_it_complete(stack: Stack, page: Page
     expect(page.locator("#dlq-count")).to_have_text("1 dead job(s)")
     expect(row).to_have_attribute("data-task-type", "flaky")
     errors = row.locator("details.attempt-errors")
-    errors.locator("summary").click()
+    errors.locator("> summary").click()
     expect(errors.locator("li[data-attempt]")).to_have_count(4)
     expect(errors.locator("li[data-attempt='4']")).to_contain_text("downstream unavailable (attempt 4)")
     shoot(page, "dlq")
