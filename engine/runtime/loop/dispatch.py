@@ -84,6 +84,7 @@ class LaneRound:
         self.d, self.partition, self.lane, self.ctx = dispatcher, partition, lane, ctx
         self.positions: dict[str, bytes] = {}  # tenant -> key of the last entry looked at (the view may change)
         self.heads: dict[str, tuple[TenantHead, str]] = {}
+        self.free_types: set[str] = set()  # neither paused nor rate-limited here (no command changes it in a round)
         for tenant in list(partition.ready.backlogged(lane)):
             self.positions[tenant] = b""
             self._advance(tenant)
@@ -114,7 +115,8 @@ class LaneRound:
 
     def _take(self, job_id: str, units: int) -> None:
         job = self.partition.job(job_id)
-        if job is None or not self.d.rate_allows(self.partition, job.task_type, self.ctx.now):
+        if job is None or (job.task_type not in self.free_types
+                           and not self.d.rate_allows(self.partition, job.task_type, self.ctx.now)):
             return  # the bucket emptied since the job became its tenant's head: it waits, in its place
         allowed, half_open = self.d.board.take_start(job.task_type, job_id, self.ctx.now)
         if not allowed:
@@ -140,14 +142,26 @@ class LaneRound:
                 break
         self.positions[tenant] = position
 
+    def _held(self, task_type: str) -> bool:
+        """Whether a pause or the rate limit holds ``task_type`` here now (read once per type and round while
+        neither does, not once per job)."""
+        if task_type in self.free_types:
+            return False
+        batch = self.partition.batch
+        if is_paused(batch, task_type):
+            return True
+        if read_limit(batch, task_type) is None:
+            self.free_types.add(task_type)
+            return False
+        return not self.d.rate_allows(self.partition, task_type, self.ctx.now)
+
     def _head_of(self, tenant: str, order: bytes, job_id: str) -> TenantHead | None:
         """The job as its tenant's head, if it can start now; a job whose head raises is set aside."""
         try:
             job = self.partition.job(job_id)
             if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
                                                                                               self.ctx.now) \
-                    or is_paused(self.partition.batch, job.task_type) \
-                    or not self.d.rate_allows(self.partition, job.task_type, self.ctx.now):
+                    or self._held(job.task_type):
                 return None
             weight = self.d.weight(tenant)
             return TenantHead.from_order(tenant, weight, units_of(weight), order)
