@@ -52,22 +52,11 @@ def test_a_raising_step_sets_its_record_aside_and_every_other_job_completes(sett
 
 def test_a_store_found_corrupt_while_running_is_wiped_and_restored_from_the_log(settings: Settings, client: Client,  # type: ignore[no-untyped-def]
                                                                                  engines, tmp_path: Path) -> None:
-    from confluent_kafka import Producer
-
-    from engine.commands import new_command
-    from engine.contract import messages as m
-    from engine.contract.codec import encode_command
-    from engine.contract.partitioner import partition_for
-
     engine = start_engine(engines, settings, "solo", tmp_path, app="tests.integration.corrupt_app:app")
     engine.wait_active(3)
     before = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
     assert all(h.wait(60).status == "completed" for h in before)
-    command = new_command("corrupt-job", "acme", m.SubmitJob("noop", m.Payload(b"{}")))
-    producer = Producer({"bootstrap.servers": settings.require_bootstrap()})
-    producer.produce(settings.commands_topic, encode_command(command), b"corrupt-job",
-                     partition=partition_for("corrupt-job", 3))
-    producer.flush(10)
+    submit_corrupt_job(settings)
     after = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
     assert all(h.wait(60).status == "completed" for h in after)
     outcome = final_status(client, "corrupt-job", 60)
@@ -82,6 +71,19 @@ def test_a_rewind_the_consumer_refuses_at_first_is_tried_again_and_no_command_is
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     """The store-wiped resync rewinds the commands reader while its seeks are refused (stall_app): the reader
     tries again until the consumer takes it, so the command being decided is read again, not skipped."""
+    engine = start_engine(engines, settings, "solo", tmp_path, app="tests.integration.stall_app:app")
+    engine.wait_active(3)
+    submit_corrupt_job(settings)
+    after = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
+    assert all(h.wait(60).status == "completed" for h in after)
+    assert final_status(client, "corrupt-job", 60).status == "completed"
+    logs = engine.logs()
+    assert "projection corrupt" in logs and "refused" in logs and "trying again" in logs
+    assert engine.proc.poll() is None
+
+
+def submit_corrupt_job(settings: Settings) -> None:
+    """Produce the SubmitJob of ``corrupt-job`` (the job whose record corrupt_app reports corrupt) to its partition."""
     from confluent_kafka import Producer
 
     from engine.commands import new_command
@@ -89,16 +91,8 @@ def test_a_rewind_the_consumer_refuses_at_first_is_tried_again_and_no_command_is
     from engine.contract.codec import encode_command
     from engine.contract.partitioner import partition_for
 
-    engine = start_engine(engines, settings, "solo", tmp_path, app="tests.integration.stall_app:app")
-    engine.wait_active(3)
     command = new_command("corrupt-job", "acme", m.SubmitJob("noop", m.Payload(b"{}")))
     producer = Producer({"bootstrap.servers": settings.require_bootstrap()})
     producer.produce(settings.commands_topic, encode_command(command), b"corrupt-job",
                      partition=partition_for("corrupt-job", 3))
     producer.flush(10)
-    after = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme"} for _ in range(20)])
-    assert all(h.wait(60).status == "completed" for h in after)
-    assert final_status(client, "corrupt-job", 60).status == "completed"
-    logs = engine.logs()
-    assert "projection corrupt" in logs and "refused" in logs and "trying again" in logs
-    assert engine.proc.poll() is None
