@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -66,7 +66,18 @@ def _client(request: Request) -> Any:
 
 
 def _to_job(job_id: str, flash: str) -> Response:
-    return RedirectResponse(f"/jobs/{quote(job_id, safe='')}?flash={flash}", 303)
+    return RedirectResponse(f"/jobs/{params.segment(job_id)}?flash={flash}", 303)
+
+
+def path_id(request: Request, *shape: str | None) -> str:
+    """The one id of the action's path, read from the path as sent (still encoded): ``y%2F..%2Fx`` is the
+    job ``y/../x``, never ``x`` (:func:`params.path_ids`)."""
+    raw = request.scope.get("raw_path") or request.scope["path"].encode("utf-8")
+    return params.path_ids(raw, shape)[0]
+
+
+def _job_id(request: Request, verb: str) -> str:
+    return path_id(request, "actions", "jobs", None, verb)
 
 
 def _job_record(request: Request, job_id: str) -> Any:
@@ -96,7 +107,7 @@ def _tenant_of(request: Request, job_id: str) -> str:
 
 def cancel(request: Request, form: FormData) -> Response:
     """Cancel the job (a waiting one at once, a running one when its attempt stops)."""
-    job_id = request.path_params["job_id"]
+    job_id = _job_id(request, "cancel")
     tenant = _tenant_of(request, job_id)
     with _client(request) as client:
         client.cancel(job_id, tenant=tenant, reason=_field(form, "reason"), requested_by=_who(request))
@@ -105,7 +116,7 @@ def cancel(request: Request, form: FormData) -> Response:
 
 def replay(request: Request, form: FormData) -> Response:
     """Replay one dead-lettered job with a fresh attempt count."""
-    job_id = request.path_params["job_id"]
+    job_id = _job_id(request, "replay")
     job = _job_record(request, job_id)
     if job.state.value != "dead":
         raise ValidationError(f"job {job_id} is {job.state.value}, not dead: only a dead job is replayed")
@@ -117,7 +128,7 @@ def replay(request: Request, form: FormData) -> Response:
 
 def reschedule(request: Request, form: FormData) -> Response:
     """Move a waiting job to another due time (``delay`` seconds from now); the owner's decision is shown."""
-    job_id = request.path_params["job_id"]
+    job_id = _job_id(request, "reschedule")
     tenant = _tenant_of(request, job_id)
     delay = params.positive(_field(form, "delay"), "delay", 60.0)
     with _client(request) as client:
@@ -162,7 +173,7 @@ def resume_schedule(request: Request, form: FormData) -> Response:
 
 
 def _schedule_change(request: Request, form: FormData, verb: str) -> Response:
-    schedule_id = request.path_params["schedule_id"]
+    schedule_id = path_id(request, "actions", "schedules", None, verb)
     with _client(request) as client:
         change = client.pause_schedule if verb == "pause" else client.resume_schedule
         receipt = change(schedule_id, reason=_reason(form, request))
@@ -175,7 +186,7 @@ def set_weight(request: Request, form: FormData) -> Response:
     """Set a tenant's fair-share weight, keeping its queue limit, product and keys."""
     from engine.runtime.tenants import TenantDirectory, set_tenant
 
-    tenant = request.path_params["tenant"]
+    tenant = path_id(request, "actions", "tenants", None, "weight")
     weight = params.positive(_field(form, "weight"), "weight", 0.0) if _field(form, "weight") else None
     if weight is None:
         raise ValidationError("weight: give a number > 0", "weight")

@@ -59,12 +59,14 @@ def _routes() -> list[Route | Mount]:
             ("/jobs/{job_id:path}", pages.job_page), ("/live/jobs/{job_id:path}", pages.job_live),
             ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
             ("/tenants", pages.tenants_page), ("/workers", pages.workers_page), ("/lateness", pages.lateness_page)]
-    posts = [("/actions/jobs/{job_id}/cancel", actions.cancel), ("/actions/jobs/{job_id}/replay", actions.replay),
-             ("/actions/jobs/{job_id}/reschedule", actions.reschedule),
+    # An id may hold "/" (sent as %2F): the routes take any path, each action reads its id from the raw path.
+    posts = [("/actions/jobs/{job_id:path}/cancel", actions.cancel),
+             ("/actions/jobs/{job_id:path}/replay", actions.replay),
+             ("/actions/jobs/{job_id:path}/reschedule", actions.reschedule),
              ("/actions/dlq/replay", actions.replay_filtered),
-             ("/actions/schedules/{schedule_id}/pause", actions.pause_schedule),
-             ("/actions/schedules/{schedule_id}/resume", actions.resume_schedule),
-             ("/actions/tenants/{tenant}/weight", actions.set_weight)]
+             ("/actions/schedules/{schedule_id:path}/pause", actions.pause_schedule),
+             ("/actions/schedules/{schedule_id:path}/resume", actions.resume_schedule),
+             ("/actions/tenants/{tenant:path}/weight", actions.set_weight)]
     return [Route("/healthz", lambda _: PlainTextResponse("ok")),
             *(Route(path, fn, methods=["GET"]) for path, fn in gets),
             *(Route(path, actions.checked(fn), methods=["POST"]) for path, fn in posts),

@@ -6,6 +6,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from urllib.parse import quote, unquote
 
 from engine.errors import ValidationError
 from projections.catalog import JobFilter
@@ -75,3 +76,31 @@ def positive(raw: str | None, field: str, default: float) -> float:
     if not value > 0 or value == float("inf"):
         raise ValidationError(f"{field}: must be a number > 0, got {raw}", field)
     return value
+
+
+def segment(value: object) -> str:
+    """``value`` as one URL path segment: every reserved character encoded, ``/`` too.
+
+    A job id may hold ``/``: kept as is, ``y/../x`` in a link or a form's action would be
+    normalised by the browser into the path of job ``x``; encoded, it stays one segment."""
+    return quote(str(value), safe="")
+
+
+def path_ids(raw_path: bytes, shape: tuple[str | None, ...]) -> list[str]:
+    """The ids in a request's raw (still encoded) path, one per ``None`` of ``shape``, the fixed segments checked.
+
+    ``/actions/jobs/<id>/cancel`` has the shape ``("actions", "jobs", None, "cancel")``. The path is
+    split before it is decoded, so an id is exactly one encoded segment (``y%2F..%2Fx`` is the job
+    ``y/../x``); a path of another shape (an id whose ``/`` was sent unencoded, dot segments) names no
+    id: ValidationError, and nothing is acted on."""
+    parts = raw_path.split(b"?", 1)[0].decode("latin-1").split("/")[1:]
+    if len(parts) != len(shape) or any(want is not None and got != want for got, want in zip(parts, shape)):
+        raise ValidationError(f"path: {raw_path.decode('latin-1')!r} does not name one id per segment "
+                              "(encode / in an id as %2F)", "path")
+    try:
+        ids = [unquote(got, errors="strict") for got, want in zip(parts, shape) if want is None]
+    except UnicodeDecodeError:
+        raise ValidationError("path: an id is not UTF-8 once decoded", "path") from None
+    if any(not i or i in (".", "..") for i in ids):
+        raise ValidationError("path: an empty or dot segment names no id", "path")
+    return ids

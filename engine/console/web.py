@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
+from engine.console.params import segment
 from engine.console.reads import Reads
 from engine.console.security import CSRF_COOKIE, ConsoleAccess
 
@@ -53,6 +54,7 @@ FLASHES = {
 
 templates.env.filters["ts"] = iso_us
 templates.env.filters["ago"] = ago
+templates.env.filters["seg"] = segment
 
 
 def compile_templates() -> None:
