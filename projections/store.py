@@ -149,6 +149,15 @@ class ProjectionStore:
         opts.set_iterate_upper_bound(_successor(prefix))
         yield from self._db.keys(from_key=start or prefix, read_opt=opts)
 
+    def keys_backwards(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]:
+        """The keys that start with ``prefix``, last first, from ``start`` (itself or the nearest key before it)."""
+        for key in self._db.keys(backwards=True, from_key=start or _successor(prefix)):
+            if not key.startswith(prefix):
+                if key < prefix:
+                    return
+                continue  # the successor itself, where the seek lands
+            yield key
+
     def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
         """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
         batch = WriteBatch(raw_mode=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import FormData
@@ -21,9 +20,8 @@ from engine.console import params
 from engine.console.got import get
 from engine.console.reads import job_record
 from engine.console.security import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, csrf_ok, requested_by
-from engine.console.web import access_of, problem_page, reads_of, render
+from engine.console.web import access_of, problem_page, reads_of
 from engine.errors import NotFoundError, ValidationError
-from projections.query import dead_letters
 
 Action = Callable[[Request, FormData], Response]
 
@@ -144,22 +142,6 @@ def _reason(form: FormData, request: Request) -> str:
     """The reason given, with who asked (commands without a ``requested_by`` field carry it in the reason)."""
     reason = _field(form, "reason")
     return f"{reason} (by {_who(request)})" if reason else f"by {_who(request)}"
-
-
-def replay_filtered(request: Request, form: FormData) -> Response:
-    """Replay every dead job a filter admits, once the operator confirmed the count the page showed."""
-    query = {k: _field(form, k) for k in ("type", "tenant", "since", "until")}
-    jobs = dead_letters(reads_of(request).settings, params.dead_filter(query))
-    confirmed = _field(form, "confirm")
-    if confirmed != str(len(jobs)):  # first ask, or the dead-letter queue changed since: ask (again)
-        return render(request, "dlq_confirm.html", {"page": "dlq", "jobs": jobs, "q": query,
-                                                    "changed": bool(confirmed), "reason": _field(form, "reason")})
-    reason = _field(form, "reason") or "replayed from the console"
-    with _client(request) as client:
-        for job in jobs:
-            client.replay(job.job_id, tenant=job.tenant_id, reason=reason, requested_by=_who(request))
-    return render(request, "done.html", {"page": "dlq", "line": f"{len(jobs)} job(s) sent for replay",
-                                         "back": "/dlq?" + urlencode({k: v for k, v in query.items() if v})})
 
 
 def pause_schedule(request: Request, form: FormData) -> Response:

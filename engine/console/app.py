@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine.config import Settings
-from engine.console import actions, pages
+from engine.console import actions, deadletters, pages
 from engine.console.reads import LogProbe, Reads
 from engine.console.security import CSRF_COOKIE, ConsoleAccess, caller, host_ok, new_csrf_token
 from engine.console.web import HERE, problem_page
@@ -57,13 +57,13 @@ class AccessMiddleware(BaseHTTPMiddleware):
 def _routes() -> list[Route | Mount]:
     gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", pages.jobs_page),
             ("/jobs/{job_id:path}", pages.job_page), ("/live/jobs/{job_id:path}", pages.job_live),
-            ("/dlq", pages.dlq_page), ("/schedules", pages.schedules_page),
+            ("/dlq", deadletters.dlq_page), ("/dlq/live", deadletters.dlq_live), ("/schedules", pages.schedules_page),
             ("/tenants", pages.tenants_page), ("/workers", pages.workers_page), ("/lateness", pages.lateness_page)]
     # An id may hold "/" (sent as %2F): the routes take any path, each action reads its id from the raw path.
     posts = [("/actions/jobs/{job_id:path}/cancel", actions.cancel),
              ("/actions/jobs/{job_id:path}/replay", actions.replay),
              ("/actions/jobs/{job_id:path}/reschedule", actions.reschedule),
-             ("/actions/dlq/replay", actions.replay_filtered),
+             ("/actions/dlq/replay", deadletters.replay_filtered), ("/actions/dlq/purge", deadletters.purge_filtered),
              ("/actions/schedules/{schedule_id:path}/pause", actions.pause_schedule),
              ("/actions/schedules/{schedule_id:path}/resume", actions.resume_schedule),
              ("/actions/tenants/{tenant:path}/weight", actions.set_weight)]

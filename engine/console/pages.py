@@ -16,7 +16,7 @@ from engine.console.overview import overview, partitions_of
 from engine.console.reads import job_record
 from engine.console.web import problem_page, reads_of, render
 from projections.catalog import STATUSES, list_jobs
-from projections.query import dead_letters, queue_report
+from projections.query import queue_report
 
 FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
 """A job in one of these changes no more by itself: its page stops refreshing."""
@@ -107,13 +107,6 @@ def _payload(job: Any, outcome: Any) -> str:
         if payload is not None:
             return str(payload.data.decode("utf-8", "replace"))
     return ""
-
-
-def dlq_page(request: Request) -> Response:
-    """Dead letters: the filters, each job with every attempt's error, replay one or by filter."""
-    query = request.query_params
-    jobs = get(lambda: dead_letters(reads_of(request).settings, params.dead_filter(query)))
-    return render(request, "dlq.html", {"page": "dlq", "jobs": jobs, "q": dict(query)})
 
 
 def schedules_page(request: Request) -> Response:

@@ -10,6 +10,7 @@ from urllib.parse import quote, unquote
 
 from engine.errors import ValidationError
 from projections.catalog import JobFilter
+from projections.dead_query import DeadQuery
 from projections.query import DeadFilter
 
 AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d)$", re.IGNORECASE)
@@ -63,6 +64,19 @@ def dead_filter(query: Mapping[str, str]) -> DeadFilter:
     """The dead-letter filter from its parameters (type, tenant, since, until: the time each job died)."""
     return DeadFilter(text(query, "type"), text(query, "tenant"), time_us(text(query, "since"), "since"),
                       time_us(text(query, "until"), "until"))
+
+
+def dead_query(query: Mapping[str, str]) -> DeadQuery:
+    """The dead-letter filter and error group (``error``) from a page's parameters or a form's fields."""
+    return DeadQuery(dead_filter(query), text(query, "error"))
+
+
+def limit(query: Mapping[str, str], default: int, most: int) -> int:
+    """The page size asked for (``limit``), between 1 and ``most``."""
+    value = positive(query.get("limit"), "limit", default)
+    if value != int(value) or value > most:
+        raise ValidationError(f"limit: give a whole number from 1 to {most}", "limit")
+    return int(value)
 
 
 def positive(raw: str | None, field: str, default: float) -> float:

@@ -21,7 +21,8 @@ from engine.console.got import Got, get
 from engine.runtime import kafka
 from engine.runtime.read.recent import RecentWindow
 from engine.domain.jobs import JobView
-from projections.catalog import job_detail
+from projections.catalog import JobFilter, JobPage, job_detail, list_jobs
+from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
 from projections.query import partition_dirs
 
 RECENT_WINDOW_S = 15 * 60
@@ -37,6 +38,22 @@ def job_record(settings: Settings, job_id: str) -> tuple[int, JobView] | None:
     opening every store read-only for each page); None when no store here has it."""
     detail = job_detail(settings, job_id)
     return (detail.row.partition, detail.job) if detail is not None else None
+
+
+def job_list(settings: Settings, flt: JobFilter, cursor: str | None, limit: int) -> JobPage:
+    """One page of the job catalog (newest submission first) and its counts per status."""
+    return list_jobs(settings, flt, cursor=cursor, limit=limit)
+
+
+def dead_letter_page(settings: Settings, query: DeadQuery, after: str | None, before: str | None,
+                     limit: int) -> DeadPage:
+    """One page of the dead-letter queue (newest death first), its counts and its error groups."""
+    return dead_page(settings, query, after=after, before=before, limit=limit)
+
+
+def dead_letter_jobs(settings: Settings, query: DeadQuery) -> list[JobView]:
+    """Every dead job a query admits: what a bulk replay or purge acts on."""
+    return dead_jobs(settings, query)
 
 
 class LogProbe:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from engine.config import Settings, load_settings
 from engine.console.params import path_ids, segment
+from engine.domain.jobs import AttemptError, JobView, replace
 from engine.errors import ValidationError
+from projections.dead_query import DeadQuery, dead_page, error_group
+from projections.query import DeadFilter
+from projections.store import ProjectionStore, store_path
+from projections.views import keys as k
+from projections.views.jobs import encode_job
 
 SHAPE = ("actions", "jobs", None, "cancel")
 
@@ -22,3 +31,64 @@ def test_an_id_is_one_fully_encoded_segment() -> None:
 def test_a_path_of_another_shape_names_no_id(raw: bytes) -> None:
     with pytest.raises(ValidationError, match="path"):
         path_ids(raw, SHAPE)
+
+
+# --- the dead-letter queue, a page at a time -------------------------------------------------
+
+def _dead(job_id: str, dead_at: int, tenant: str, error: str) -> JobView:
+    from engine.contract import messages as m
+    from engine.domain.lifecycle import JobState
+
+    failure = AttemptError(1, "ValueError", f"{error}\nsecond line", "Traceback ...", 10, dead_at)
+    return JobView(job_id, tenant, "send", JobState.DEAD, 5, "NORMAL", 1, m.Payload(b"{}"), dead_at - 5, dead_at,
+                   1, attempt=1, finished_at=dead_at, errors=(failure,), dead_reason="attempts exhausted")
+
+
+@pytest.fixture
+def dead_dir(tmp_path: Path) -> Settings:
+    """A state directory of two partitions holding 25 dead jobs: 20 of acme (two errors), 5 of globex."""
+    settings = load_settings(bootstrap="127.0.0.1:1", namespace="dead-unit", state_dir=str(tmp_path))
+    jobs = [_dead(f"j{n:02d}", 1_000 + n, "acme" if n < 20 else "globex", "bad address" if n % 2 else "timeout")
+            for n in range(25)]
+    for p in (0, 1):
+        store = ProjectionStore(store_path(tmp_path, "dead-unit", p))
+        changes: dict[bytes, bytes | None] = {}
+        for job in jobs[p::2]:
+            changes[k.job_key(job.job_id)] = encode_job(job)
+            changes[k.dead_key(job.finished_at or 0, job.job_id)] = job.job_id.encode()
+        store.commit(changes, 0)
+        store.close()
+    return settings
+
+
+def test_dead_letters_page_newest_first_both_ways_with_counts_and_groups(dead_dir: Settings) -> None:
+    first = dead_page(dead_dir, DeadQuery(), limit=10)
+    assert [j.job_id for j in first.rows] == [f"j{n:02d}" for n in range(24, 14, -1)]
+    assert (first.first, first.total, first.exact, first.prev_cursor) == (0, 25, True, None)
+    assert first.groups == [("ValueError: bad address", 12), ("ValueError: timeout", 13)][::-1]
+    second = dead_page(dead_dir, DeadQuery(), after=first.next_cursor, limit=10)
+    assert [j.job_id for j in second.rows] == [f"j{n:02d}" for n in range(14, 4, -1)] and second.first == 10
+    third = dead_page(dead_dir, DeadQuery(), after=second.next_cursor, limit=10)
+    assert [j.job_id for j in third.rows] == [f"j{n:02d}" for n in range(4, -1, -1)]
+    assert (third.first, third.next_cursor) == (20, None)
+    back = dead_page(dead_dir, DeadQuery(), before=third.prev_cursor, limit=10)
+    assert back.rows == second.rows and back.first == 10
+    assert dead_page(dead_dir, DeadQuery(), before=back.prev_cursor, limit=10).rows == first.rows
+
+
+def test_dead_letters_filter_by_tenant_time_and_error_group(dead_dir: Settings) -> None:
+    globex = dead_page(dead_dir, DeadQuery(DeadFilter(tenant="globex")), limit=3)
+    assert [j.job_id for j in globex.rows] == ["j24", "j23", "j22"] and globex.total == 5
+    timed = dead_page(dead_dir, DeadQuery(DeadFilter(since_us=1_003, until_us=1_006)))
+    assert [j.job_id for j in timed.rows] == ["j05", "j04", "j03"] and timed.total == 3
+    grouped = dead_page(dead_dir, DeadQuery(DeadFilter(tenant="acme"), "ValueError: bad address"))
+    assert grouped.total == 10 and {j.job_id for j in grouped.rows} == {f"j{n:02d}" for n in range(1, 20, 2)}
+    assert dict(grouped.groups) == {"ValueError: bad address": 10, "ValueError: timeout": 10}
+    with pytest.raises(ValidationError, match="cursor"):
+        dead_page(dead_dir, DeadQuery(), after="nonsense!")
+
+
+def test_an_error_group_is_the_last_errors_first_line_or_the_dead_reason() -> None:
+    job = _dead("j", 1, "acme", "x" * 500)
+    assert error_group(job) == ("ValueError: " + "x" * 500)[:160]
+    assert error_group(replace(job, errors=())) == "attempts exhausted"

@@ -79,3 +79,53 @@ def test_an_id_with_dot_segments_is_acted_on_and_no_other(stack: Stack, page: Pa
     expect(page.locator("#flash")).to_be_visible()
     until(lambda: "JobReplayed" in event_types(stack, dead_tricky), f"{dead_tricky} replayed")
     assert "JobReplayed" not in event_types(stack, dead_other.job_id), "the replay of y/../X acted on X"
+
+
+def test_dead_letters_come_a_page_at_a_time_grouped_by_error_and_purged_by_filter(
+        stack: Stack, page: Page, shoot: Shoot) -> None:
+    owner = tenant("dunder")
+    bad = [{"task_type": "email.send", "payload": {}, "tenant": owner} for _ in range(110)]
+    handles = stack.client.submit_many(bad)
+    odd = stack.client.submit("flaky", {"fixed_when": str(stack.tmp / "never")}, tenant=owner)
+    until(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 111, "111 dead")
+    assert odd.wait(30).status == "dead"
+
+    page.goto(f"{stack.url}/dlq?tenant={owner}")
+    expect(page.locator("#dlq-count")).to_have_text("111 dead job(s)")
+    rows = page.locator("#dlq-table tbody tr[data-job-id]")
+    expect(rows).to_have_count(50)  # one page, not the whole queue
+    expect(rows.first).to_have_attribute("data-job-id", odd.job_id)  # newest death first
+    expect(page.locator("#dlq-pager .range")).to_have_text("1–50 of 111")
+    groups = page.locator("#dlq-groups tbody tr[data-group]")
+    expect(groups).to_have_count(2)
+    expect(groups.first).to_have_attribute("data-count", "110")
+    shoot(page, "dlq")
+
+    page.locator("#dlq-pager a.next-page").click()
+    expect(page.locator("#dlq-pager .range")).to_have_text("51–100 of 111")
+    page.locator("#dlq-pager a.next-page").click()
+    expect(page.locator("#dlq-pager .range")).to_have_text("101–111 of 111")
+    expect(page.locator("#dlq-pager a.next-page")).to_have_count(0)
+    page.locator("#dlq-pager a.prev-page").click()
+    expect(page.locator("#dlq-pager .range")).to_have_text("51–100 of 111")
+    page.locator("#dlq-pager a.first-page").click()
+    expect(page.locator("#dlq-pager .range")).to_have_text("1–50 of 111")
+
+    groups.first.locator("a").click()  # the 110 of one error
+    expect(page.locator("#dlq-error-filter")).to_be_visible()
+    expect(page.locator("#dlq-count")).to_have_text("110 dead job(s)")
+    page.locator("form#purge-filter input[name=reason]").fill("bad addresses")
+    page.locator("form#purge-filter button").click()
+    expect(page.locator("#purge-count")).to_have_text("110")  # it says how many before it sends any
+    assert status(stack, handles[0].job_id) == "dead", "nothing is sent before the confirmation"
+    page.locator("form#purge-confirm button").click()
+    expect(page.locator("#done")).to_contain_text("110 job(s) purged")
+    until(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 1, "110 purged")
+    assert status(stack, odd.job_id) == "dead", "a job of another error group was purged"
+
+    page.goto(f"{stack.url}/dlq?tenant={owner}")  # the list follows the queue without a reload
+    expect(page.locator("#dlq-count")).to_have_text("1 dead job(s)")
+    page.evaluate("window.__same_page = true")
+    stack.client.submit("email.send", {}, tenant=owner).wait(30)
+    expect(page.locator("#dlq-count")).to_have_text("2 dead job(s)", timeout=15_000)
+    assert page.evaluate("window.__same_page === true"), "the page was reloaded, not refreshed in place"
