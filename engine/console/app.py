@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine.config import Settings
-from engine.console import actions, deadletters, pages
+from engine.console import actions, deadletters, jobpage, pages, tasktypes
 from engine.console.reads import LogProbe, Reads
 from engine.console.security import CSRF_COOKIE, ConsoleAccess, caller, host_ok, new_csrf_token
 from engine.console.web import HERE, problem_page
@@ -56,8 +56,9 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
 def _routes() -> list[Route | Mount]:
     gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", pages.jobs_page),
-            ("/jobs/{job_id:path}", pages.job_page), ("/live/jobs/{job_id:path}", pages.job_live),
+            ("/jobs/{job_id:path}", jobpage.job_page), ("/live/jobs/{job_id:path}", jobpage.job_live),
             ("/dlq", deadletters.dlq_page), ("/dlq/live", deadletters.dlq_live), ("/schedules", pages.schedules_page),
+            ("/tasks", tasktypes.tasks_page),
             ("/tenants", pages.tenants_page), ("/workers", pages.workers_page), ("/lateness", pages.lateness_page)]
     # An id may hold "/" (sent as %2F): the routes take any path, each action reads its id from the raw path.
     posts = [("/actions/jobs/{job_id:path}/cancel", actions.cancel),
@@ -66,7 +67,11 @@ def _routes() -> list[Route | Mount]:
              ("/actions/dlq/replay", deadletters.replay_filtered), ("/actions/dlq/purge", deadletters.purge_filtered),
              ("/actions/schedules/{schedule_id:path}/pause", actions.pause_schedule),
              ("/actions/schedules/{schedule_id:path}/resume", actions.resume_schedule),
-             ("/actions/tenants/{tenant:path}/weight", actions.set_weight)]
+             ("/actions/tenants/{tenant:path}/weight", actions.set_weight),
+             ("/actions/tasks/{task_type:path}/pause", tasktypes.pause),
+             ("/actions/tasks/{task_type:path}/resume", tasktypes.resume),
+             ("/actions/tasks/{task_type:path}/limit", tasktypes.set_limit),
+             ("/actions/tasks/{task_type:path}/unlimit", tasktypes.clear_limit)]
     return [Route("/healthz", lambda _: PlainTextResponse("ok")),
             *(Route(path, fn, methods=["GET"]) for path, fn in gets),
             *(Route(path, actions.checked(fn), methods=["POST"]) for path, fn in posts),

@@ -11,15 +11,12 @@ from starlette.responses import Response
 
 from engine.console import params
 from engine.console.charts import histogram_counts, histogram_svg, share_svg, weighted_counts
-from engine.console.got import Got, get
+from engine.console.got import get
 from engine.console.overview import overview, partitions_of
-from engine.console.reads import job_record
-from engine.console.web import problem_page, reads_of, render
+from engine.console.web import reads_of, render
 from projections.catalog import STATUSES, list_jobs
 from projections.query import queue_report
 
-FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
-"""A job in one of these changes no more by itself: its page stops refreshing."""
 LATENESS_WINDOWS = {"15m": 15 * 60, "1h": 3600, "24h": 86400, "all": None}
 
 
@@ -52,61 +49,6 @@ def _without(query: dict[str, str], *names: str) -> str:
     from urllib.parse import urlencode
 
     return urlencode({k: v for k, v in query.items() if k not in names and v})
-
-
-def job_page(request: Request) -> Response:
-    """A job: its record, its history as a timeline, and the actions that apply to it."""
-    return _job(request, "job.html")
-
-
-def job_live(request: Request) -> Response:
-    """A job's record and timeline alone (what htmx swaps in every 2 s until the job is final)."""
-    return _job(request, "_job_live.html")
-
-
-def _job(request: Request, template: str) -> Response:
-    job_id = request.path_params["job_id"]
-    reads = reads_of(request)
-    record = get(lambda: job_record(reads.settings, job_id))
-    outcome = reads.from_log(lambda: _status(reads.settings, job_id))
-    if record.value is None and (outcome.value is None or not outcome.value.known):
-        if outcome.problem and not record.problem:
-            return problem_page(request, 404, f"job {job_id} is not in this state directory's projections, "
-                                              f"and its history cannot be read: {outcome.problem}")
-        return problem_page(request, 404, f"no job {job_id}: not in this state directory's projections, "
-                                          "and no event of it in the log")
-    return render(request, template, {"page": "jobs", "job_id": job_id, "record": record, "outcome": outcome,
-                                        "live": template == "_job_live.html", **_job_details(record, outcome)})
-
-
-def _status(settings: Any, job_id: str) -> Any:
-    from engine.client import Client
-
-    with Client(settings) as client:
-        return client.status(job_id)
-
-
-def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
-    from engine.cli.jobs import event_json
-
-    job = record.value[1] if record.value else None
-    status = job.state.value if job is not None else (outcome.value.status if outcome.value else "unknown")
-    events = [event_json(e) for e in outcome.value.events] if outcome.value else []
-    return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
-            "timeline": events, "payload": _payload(job, outcome.value),
-            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
-            "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead",
-            "final": status in FINAL_STATES}
-
-
-def _payload(job: Any, outcome: Any) -> str:
-    if job is not None:
-        return str(job.payload.data.decode("utf-8", "replace"))
-    for logged in outcome.events if outcome else []:
-        payload = getattr(logged.event.body, "payload", None)
-        if payload is not None:
-            return str(payload.data.decode("utf-8", "replace"))
-    return ""
 
 
 def schedules_page(request: Request) -> Response:

@@ -21,7 +21,9 @@ from engine.console.got import Got, get
 from engine.runtime import kafka
 from engine.runtime.read.recent import RecentWindow
 from engine.domain.jobs import JobView
-from projections.catalog import JobFilter, JobPage, job_detail, list_jobs
+from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_jobs
+from projections.holdup_query import HoldupRows, holdup_rows
+from projections.lookup import jobs_with_id_prefix, task_type_counts
 from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
 from projections.query import partition_dirs
 
@@ -54,6 +56,29 @@ def dead_letter_page(settings: Settings, query: DeadQuery, after: str | None, be
 def dead_letter_jobs(settings: Settings, query: DeadQuery) -> list[JobView]:
     """Every dead job a query admits: what a bulk replay or purge acts on."""
     return dead_jobs(settings, query)
+
+
+def job_holdup(settings: Settings, task_type: str, partition: int) -> str | None:
+    """What keeps a waiting job of ``task_type`` in ``partition`` from starting now (a pause, an open breaker, a
+    rate limit), as the projections say; None when nothing does."""
+    from engine.runtime.read.holdups import Holdups, projection_source
+
+    return Holdups(projection_source(settings)).why(task_type, partition, int(time.time() * 1_000_000))
+
+
+def holdups_now(settings: Settings) -> HoldupRows:
+    """Every partition's paused and rate-limited task types, and each task type's newest breaker record."""
+    return holdup_rows(settings)
+
+
+def task_types(settings: Settings) -> dict[str, dict[str, int]]:
+    """Every task type the catalog has counted, with its jobs per status."""
+    return task_type_counts(settings)
+
+
+def jobs_by_id(settings: Settings, prefix: str) -> list[JobRow]:
+    """The jobs whose id is ``prefix`` or starts with it (a bounded number), by id."""
+    return jobs_with_id_prefix(settings, prefix)
 
 
 class LogProbe:

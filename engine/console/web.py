@@ -48,6 +48,10 @@ FLASHES = {
     "reschedule": "Reschedule accepted: the job waits for its new due time.",
     "paused": "Schedule paused.",
     "resumed": "Schedule resumed: it fires from its next occurrence after now.",
+    "task-paused": "Task type paused in every partition: its queued jobs wait, running ones finish.",
+    "task-resumed": "Task type resumed: its jobs start again.",
+    "limit-set": "Rate limit set: each partition starts its share of the rate.",
+    "limit-cleared": "Rate limit cleared.",
     "weight": "Weight written to the tenants table: engines apply it as they read the table.",
 }
 """What a page says after an action redirected to it (``?flash=cancel``): fixed lines, never text from the URL."""

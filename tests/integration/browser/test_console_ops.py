@@ -4,6 +4,7 @@ window (issue 22, items 3, 10 and 11)."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -129,3 +130,64 @@ def test_dead_letters_come_a_page_at_a_time_grouped_by_error_and_purged_by_filte
     stack.client.submit("email.send", {}, tenant=owner).wait(30)
     expect(page.locator("#dlq-count")).to_have_text("2 dead job(s)", timeout=15_000)
     assert page.evaluate("window.__same_page === true"), "the page was reloaded, not refreshed in place"
+
+
+def test_a_running_job_shows_its_progress_labels_and_payload_and_cancel_asks_first(stack: Stack, page: Page) -> None:
+    owner = tenant("vandelay")
+    job = stack.client.submit("progressing", {"order": {"id": 7, "lines": [1, 2]}}, tenant=owner,
+                              labels={"team": "billing"})
+    until(lambda: shown(stack, job.job_id, "running"), "running")
+    page.goto(f"{stack.url}/jobs/{job.job_id}")
+    expect(page.locator("#progress")).to_have_attribute("data-value", "0.75")  # the live part follows it
+    expect(page.locator("#progress-message")).to_have_text("step 3 of 4")
+    expect(page.locator("#running-for")).to_contain_text("running for")
+    progressed = page.locator("#timeline tbody tr[data-type=JobProgressed]")
+    expect(progressed).to_have_count(1)  # the reports (the engine may coalesce some), one row
+    expect(progressed).to_have_attribute("data-reports", re.compile(r"^[2-9]$"))
+    expect(page.locator("#labels .label[data-label=team]")).to_have_text("team=billing")
+    assert '{\n  "order": {\n    "id": 7,' in page.locator("#payload").inner_text()
+    times = page.locator("#job-live time.when")
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC", t) for t in times.all_inner_texts())
+
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.locator("form#cancel button").click()
+    until(lambda: bool(asked), "a confirmation asked")
+    assert job.job_id in asked[0]
+    expect(page.locator("#flash")).to_have_count(0)  # not sent
+    assert status(stack, job.job_id) == "running"
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("form#cancel button").click()
+    expect(page.locator("#flash")).to_be_visible()
+    until(lambda: status(stack, job.job_id) == "cancelled", "cancelled once confirmed")
+
+
+def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, page: Page, shoot: Shoot) -> None:
+    owner = tenant("kramerica")
+    page.on("dialog", lambda dialog: dialog.accept())
+    stack.client.submit("otp", {"n": 0}, tenant=owner).wait(30)  # the catalog knows the task type
+    page.goto(f"{stack.url}/tasks")
+    row = page.locator('#tasks-table tr[data-task-type="otp"]')
+    row.locator("form.pause-task input[name=reason]").fill("provider outage")
+    row.locator("form.pause-task button").click()
+    expect(page.locator("#flash")).to_contain_text("paused")
+    expect(row).to_have_attribute("data-paused", "true")
+    expect(row.locator("td.state")).to_contain_text("provider outage")
+    expect(row.locator("td.state")).to_contain_text("console@")  # who asked
+
+    waiting = stack.client.submit("otp", {"n": 1}, tenant=owner)
+    until(lambda: shown(stack, waiting.job_id, "queued"), "queued behind the pause")
+    page.goto(f"{stack.url}/jobs/{waiting.job_id}")
+    expect(page.locator("#holdup")).to_contain_text("paused: task type otp is paused (provider outage)")
+
+    page.goto(f"{stack.url}/tasks")
+    row.locator("form.limit-task input[name=rate]").fill("120/m")
+    row.locator("form.limit-task button").click()
+    expect(row).to_have_attribute("data-rate", "2")
+    expect(row.locator("td.limit")).to_contain_text("2/s")
+    shoot(page, "tasks")
+    row.locator("form.resume-task button").click()
+    expect(row).to_have_attribute("data-paused", "false")
+    assert waiting.wait(30).status == "completed"
+    row.locator("form.unlimit-task button").click()
+    expect(row.locator("td.limit")).to_contain_text("none")
