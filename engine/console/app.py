@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine.config import Settings
-from engine.console import actions, deadletters, jobpage, pages, tasktypes
+from engine.console import actions, deadletters, jobpage, jobslist, pages, tasktypes
 from engine.console.reads import LogProbe, Reads
 from engine.console.security import CSRF_COOKIE, ConsoleAccess, caller, host_ok, new_csrf_token
 from engine.console.web import HERE, problem_page
@@ -55,7 +55,8 @@ class AccessMiddleware(BaseHTTPMiddleware):
 
 
 def _routes() -> list[Route | Mount]:
-    gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", pages.jobs_page),
+    gets = [("/", pages.overview_page), ("/overview/live", pages.overview_live), ("/jobs", jobslist.jobs_page),
+            ("/jobs-live", jobslist.jobs_live),
             ("/jobs/{job_id:path}", jobpage.job_page), ("/live/jobs/{job_id:path}", jobpage.job_live),
             ("/dlq", deadletters.dlq_page), ("/dlq/live", deadletters.dlq_live), ("/schedules", pages.schedules_page),
             ("/tasks", tasktypes.tasks_page),

@@ -5,14 +5,24 @@ from __future__ import annotations
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from markupsafe import Markup
+
 from engine.console.got import Got, get
-from engine.console.reads import RECENT_WINDOW_S, Reads
+from engine.console.charts import timeseries_svg
+from engine.console.reads import CHART_WINDOW_S, RECENT_WINDOW_S, Reads
 from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.recent import quantile
+from engine.runtime.read.recent import MINUTE_US, RecentActivity, Tally, quantile
 from projections.catalog import JobFilter, list_jobs
 from projections.query import breaker_report, queue_report
+
+
+CHART_STEP_MIN = 10
+"""Minutes per column of the throughput chart (3 hours: 18 columns)."""
+CHARTS_SHOWN = 8
+"""Task types the overview draws a chart for (the busiest)."""
 
 
 @dataclass(frozen=True)
@@ -40,17 +50,50 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
         "workers": reads.from_log(lambda: _workers(reads), "workers"),
         "window_min": RECENT_WINDOW_S // 60,
+        "chart_hours": CHART_WINDOW_S // 3600,
         "read_at": time.time(),
     }
 
 
 def _recent(reads: Reads) -> dict[str, Any]:
-    activity = reads.recent().read(int(time.time() * 1_000_000))
+    activity = reads.activity(CHART_WINDOW_S)
+    chart = throughput_chart(activity)
+    activity = activity.last(int((time.time() - RECENT_WINDOW_S) * 1_000_000))
     rows = [{"task_type": kind, "succeeded": outcomes["succeeded"], "failed": outcomes["failed"],
              "dead": outcomes["dead"], "lateness": _figures(kind, buckets) if buckets else None}
             for kind, outcomes, buckets in activity.rows()]
     everything = activity.all_lateness()
-    return {"rows": rows, "all": _figures("all task types", everything) if everything else None}
+    return {"rows": rows, "all": _figures("all task types", everything) if everything else None, "charts": chart}
+
+
+def throughput_series(minutes: dict[int, Tally], end_minute: int, step_min: int = CHART_STEP_MIN,
+                      steps: int = CHART_WINDOW_S // 60 // CHART_STEP_MIN) -> dict[str, list[tuple[int, int, int]]]:
+    """Per task type, ``steps`` buckets of ``step_min`` minutes ending with ``end_minute``: (first minute,
+    succeeded, failed attempts + dead letters), oldest first; only task types with something in them."""
+    first = end_minute - steps * step_min + 1
+    out: dict[str, list[list[int]]] = {}
+    for minute, tally in minutes.items():
+        if not first <= minute <= end_minute:
+            continue
+        i = (minute - first) // step_min
+        for kind, counts in tally.outcomes.items():
+            row = out.setdefault(kind, [[first + n * step_min, 0, 0] for n in range(steps)])[i]
+            row[1] += counts["succeeded"]
+            row[2] += counts["failed"] + counts["dead"]
+    return {kind: [(a, b, c) for a, b, c in rows] for kind, rows in sorted(out.items())}
+
+
+def throughput_chart(activity: RecentActivity, most: int = CHARTS_SHOWN) -> list[tuple[str, Markup]]:
+    """The overview's charts: per task type (the busiest ``most``), jobs succeeded and failed per 10 minutes."""
+    series = throughput_series(activity.minutes, int(time.time() * 1_000_000) // MINUTE_US)
+    busiest = sorted(series.items(), key=lambda kv: -sum(ok + bad for _, ok, bad in kv[1]))[:most]
+    return [(kind, timeseries_svg([(_hhmm(start), ok, bad) for start, ok, bad in rows],
+                                  f"{kind}: succeeded and failed per {CHART_STEP_MIN} min"))
+            for kind, rows in busiest]
+
+
+def _hhmm(minute: int) -> str:
+    return datetime.fromtimestamp(minute * 60, UTC).strftime("%H:%M")
 
 
 def _figures(task_type: str, buckets: Counter[int]) -> LatenessFigures:

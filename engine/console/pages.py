@@ -9,12 +9,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.console import params
 from engine.console.charts import histogram_counts, histogram_svg, share_svg, weighted_counts
 from engine.console.got import get
 from engine.console.overview import overview, partitions_of
 from engine.console.web import reads_of, render
-from projections.catalog import STATUSES, list_jobs
+from projections.catalog import list_jobs
 from projections.query import queue_report
 
 LATENESS_WINDOWS = {"15m": 15 * 60, "1h": 3600, "24h": 86400, "all": None}
@@ -33,22 +32,6 @@ def overview_live(request: Request) -> Response:
 def _overview_context(request: Request) -> dict[str, Any]:
     data = overview(reads_of(request))
     return {**data, "partitions": partitions_of(data["workers"]), "page": "overview"}
-
-
-def jobs_page(request: Request) -> Response:
-    """Jobs: the search over the catalog, with counts per status and cursor paging."""
-    query = request.query_params
-    page = get(lambda: list_jobs(reads_of(request).settings, params.job_filter(query),
-                                 cursor=params.text(query, "cursor"),
-                                 limit=int(params.positive(query.get("limit"), "limit", 50))))
-    return render(request, "jobs.html", {"page": "jobs", "statuses": STATUSES, "result": page, "q": dict(query),
-                                         "base_query": _without(dict(query), "cursor", "status")})
-
-
-def _without(query: dict[str, str], *names: str) -> str:
-    from urllib.parse import urlencode
-
-    return urlencode({k: v for k, v in query.items() if k not in names and v})
 
 
 def schedules_page(request: Request) -> Response:
@@ -144,7 +127,7 @@ def _recent_lateness(reads: Any) -> list[dict[str, Any]]:
     from engine.runtime.read.lateness import QUANTILES, Lateness
     from engine.runtime.read.recent import bucket_value, quantile
 
-    activity = reads.recent().read(int(time.time() * 1_000_000))
+    activity = reads.activity()
     rows = []
     for kind, _, buckets in activity.rows():
         if not buckets:

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer
 from engine.config import Settings
 from engine.console.got import Got, get
 from engine.runtime import kafka
-from engine.runtime.read.recent import RecentWindow
+from engine.runtime.read.recent import RecentActivity, RecentWindow
 from engine.domain.jobs import JobView
 from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_jobs
 from projections.holdup_query import HoldupRows, holdup_rows
@@ -28,6 +28,9 @@ from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
 from projections.query import partition_dirs
 
 RECENT_WINDOW_S = 15 * 60
+"""The overview's table and the lateness page's short window: the last 15 minutes."""
+CHART_WINDOW_S = 3 * 3600
+"""How far back the recent window reads the log (its first read), for the overview's throughput chart."""
 PROBE_TIMEOUT_S = 2.0
 PROBE_TTL_S = 5.0
 CACHE_TTL_S = 4.0
@@ -151,8 +154,13 @@ class Reads:
         """The window over the last minutes of the log, made on first use and kept (it reads only what is new)."""
         with self._making:
             if self._window is None:
-                self._window = RecentWindow(self.settings, RECENT_WINDOW_S)
+                self._window = RecentWindow(self.settings, CHART_WINDOW_S)
             return self._window
+
+    def activity(self, last_s: int = RECENT_WINDOW_S) -> RecentActivity:
+        """What the log says happened in the last ``last_s`` seconds (within the window), read now."""
+        now = int(time.time() * 1_000_000)
+        return self.recent().read(now).last(now - last_s * 1_000_000)
 
     def close(self) -> None:
         """Release the Kafka clients."""

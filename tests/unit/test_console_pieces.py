@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from engine.config import Settings, load_settings
+from engine.console.charts import timeseries_svg
+from engine.console.jobpage import duration, folded_timeline, pretty
+from engine.console.overview import throughput_series
 from engine.console.params import path_ids, segment
+from engine.console.tasktypes import task_type_rows
 from engine.domain.jobs import AttemptError, JobView, replace
 from engine.errors import ValidationError
 from projections.dead_query import DeadQuery, dead_page, error_group
@@ -92,3 +96,50 @@ def test_an_error_group_is_the_last_errors_first_line_or_the_dead_reason() -> No
     job = _dead("j", 1, "acme", "x" * 500)
     assert error_group(job) == ("ValueError: " + "x" * 500)[:160]
     assert error_group(replace(job, errors=())) == "attempts exhausted"
+
+
+# --- the job page's pieces, the throughput chart ----------------------------------------------
+
+def test_progress_reports_fold_into_their_latest_row() -> None:
+    rows = [{"type": t, "offset": n} for n, t in enumerate(
+        ["JobSubmitted", "JobStarted", "JobProgressed", "JobProgressed", "JobProgressed", "JobFailed",
+         "JobStarted", "JobProgressed"])]
+    folded = folded_timeline(rows)
+    assert [(r["type"], r["offset"], r.get("reports")) for r in folded] == [
+        ("JobSubmitted", 0, None), ("JobStarted", 1, None), ("JobProgressed", 4, 3), ("JobFailed", 5, None),
+        ("JobStarted", 6, None), ("JobProgressed", 7, 1)]
+
+
+def test_payloads_are_pretty_printed_when_json_and_durations_read_well() -> None:
+    assert pretty('{"a":{"b":[1,2]},"é":1}') == '{\n  "a": {\n    "b": [\n      1,\n      2\n    ]\n  },\n  "é": 1\n}'
+    assert pretty("not json") == "not json" and pretty(None) is None
+    assert [duration(s) for s in (5, 65, 3 * 3600 + 20 * 60)] == ["5 s", "1 min 5 s", "3 h 20 min"]
+
+
+def test_throughput_series_buckets_the_minutes_of_each_task_type() -> None:
+    from collections import Counter
+
+    from engine.runtime.read.recent import Tally
+
+    def tally(ok: int, failed: int, dead: int) -> Tally:
+        return Tally({"send": Counter(succeeded=ok, failed=failed, dead=dead)})
+
+    minutes = {100: tally(1, 0, 0), 109: tally(2, 1, 0), 110: tally(4, 0, 1), 80: tally(9, 9, 9)}
+    series = throughput_series(minutes, end_minute=119, step_min=10, steps=3)
+    assert series == {"send": [(90, 0, 0), (100, 3, 1), (110, 4, 1)]}  # minute 80 is before the window
+    svg = str(timeseries_svg([("01:40", 3, 1), ("01:50", 4, 1)], "send <b>"))
+    assert svg.count('class="bar ok"') == 3 and "send &lt;b&gt;" in svg and "<b>" not in svg
+
+
+def test_task_type_rows_join_counts_pauses_limits_and_breakers() -> None:
+    from engine.domain.breaker import BreakerStatus
+    from projections.holdup_query import HoldupRows
+    from projections.views.breakers import BreakerRecord
+    from projections.views.pauses import PauseRecord
+
+    holdups = HoldupRows([BreakerRecord("fetch", BreakerStatus.OPEN, 5, 5, 99, "boom")],
+                         [(0, PauseRecord("send", 1, "outage", "ops")), (1, PauseRecord("send", 1, "outage", "ops"))],
+                         frozenset({0, 1}), [])
+    rows = task_type_rows({"send": {"queued": 3}, "zip": {"queued": 0}}, holdups)
+    assert [(r.task_type, len(r.paused), r.breaker is not None, r.counts.get("queued")) for r in rows] == [
+        ("fetch", 0, True, None), ("send", 2, False, 3), ("zip", 0, False, 0)]

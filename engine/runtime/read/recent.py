@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +40,8 @@ RATIO = 1.02
 """Lateness buckets: each 2 % wider than the one below, so a percentile read from them is within 2 %."""
 IDLE_S = 1.0
 """How long a read waits for records it knows are there (committed, their markers not yet read) before answering."""
+REJECTIONS_KEPT = 1000
+"""Rejections a window remembers (the newest)."""
 KINDS_KEPT = 100_000
 """Task types of jobs submitted, remembered for the jobs no store knows (the oldest forgotten first)."""
 
@@ -83,11 +85,36 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class Rejection:
+    """One submission refused at admission (``JobRejected``): such a job has no record in any projection."""
+
+    at_us: int
+    job_id: str
+    tenant: str
+    task_type: str
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
 class RecentActivity:
-    """Per task type: outcomes counted and lateness tallied over the minutes since ``since_us``."""
+    """Per task type: outcomes counted and lateness tallied over the minutes since ``since_us``; each minute's
+    tally (by minute: µs since the epoch // MINUTE_US), and the newest rejections (newest first)."""
 
     since_us: int
     tally: Tally
+    minutes: dict[int, Tally] = field(default_factory=dict)
+    rejected: tuple[Rejection, ...] = ()
+
+    def last(self, since_us: int) -> RecentActivity:
+        """The same activity over the minutes from ``since_us`` on only."""
+        first = since_us // MINUTE_US
+        kept = {minute: tally for minute, tally in self.minutes.items() if minute >= first}
+        total = Tally()
+        for tally in kept.values():
+            total.add(tally)
+        return RecentActivity(first * MINUTE_US, total, kept,
+                              tuple(r for r in self.rejected if r.at_us >= since_us))
 
     def rows(self) -> list[tuple[str, Counter[str], Counter[int]]]:
         """(task type, outcomes, lateness buckets) of every task type seen, by task type."""
@@ -100,6 +127,13 @@ class RecentActivity:
         for buckets in self.tally.lateness.values():
             out.update(buckets)
         return out
+
+
+def _copied(tally: Tally) -> Tally:
+    """A copy a reader may keep while the window goes on counting into the original."""
+    copy = Tally()
+    copy.add(tally)
+    return copy
 
 
 class LazyStore:
@@ -132,6 +166,7 @@ class RecentWindow:
         self._claims: dict[int, int] = {}  # partition -> the newest valid claim read (0: none yet)
         self._minutes: dict[int, Tally] = {}  # minute (µs since the epoch // MINUTE_US) -> tally
         self._kinds: OrderedDict[str, str] = OrderedDict()
+        self._rejected: deque[Rejection] = deque(maxlen=REJECTIONS_KEPT)
 
     def read(self, now_us: int) -> RecentActivity:
         """The tallies of the minutes in the window ending ``now_us``, after reading what arrived since."""
@@ -204,6 +239,11 @@ class RecentWindow:
         if isinstance(body, m.JobSubmitted):
             self._remember(job_id, body.task_type)
             return
+        if isinstance(body, m.JobRejected):
+            if event.occurred_at >= since_us:
+                self._rejected.append(Rejection(event.occurred_at, job_id, event.tenant_id, body.task_type,
+                                                body.reason, body.detail))
+            return
         outcome = OUTCOMES.get(type(body))
         if (outcome is None and not isinstance(body, m.JobStarted)) or event.occurred_at < since_us:
             return
@@ -226,7 +266,8 @@ class RecentWindow:
         total = Tally()
         for tally in self._minutes.values():
             total.add(tally)
-        return RecentActivity(first * MINUTE_US, total)
+        rejected = tuple(r for r in reversed(self._rejected) if r.at_us >= since_us)
+        return RecentActivity(first * MINUTE_US, total, {mt: _copied(t) for mt, t in self._minutes.items()}, rejected)
 
     def close(self) -> None:
         """Release the Kafka client."""

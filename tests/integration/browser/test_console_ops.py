@@ -191,3 +191,55 @@ def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, 
     assert waiting.wait(30).status == "completed"
     row.locator("form.unlimit-task button").click()
     expect(row.locator("td.limit")).to_contain_text("none")
+
+
+def test_the_jobs_list_pages_both_ways_finds_ids_shows_rejections_and_stays_live(stack: Stack, page: Page) -> None:
+    from engine.contract import messages as m
+
+    owner = tenant("pendant")
+    jobs = stack.client.submit_many([{"task_type": "echo", "payload": {"n": n}, "tenant": owner, "delay": 3600}
+                                     for n in range(120)])
+    until(lambda: stack.client.jobs(tenant=owner, limit=1).counts.get("scheduled") == 120, "120 scheduled")
+    page.goto(f"{stack.url}/jobs?tenant={owner}&status=scheduled")
+    pager = page.locator("#jobs-pager .range")
+    expect(pager).to_have_text("1–50 of 120")
+    expect(page.locator("#jobs-table tbody tr[data-job-id]")).to_have_count(50)
+    for step, shown_range in (("next", "51–100"), ("next", "101–120"), ("prev", "51–100"), ("first", "1–50")):
+        page.locator(f"#jobs-pager a.{step}-page").click()
+        expect(pager).to_have_text(f"{shown_range} of 120")
+    expect(page.locator("#jobs-pager a.prev-page")).to_have_count(0)
+
+    page.evaluate("window.__same_page = true")
+    stack.client.submit("echo", {"n": 121}, tenant=owner, delay=3600)
+    expect(pager).to_have_text("1–50 of 121", timeout=15_000)  # the list follows without a reload
+    assert page.evaluate("window.__same_page === true"), "the page was reloaded, not refreshed in place"
+
+    wanted = jobs[7].job_id
+    page.locator("form#jobs-search input[name=id]").fill(wanted[:13])
+    page.locator("#jobs-search-submit").click()
+    expect(page.locator(f'#jobs-table tr[data-job-id="{wanted}"]')).to_have_count(1)
+    assert all(r.startswith(wanted[:13]) for r in page.locator("#jobs-table tr[data-job-id]").evaluate_all(
+        "rows => rows.map(r => r.dataset.jobId)"))
+
+    refused = m.Command(str(uuid.uuid4()), str(uuid.uuid4()), owner, now_us(),
+                        m.SubmitJob("echo", m.Payload(b"{}"), priority=42))
+    stack.client._send([refused])
+    page.goto(f"{stack.url}/jobs?tenant={owner}&status=rejected")
+    row = page.locator(f'#jobs-table tr[data-job-id="{refused.job_id}"]')
+    expect(row).to_have_attribute("data-status", "rejected")
+    expect(row.locator("td.error")).to_contain_text("priority")
+
+
+def test_long_values_wrap_and_no_page_is_wider_than_the_window(stack: Stack, page: Page, shoot: Shoot) -> None:
+    long_tenant = "acme-" + "x" * 195
+    dead = stack.client.submit("email.send", {"to": "y" * 300}, tenant=long_tenant,
+                               labels={"team": "billing-" + "z" * 150})
+    scheduled = stack.client.submit("echo", {"text": "w" * 400}, tenant=long_tenant, delay=3600)
+    assert dead.wait(30).status == "dead"
+    until(lambda: shown(stack, scheduled.job_id, "scheduled"), "scheduled")
+    for path in (f"/jobs?tenant={quote(long_tenant)}", f"/dlq?tenant={quote(long_tenant)}", "/tenants", "/tasks",
+                 f"/jobs/{dead.job_id}", f"/jobs/{scheduled.job_id}"):
+        page.goto(stack.url + path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"{path} is {width} px wide"
+    shoot(page, "job-long-values", full_page=True)
