@@ -82,8 +82,8 @@ def dead_page(settings: Settings, query: DeadQuery, *, after: str | None = None,
         rows, more = newer[:limit][::-1], True
         first = max(index - len(rows), 0) if len(newer) > limit else 0
     else:
-        at, index = decode(after) if after is not None else (None, -1)
-        rows = list(_walk(stores, query, at, newer=False, limit=limit + 1))
+        older_than, index = decode(after) if after is not None else (None, -1)
+        rows = list(_walk(stores, query, older_than, newer=False, limit=limit + 1))
         first, more = index + 1, len(rows) > limit
         rows = rows[:limit]
     last = first + len(rows) - 1

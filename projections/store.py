@@ -152,6 +152,7 @@ class ProjectionStore:
     def keys_backwards(self, prefix: bytes, start: bytes | None = None) -> Iterator[bytes]:
         """The keys that start with ``prefix``, last first, from ``start`` (itself or the nearest key before it)."""
         for key in self._db.keys(backwards=True, from_key=start or _successor(prefix)):
+            assert isinstance(key, bytes)  # raw mode: keys are bytes
             if not key.startswith(prefix):
                 if key < prefix:
                     return

@@ -241,7 +241,7 @@ class RecentWindow:
             return
         if isinstance(body, m.JobRejected):
             if event.occurred_at >= since_us:
-                self._rejected.append(Rejection(event.occurred_at, job_id, event.tenant_id, body.task_type,
+                self._rejected.append(Rejection(event.occurred_at, job_id, event.tenant_id or "", body.task_type,
                                                 body.reason, body.detail))
             return
         outcome = OUTCOMES.get(type(body))

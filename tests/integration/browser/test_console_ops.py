@@ -243,3 +243,16 @@ def test_long_values_wrap_and_no_page_is_wider_than_the_window(stack: Stack, pag
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= 1280, f"{path} is {width} px wide"
     shoot(page, "job-long-values", full_page=True)
+
+
+def test_the_overview_charts_each_task_types_throughput_and_failures(stack: Stack, page: Page, shoot: Shoot) -> None:
+    owner = tenant("sabre")
+    assert stack.client.submit("echo", {"n": 1}, tenant=owner).wait(30).status == "completed"
+    assert stack.client.submit("email.send", {}, tenant=owner).wait(30).status == "dead"
+    page.goto(stack.url + "/")
+    echo = page.locator('#throughput figure[data-task-type="echo"] svg')
+    expect(echo.locator("rect.bar.ok")).to_have_count(18 + 1, timeout=15_000)  # 3 h of 10 min, and the legend
+    expect(echo.locator("rect.bar.ok title").last).to_contain_text(re.compile(r"[1-9]\d* succeeded"))
+    failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.failed title')
+    expect(failing.last).to_contain_text(re.compile(r"[1-9]\d* failed"))
+    shoot(page, "overview-throughput", full_page=True)
