@@ -221,6 +221,7 @@ def test_a_console_with_a_token_asks_for_it_and_records_who_acted(stack: Stack, 
         job = stack.client.submit("patient", {"seconds": 60}, tenant=owner)
         wait_status(stack, job, "running")
         page = alice.new_page()
+        page.on("dialog", lambda dialog: dialog.accept())  # cancel asks first
         page.goto(f"{console.url}/jobs/{job.job_id}")
         page.locator("form#cancel input[name=reason]").fill("wrong customer")
         page.locator("form#cancel button").click()
