@@ -12,7 +12,7 @@ from markupsafe import Markup
 
 from engine.console.got import Got, get
 from engine.console.charts import timeseries_svg
-from engine.console.reads import CHART_WINDOW_S, RECENT_WINDOW_S, Reads
+from engine.console.reads import CHART_WINDOW_S, RECENT_WINDOW_S, Reads, holdups_now
 from engine.domain.breaker import BreakerStatus
 from engine.runtime.read.recent import MINUTE_US, RecentActivity, Tally, quantile
 from projections.catalog import JobFilter, list_jobs
@@ -48,6 +48,7 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "lanes": get(lambda: {lane: r["queued"] for lane, r in queue_report(settings).items()}),
         "counts": get(lambda: list_jobs(settings, JobFilter(), limit=1).counts),
         "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
+        "paused": get(lambda: sorted({pause.task_type for _, pause in holdups_now(settings).paused})),
         "workers": reads.from_log(lambda: _workers(reads), "workers"),
         "window_min": RECENT_WINDOW_S // 60,
         "chart_hours": CHART_WINDOW_S // 3600,

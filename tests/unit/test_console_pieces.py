@@ -143,3 +143,20 @@ def test_task_type_rows_join_counts_pauses_limits_and_breakers() -> None:
     rows = task_type_rows({"send": {"queued": 3}, "zip": {"queued": 0}}, holdups)
     assert [(r.task_type, len(r.paused), r.breaker is not None, r.counts.get("queued")) for r in rows] == [
         ("fetch", 0, True, None), ("send", 2, False, 3), ("zip", 0, False, 0)]
+
+
+def test_the_jobs_list_goes_back_by_the_trail_of_cursors_in_its_url() -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from engine.console.jobslist import FIRST, trail_links
+
+    def query(url: str) -> dict[str, list[str]]:
+        return parse_qs(urlsplit(url).query)
+
+    first = trail_links({"tenant": "a b"}, [], None, "c1")
+    assert set(first) == {"next"} and query(first["next"]) == {"tenant": ["a b"], "cursor": ["c1"], "trail": [FIRST]}
+    second = trail_links({"tenant": "a b"}, [FIRST], "c1", "c2")
+    assert query(second["prev"]) == {"tenant": ["a b"]} and query(second["first"]) == {"tenant": ["a b"]}
+    assert query(second["next"])["trail"] == [f"{FIRST},c1"]
+    last = trail_links({}, [FIRST, "c1"], "c2", None)
+    assert "next" not in last and query(last["prev"]) == {"cursor": ["c1"], "trail": [FIRST]}

@@ -175,6 +175,9 @@ def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, 
     page.goto(f"{stack.url}/jobs/{waiting.job_id}")
     expect(page.locator("#holdup")).to_contain_text("paused: task type otp is paused (provider outage)")
 
+    page.goto(stack.url + "/")
+    expect(page.locator("#paused-types")).to_contain_text("otp", timeout=15_000)
+
     page.goto(f"{stack.url}/tasks")
     row.locator("form.limit-task input[name=rate]").fill("120/m")
     row.locator("form.limit-task button").click()
