@@ -86,7 +86,9 @@ def throughput_series(minutes: dict[int, Tally], end_minute: int, step_min: int 
 
 def throughput_chart(activity: RecentActivity, most: int = CHARTS_SHOWN) -> list[tuple[str, Markup]]:
     """The overview's charts: per task type (the busiest ``most``), jobs succeeded and failed per 10 minutes."""
-    series = throughput_series(activity.minutes, int(time.time() * 1_000_000) // MINUTE_US)
+    now_minute = int(time.time() * 1_000_000) // MINUTE_US
+    end = (now_minute // CHART_STEP_MIN + 1) * CHART_STEP_MIN - 1  # columns start on the clock's 10 minutes
+    series = throughput_series(activity.minutes, end)
     busiest = sorted(series.items(), key=lambda kv: -sum(ok + bad for _, ok, bad in kv[1]))[:most]
     return [(kind, timeseries_svg([(_hhmm(start), ok, bad) for start, ok, bad in rows],
                                   f"{kind}: succeeded and failed per {CHART_STEP_MIN} min"))
