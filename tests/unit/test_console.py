@@ -152,6 +152,15 @@ def test_a_post_with_the_csrf_token_is_let_through(web: TestClient) -> None:
     assert header.status_code == 400
 
 
+def test_an_action_reads_its_id_from_the_encoded_path_and_refuses_another_shape(web: TestClient) -> None:
+    web.get("/dlq")
+    token = web.cookies[CSRF_COOKIE]
+    encoded = web.post("/actions/jobs/y%2F..%2Fj1/cancel", data={"csrf_token": token})
+    assert encoded.status_code == 400 and "not sent: no job y/../j1" in encoded.text  # the id whole, not j1
+    split = web.post("/actions/jobs/y/j1/cancel", data={"csrf_token": token})
+    assert split.status_code == 400 and "not sent: path:" in split.text  # an unencoded / names no id
+
+
 def test_read_only_hides_every_action_and_refuses_every_post(read_only: TestClient) -> None:
     for path in PAGES:
         assert 'method="post"' not in read_only.get(path).text
