@@ -20,7 +20,7 @@ from engine.contract.signing import Signer
 OPERATOR_COMMANDS = (m.PauseTaskType, m.ResumeTaskType, m.SetRateLimit, m.ClearRateLimit)
 """Commands on a task type as a whole: they hold or throttle every tenant's jobs of the type."""
 SCHEDULE_COMMANDS = (m.UpsertSchedule, m.PauseSchedule, m.ResumeSchedule, m.RemoveSchedule)
-OPERATOR_KEY = "sign it with an operator key (EPOCHQ_OPERATOR_KEY_FILE)"
+OPERATOR_KEY = "sign it with an operator key: EPOCHQ_OPERATOR_KEY_FILE"
 
 
 def refusal(command: m.Command, signer: Signer, schedule_owner: str | None = None) -> str | None:

@@ -75,3 +75,16 @@ def test_an_operator_key_signs_for_any_tenant_but_never_an_engines_internal_comm
     tenant = authenticate("acme", TOPIC, value, sign(acme, TOPIC, value), [raw(acme)], [raw(engine)], True,
                           operator_keys=[raw(operator)])
     assert tenant.signer is Signer.TENANT
+
+
+def test_the_cli_says_refused_not_already_paused_when_the_signer_lacks_the_power(capsys) -> None:  # type: ignore[no-untyped-def]
+    from engine.cli.common import not_permitted
+    from engine.runtime.read.outcome import Outcome
+
+    already = Outcome("tasktype:echo#0", reason="refused", error="PauseTaskType refused in state paused: already")
+    denied = Outcome("tasktype:echo#1", reason="refused",
+                     error="PauseTaskType refused in state unknown: unauthorized: an operator's command")
+    assert not not_permitted("pause echo", [already]) and capsys.readouterr().err == ""
+    assert not_permitted("pause echo", [already, denied])
+    assert capsys.readouterr().err == ("epochq: pause echo: refused in 1 of 2 partition(s): PauseTaskType refused in "
+                                       "state unknown: unauthorized: an operator's command\n")
