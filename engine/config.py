@@ -20,7 +20,7 @@ from engine.errors import ConfigError
 ENV_PREFIX = "EPOCHQ_"
 SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_file",
                    "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
-                   "require_signatures")
+                   "require_signatures", "operator_key_file", "operator_public_key_file")
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
 KafkaConfig = dict[str, Any]
 _client_logger: list[logging.Logger] = []  # where librdkafka's own log lines go, when a command routes them
@@ -81,6 +81,12 @@ class Settings(BaseModel):
                                                                    "it signs the commands engines send themselves")
     require_signatures: bool = Field(default=False, description="engines refuse commands that do not prove "
                                                                 "their tenant with a signature")
+    operator_key_file: Path | None = Field(default=None, description="an operator's Ed25519 private key (PEM): it "
+                                                                     "signs every command its client sends, with "
+                                                                     "an operator's powers (docs/security.md)")
+    operator_public_key_file: Path | None = Field(default=None, description="the operators' Ed25519 public key(s) "
+                                                                            "(PEM, one or two): engines grant "
+                                                                            "commands they sign an operator's powers")
 
     @field_validator("bootstrap")
     @classmethod

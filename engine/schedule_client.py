@@ -148,6 +148,8 @@ def _await_decision(settings: Settings, partition: int, start: int, receipt: Rec
         while time.monotonic() < (settle or deadline):
             for msg in consumer.consume(500, 0.1):
                 if msg.error():
+                    if (refused := kafka.read_refused(msg.error(), topic)) is not None:
+                        raise refused
                     continue
                 event = decode_event_at(msg.value(), topic, partition, msg.offset())  # type: ignore[arg-type]
                 if event.causation_id == receipt.command_id:

@@ -8,6 +8,7 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from engine.config import Settings, load_settings
@@ -48,6 +49,19 @@ def settings_from(args: argparse.Namespace) -> Settings:
         namespace=getattr(args, "namespace", None),
         state_dir=getattr(args, "state_dir", None),
     )
+
+
+def not_permitted(subject: str, outcomes: Sequence[Any]) -> bool:
+    """Say (on stderr, one line) that the engines refused the signer of a per-partition command; whether they did.
+
+    A refusal for want of a power (``unauthorized``) or of a proof (``unauthenticated``, docs/security.md) is
+    not "already paused" or "had this limit already"."""
+    refused = [o.error for o in outcomes if o.reason == "refused" and o.error
+               and (": unauthorized: " in o.error or ": unauthenticated: " in o.error)]
+    if refused:
+        print(f"epochq: {subject}: refused in {len(refused)} of {len(outcomes)} partition(s): {refused[0]}",
+              file=sys.stderr)
+    return bool(refused)
 
 
 def print_json(value: Any) -> None:

@@ -6,7 +6,9 @@ import argparse
 import getpass
 import sys
 
-from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, seconds, settings_from
+from engine.cli.common import (
+    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, not_permitted, print_json, seconds, settings_from,
+)
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
@@ -57,6 +59,8 @@ def _pause(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         change = client.pause_task_type if args.command == "pause" else client.resume_task_type
         outcomes = change(args.task_type, reason=args.reason, requested_by=args.by, wait=max(args.wait, 0.0))
+    if not_permitted(f"{args.command} {args.task_type}", outcomes):
+        return EXIT_NEGATIVE
     done = "paused" if args.command == "pause" else "resumed"
     changed = sum(1 for o in outcomes if o.status == done)
     refused = [o for o in outcomes if o.reason == "refused"]

@@ -9,7 +9,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from engine.cli.common import EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, settings_from
+from engine.cli.common import (
+    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, not_permitted, print_json, settings_from,
+)
 from engine.cli.control import tenant_of_job
 from engine.cli.fresh import say_freshness
 from engine.client import Client, Outcome
@@ -66,6 +68,8 @@ def _set(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         outcomes = client.set_rate_limit(args.task_type, rate, burst=burst, reason=args.reason,
                                          requested_by=args.by, wait=max(args.wait, 0.0))
+    if not_permitted(f"limits set {args.task_type}", outcomes):
+        return EXIT_NEGATIVE
     changed = [o for o in outcomes if o.status == "limited"]
     line = f"task type {args.task_type} limited to {shown_rate(rate)} (burst {burst}) in {len(changed)} of " \
            f"{len(outcomes)} partition(s)"
@@ -78,6 +82,8 @@ def _clear(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         outcomes = client.clear_rate_limit(args.task_type, reason=args.reason, requested_by=args.by,
                                            wait=max(args.wait, 0.0))
+    if not_permitted(f"limits clear {args.task_type}", outcomes):
+        return EXIT_NEGATIVE
     cleared = sum(1 for o in outcomes if o.status == "unlimited")
     print(f"rate limit of task type {args.task_type} cleared in {cleared} of {len(outcomes)} partition(s)"
           + _refused(outcomes, "had none"))

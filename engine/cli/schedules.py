@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         one.add_argument("schedule_id")
         one.add_argument("--reason", default="", help="recorded in the event")
         one.add_argument("--by", default=getpass.getuser(), help="who (recorded with the reason)")
+        one.add_argument("--tenant", default="", help="the schedule's tenant: a command signed with a tenant's key "
+                                                      "names it (docs/security.md); an operator's needs none")
         add_connection_flags(one)
         one.set_defaults(func=_change)
     _reschedule(sub)
@@ -99,7 +101,7 @@ def _change(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         method = {"pause": client.pause_schedule, "resume": client.resume_schedule,
                   "remove": client.remove_schedule}[args.verb]
-        receipt = method(args.schedule_id, reason=reason)
+        receipt = method(args.schedule_id, tenant=args.tenant, reason=reason)
     return _print_receipt(receipt, False, {"pause": "paused", "resume": "resumed", "remove": "removed"}[args.verb])
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
@@ -61,29 +62,51 @@ def _public_key(raw: bytes) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
+class Signer(StrEnum):
+    """Who signed a command, hence what it may do (``engine.domain.authority``)."""
+
+    UNSIGNED = "unsigned"  # no signature (accepted only when signatures are not required): as before, dev mode
+    TENANT = "tenant"  # a key of the command's tenant: that tenant's powers only
+    OPERATOR = "operator"  # an operator key (``operator_public_key_file``): every power, for any tenant
+    ENGINE = "engine"  # the engines' key: what engines send themselves (children, occurrences, reports)
+
+
 @dataclass(frozen=True, slots=True)
 class Proof:
     """What a command's signature proves: a refusal (why it proves nothing), or who signed it."""
 
     refusal: str | None = None
-    by_engine: bool = False
+    signer: Signer = Signer.UNSIGNED
+    reason: str = "unauthenticated"  # the refusal's code: unauthenticated, or unauthorized (a power it lacks)
+
+    @property
+    def by_engine(self) -> bool:
+        """Whether the engines signed it (good for any tenant, across tenants)."""
+        return self.signer is Signer.ENGINE
+
+
+TENANT_SIGNED = Proof(signer=Signer.TENANT)
 
 
 def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
-                 engine_keys: Sequence[bytes], required: bool, internal: bool = False) -> Proof:
-    """Decide whether a command record proves its tenant.
+                 engine_keys: Sequence[bytes], required: bool, internal: bool = False,
+                 operator_keys: Sequence[bytes] = ()) -> Proof:
+    """Decide whether a command record proves its tenant, and who signed it.
 
     A signature by the engines' key (commands the engines send themselves: fan-out children,
-    schedule occurrences, reports to a parent) is good for any tenant. Otherwise the signature
-    must be by one of the tenant's keys. A signature that verifies against none is refused
-    even when signatures are not required; an unsigned command is refused only when they are.
+    schedule occurrences, reports to a parent) is good for any tenant, and so is an operator's
+    (not for ``internal`` commands). Otherwise the signature must be by one of the tenant's keys.
+    A signature that verifies against none is refused even when signatures are not required; an
+    unsigned command is refused only when they are.
     ``internal``: a command only engines send (a report to a parent job or a schedule); when
     signatures are required it must be the engines'.
     """
     if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
-        return Proof()  # the common case first: one verification
+        return TENANT_SIGNED  # the common case first: one verification
     if verifies(engine_keys, topic, value, signature):
-        return Proof(by_engine=True)
+        return Proof(signer=Signer.ENGINE)
+    if not internal and verifies(operator_keys, topic, value, signature):
+        return Proof(signer=Signer.OPERATOR)
     if verifies(tenant_keys, topic, value, signature):
         return Proof("only engines send this command") if required else Proof()
     if signature is not None:
@@ -111,12 +134,20 @@ def load_public_key(path: Path) -> bytes:
     """The 32 raw bytes of an Ed25519 public key from a PEM file (or of a private key's public half)."""
     try:
         data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValidationError(f"public_key: cannot load {path}: {e}", "public_key") from None
+    return public_key_of(data, str(path))
+
+
+def public_key_of(data: bytes, source: str = "the PEM data") -> bytes:
+    """The 32 raw bytes of the Ed25519 public key in PEM ``data`` (or of a private key's public half)."""
+    try:
         key = (serialization.load_pem_private_key(data, None).public_key() if b"PRIVATE KEY" in data
                else serialization.load_pem_public_key(data))
-    except (OSError, ValueError, TypeError) as e:
-        raise ValidationError(f"public_key: cannot load {path}: {e}", "public_key") from None
+    except (ValueError, TypeError) as e:
+        raise ValidationError(f"public_key: cannot load {source}: {e}", "public_key") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise ValidationError(f"public_key: {path} is not an Ed25519 key", "public_key")
+        raise ValidationError(f"public_key: {source} is not an Ed25519 key", "public_key")
     return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 

@@ -2,7 +2,10 @@
 
 Roles (docs/security.md):
 
-- **engine**: reads commands, reads and writes events and tenants, writes its heartbeats to
+- **engine**: exactly what an engine process does (``engine run``, its standby copies and bulk
+  restores): reads commands and *writes* them too (a scoped job's children, a schedule's
+  occurrences, reports to a parent job or a schedule, all inside its partition's transaction),
+  reads and writes events, reads tenants (only admins write them), writes its heartbeats to
   workers, commits the engine group's offsets, reads with its reader groups, and uses the
   transactional ids of its partitions;
 - **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
@@ -77,9 +80,9 @@ def _topic(who: str, name: str, *operations: str) -> list[AclRule]:
 
 def _engine(ns: str, who: str) -> list[AclRule]:
     return [
-        *_topic(who, f"{ns}.commands", "READ", "DESCRIBE", "DESCRIBE_CONFIGS"),
-        *_topic(who, f"{ns}.events", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
-        *_topic(who, f"{ns}.tenants", "READ", "WRITE", "DESCRIBE", "DESCRIBE_CONFIGS"),
+        *_topic(who, f"{ns}.commands", "READ", "WRITE", "DESCRIBE"),  # WRITE: the commands engines send themselves
+        *_topic(who, f"{ns}.events", "READ", "WRITE", "DESCRIBE"),
+        *_topic(who, f"{ns}.tenants", "READ", "DESCRIBE"),
         *_topic(who, f"{ns}.workers", "WRITE", "DESCRIBE"),
         AclRule(who, "GROUP", "LITERAL", f"{ns}.engine", "READ"),
         AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ"),

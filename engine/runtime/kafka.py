@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -200,6 +200,64 @@ def denied(err: KafkaError, what: str) -> AccessDeniedError:
     """The error of an operation the brokers refused this principal."""
     return AccessDeniedError(f"{what}: {err.name()}: {err.str()} (check the credentials, or the ACLs: "
                              "`epochq acl list`)")
+
+
+REFUSED_OPERATION = {
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "READ on group {ns}.engine (its offsets go in the transaction)",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "WRITE on transactional id {txn}",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "IDEMPOTENT_WRITE on the cluster",
+}
+"""What a refusal other than a topic's lacks, for :func:`explain_refusal`."""
+
+
+def explain_refusal(settings: Settings, error: AccessDeniedError, topics: Sequence[str],
+                    partition: int) -> AccessDeniedError:
+    """A refused transaction's error naming what is missing: the operation, and the topic, group or id it is on.
+
+    A refused topic is found by asking the brokers which of ``topics`` (those the transaction wrote)
+    this principal may not WRITE; the refusal itself does not say."""
+    cause = error.__cause__
+    err: KafkaError | None = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+    if err is None or err.code() not in DENIED_CODES:
+        return error
+    if err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        missing = unwritable_topics(settings, topics) or list(topics)
+        what = f"WRITE on topic {' and '.join(missing)}"
+    elif err.code() in REFUSED_OPERATION:
+        what = REFUSED_OPERATION[err.code()].format(ns=settings.namespace, txn=transactional_id(settings, partition))
+    else:
+        what = "a login (check the credentials)"
+    who = f"user {settings.sasl_username}" if settings.sasl_username else "this principal"
+    return AccessDeniedError(f"the brokers refuse {who} {what} ({err.name()}): grant the engine role its ACLs "
+                             "with `epochq acl apply --engine NAME` (docs/security.md)")
+
+
+def unwritable_topics(settings: Settings, topics: Sequence[str]) -> list[str]:
+    """The topics of ``topics`` this principal may not WRITE, as the brokers say; [] if they cannot say now."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation, AdminClient
+
+    admin = AdminClient(settings.kafka_config())
+    try:
+        found = admin.describe_topics(TopicCollection(list(topics)), include_authorized_operations=True,
+                                      request_timeout=10.0)
+        allowed = {name: future.result().authorized_operations or [] for name, future in found.items()}
+    except Exception:  # noqa: BLE001 - only an explanation: the caller names every topic instead
+        return []
+    return [t for t in topics if AclOperation.WRITE not in allowed.get(t, [])
+            and AclOperation.ALL not in allowed.get(t, [])]
+
+
+def read_refused(err: KafkaError | None, topic: str) -> AccessDeniedError | None:
+    """The error of a waiter's read the brokers refused (the outcomes are in ``topic``); None for any other.
+
+    A service that may only write commands sends its command, then cannot follow it: say that, never
+    "no engine decided it"."""
+    if err is None or err.code() not in DENIED_CODES:
+        return None
+    return AccessDeniedError(f"not authorized to read {topic} ({err.name()}): the command was sent, but its outcome "
+                             "is in that topic; grant this principal READ with `epochq acl apply --auditor NAME` "
+                             "(docs/security.md), or do not wait")
 
 
 def translate(error: KafkaException) -> Exception:

@@ -14,10 +14,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.contract.signing import SIGNATURE_HEADER, Proof, authenticate, load_private_key, sign
+from engine.contract.signing import (
+    SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, sign,
+)
 from engine.errors import ConfigError, ValidationError
 
 Headers = list[tuple[str, str | bytes | None]]
+PEM_END = b"-----END PUBLIC KEY-----"
 
 
 class CommandSigner:
@@ -33,10 +36,27 @@ class CommandSigner:
 
 
 def client_signer(settings: Settings) -> CommandSigner | None:
-    """The signer of a client's commands (``signing_key_file``), if it has one."""
+    """The signer of a client's commands: an operator's key (``operator_key_file``) if it has one, else its
+    tenant's (``signing_key_file``), else none."""
+    if settings.operator_key_file is not None:
+        return CommandSigner(_load(settings.operator_key_file, "operator_key_file"), settings.commands_topic)
     if settings.signing_key_file is None:
         return None
     return CommandSigner(_load(settings.signing_key_file, "signing_key_file"), settings.commands_topic)
+
+
+def operator_keys(settings: Settings) -> tuple[bytes, ...]:
+    """The operators' public keys the engines accept (``operator_public_key_file``: one PEM key, or two while
+    rotating); none without the setting."""
+    path = settings.operator_public_key_file
+    if path is None:
+        return ()
+    try:
+        blocks = [b for b in path.read_bytes().split(PEM_END) if b.strip()]
+        return check_public_keys([public_key_of(block + PEM_END) for block in blocks])
+    except (OSError, ValidationError) as e:
+        raise ConfigError(f"operator_public_key_file (EPOCHQ_OPERATOR_PUBLIC_KEY_FILE): {path}: "
+                          f"{str(e).split(': ', 1)[-1] if isinstance(e, ValidationError) else e}") from None
 
 
 def engine_signer(settings: Settings) -> CommandSigner | None:
@@ -82,8 +102,9 @@ class CommandChecker:
         self.topic, self.required = settings.commands_topic, settings.require_signatures
         self._tenant_keys = tenant_keys
         self._engine_keys = (engine.public_key,) if engine is not None else ()
+        self._operator_keys = operator_keys(settings)
 
     def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
         internal = isinstance(command.body, INTERNAL_COMMANDS)
         return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
-                            self._engine_keys, self.required, internal)
+                            self._engine_keys, self.required, internal, self._operator_keys)

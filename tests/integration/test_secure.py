@@ -15,14 +15,16 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 from engine import broker
 from engine.broker.secure import USERS
 from engine.client import Client
 from engine.config import Settings
 from engine.errors import AccessDeniedError
-from engine.runtime.topics import ensure_topics
-from tests.integration.conftest import ROOT, EngineProcess
+from engine.runtime.tenants import set_tenant
+from engine.runtime.topics import admin_for, ensure_topics
+from tests.integration.conftest import ROOT, EngineProcess, events_by_job
 
 DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
           KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
@@ -201,3 +203,111 @@ def _read_error(settings: Settings, topic: str) -> int | None:
         raise AssertionError(f"no answer reading {topic} in 10 s")
     finally:
         consumer.close()
+
+
+def _start_engine(secure_dir: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  name: str) -> EngineProcess:
+    """An `epochq engine run` with the engine user's credentials, as docs/security.md sets one up."""
+    for key, value in user_env(secure_dir, "engine").items():
+        monkeypatch.setenv(key, value)
+    return EngineProcess(as_user(secure_dir, "engine", namespace, tmp_path / f"state-{name}"), name, tmp_path)
+
+
+def _poll(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {what} within {timeout:g} s")
+
+
+def _secure_namespace(secure_dir: Path) -> str:
+    ns = f"s{uuid.uuid4().hex[:8]}"
+    admin = as_user(secure_dir, "admin", ns, Path("/nonexistent"))
+    ensure_topics(admin, partitions=3)
+    assert cli(secure_dir, "admin", "acl", "apply", "--namespace", ns).returncode == 0
+    for tenant in ("acme", "globex"):
+        set_tenant(admin, tenant, 1.0)
+    return ns
+
+
+def test_scoped_jobs_and_schedules_run_under_the_documented_secure_set_up(
+        secure_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = _secure_namespace(secure_home)
+    engine = _start_engine(secure_home, ns, tmp_path, monkeypatch, "scoped")
+    try:
+        engine.wait_active(3)
+        service = Client(as_user(secure_home, "service", ns, tmp_path / "none"))
+        parent = service.submit("echo", {"n": 1}, tenant="ops", scope="global")  # children sent by the engine
+        service.add_schedule("tick", "noop", "* * * * * *", tenant="acme", wait=None)  # occurrences: the same
+        plain = service.submit("echo", {"n": 2}, tenant="globex")
+        service.close()
+        auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
+        done = _poll(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
+        assert done.status == "completed", engine.logs()[-3000:]
+        assert set(done.children) == {"acme", "globex"}
+        assert {c["status"] for c in done.children.values()} == {"completed"}
+        assert auditor.status(plain.job_id).status == "completed"
+        reader = as_user(secure_home, "auditor", ns, tmp_path / "none")
+
+        def ran() -> int:
+            events = events_by_job(reader)
+            fired = [e.event.body for log in events.values() for e in log if e.event.type == "ScheduleFired"]
+            return sum(1 for f in fired if any(e.event.type == "JobSucceeded" for e in events.get(f.job_id, [])))
+        _poll(lambda: ran() >= 2, 30, "two occurrences of the schedule run")
+        auditor.close()
+    finally:
+        assert engine.stop() == 0, engine.logs()[-3000:]
+    assert "refused" not in engine.logs(), engine.logs()[-3000:]
+
+
+def test_an_engine_refused_a_write_says_so_in_one_line_and_backs_off(
+        secure_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = _secure_namespace(secure_home)
+    admin = as_user(secure_home, "admin", ns, Path("/nonexistent"))
+    _revoke(admin, f"{ns}.commands", "User:engine", AclOperation.WRITE)  # what `acl apply` used to leave out
+    engine = _start_engine(secure_home, ns, tmp_path, monkeypatch, "ungranted")
+    try:
+        engine.wait_active(3)
+        service = Client(as_user(secure_home, "service", ns, tmp_path / "none"))
+        parent = service.submit("echo", {}, tenant="ops", scope="global")
+        service.close()
+        refusal = f"transaction refused: the brokers refuse user engine WRITE on topic {ns}.commands " \
+                  "(TOPIC_AUTHORIZATION_FAILED)"
+        _poll(lambda: refusal in engine.logs(), 30, "ERROR line naming the topic and the operation")
+        _poll(lambda: "refused again (4 in a row)" in engine.logs(), 30, "fourth try")  # 0.5 + 1 + 2 + 4 s later
+        lines = engine.logs().splitlines()
+        assert [line for line in lines if " ERROR " in line] == [next(x for x in lines if refusal in x)]
+        tries = [line for line in lines if "transaction refused" in line or "aborted" in line]
+        assert len(tries) <= 6, tries  # spinning: hundreds of aborted tries by now
+        assert cli(secure_home, "admin", "acl", "apply", "--namespace", ns).returncode == 0  # granted: it goes on
+        auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
+        done = _poll(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
+        auditor.close()
+        assert done.status == "completed", engine.logs()[-3000:]
+        assert "accept its transactions again" in engine.logs()
+    finally:
+        assert engine.stop() == 0, engine.logs()[-3000:]
+
+
+def test_a_service_that_may_not_read_events_is_told_so_when_it_waits(
+        secure_home: Path, namespace: str, tmp_path: Path) -> None:
+    submitted = cli(secure_home, "service", "submit", "echo", "--tenant", "acme", "--namespace", namespace,
+                    "--wait", "--timeout", "10")
+    added = cli(secure_home, "service", "schedules", "add", "nightly", "--task", "noop", "--cron", "0 3 * * *",
+                "--tenant", "acme", "--namespace", namespace)
+    for result in (submitted, added):
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"not authorized to read {namespace}.events" in lines[0], result.stderr
+        assert "no engine decided" not in result.stderr
+
+
+def _revoke(admin: Settings, topic: str, who: str, operation: AclOperation) -> None:
+    client = admin_for(admin)  # held until the answer is in
+    found = client.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL,
+                                                           who, "*", operation, AclPermissionType.ALLOW)])
+    for future in found.values():
+        assert future.result(), f"no {operation.name} rule of {who} on {topic} to revoke"

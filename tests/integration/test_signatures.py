@@ -1,6 +1,8 @@
 """Tenant identity on commands, on a real broker: with signatures required, an engine runs a job
 its tenant signed, rejects an unsigned submit and a submit signed with another tenant's key, and
-refuses another tenant's cancel of an existing job; its own commands (scoped fan-out) pass.
+refuses another tenant's cancel of an existing job; a tenant's key cannot reach other tenants' work
+(task-type controls, cross-tenant scopes, their schedules), an operator's key can; the engines' own
+commands (scoped fan-out, schedule occurrences) pass.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.client import Client
+from engine.contract import messages as m
 from engine.config import Settings
 from engine.runtime.tenants import TenantDirectory, set_tenant
 from tests.integration.conftest import EngineProcess
@@ -68,9 +71,8 @@ def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
         acme.cancel(later.job_id, tenant="acme", reason="changed my mind")
         assert _wait_for(lambda: acme.status(later.job_id).status == "cancelled")
 
-        fanned = acme.submit("echo", {"n": 4}, tenant="acme", scope="product:shop").wait(60)
-        assert fanned.done and {c["status"] for c in fanned.children.values()} == {"completed"}, fanned
-        assert set(fanned.children) == {"acme", "globex"}  # children sent (and signed) by the engine
+        fanned = acme.submit("echo", {"n": 4}, tenant="acme", scope="product:shop").wait(30)
+        assert fanned.status == "rejected" and fanned.reason == "unauthorized", fanned  # runs as globex: an operator's
         for client in (acme, unsigned, mallory):
             client.close()
     finally:
@@ -107,3 +109,90 @@ def test_a_command_acts_only_within_its_tenant_even_unsigned(settings: Settings,
     assert all(e.tenant_id == "acme" for e in refusals)  # recorded in acme's history, for its audit
     assert client.status(later.job_id).status == "scheduled"
     assert client.cancel(later.job_id, tenant="acme").wait(10).status == "cancelled"
+
+
+def _decided(outcomes) -> list[str]:  # type: ignore[no-untyped-def]
+    """Each partition's decision on a task-type command: the event type, or the refusal's reason."""
+    out = []
+    for outcome in outcomes:
+        body = outcome.events[-1].event.body if outcome.events else None
+        out.append(body.reason.split(":")[0] if isinstance(body, m.CommandRefused) else type(body).__name__)
+    return out
+
+
+def _signed_as(client: Client, tenant: str, body: m.PauseTaskType | m.SetRateLimit) -> list:  # type: ignore[type-arg]
+    """A task-type command to every partition, naming ``tenant`` (the client signs it with its tenant's key)."""
+    from engine.commands import new_command
+    from engine.domain.pauses import task_envelope
+    from engine.domain.ratelimits import limit_envelope
+
+    envelope = task_envelope if isinstance(body, m.PauseTaskType) else limit_envelope
+    handles = client._send([new_command(envelope(body.task_type, p, 3), tenant, body) for p in range(3)])
+    return client.wait_all(handles, 10, until=lambda o: bool(o.events))
+
+
+def _schedule_as(client: Client, signer_tenant: str, runs_as: str):  # type: ignore[no-untyped-def]
+    """An UpsertSchedule naming ``signer_tenant`` on the command and ``runs_as`` as the schedule's tenant."""
+    from engine.commands import new_command
+    from engine.domain.schedules import envelope_id
+
+    body = m.UpsertSchedule("acme-minutely", runs_as, "echo", "* * * * * *", m.Payload(b"{}", "application/json", ""))
+    return client._decided("acme-minutely", new_command(envelope_id("acme-minutely"), signer_tenant, body), 10)
+
+
+def test_a_tenants_key_cannot_reach_another_tenants_work_and_an_operators_can(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.contract.signing import load_public_key
+
+    acme_key, acme_pub = key_files(tmp_path, "acme")
+    globex_key, globex_pub = key_files(tmp_path, "globex")
+    engine_key, _ = key_files(tmp_path, "engine")
+    operator_key, operator_pub = key_files(tmp_path, "operator")
+    set_tenant(settings, "acme", 1.0, product="shop", public_keys=[load_public_key(acme_pub)])
+    set_tenant(settings, "globex", 1.0, product="shop", public_keys=[load_public_key(globex_pub)])
+    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
+    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
+    monkeypatch.setenv("EPOCHQ_OPERATOR_PUBLIC_KEY_FILE", str(operator_pub))
+    engine = EngineProcess(settings, "powers", tmp_path)
+    try:
+        engine.wait_active(3)
+        acme = Client(settings.model_copy(update={"signing_key_file": acme_key}))
+        globex = Client(settings.model_copy(update={"signing_key_file": globex_key}))
+        operator = Client(settings.model_copy(update={"operator_key_file": operator_key}))
+
+        # globex, with a valid signature of its own, against acme's work: each refused
+        assert set(_decided(_signed_as(globex, "globex", m.PauseTaskType("echo")))) == {"unauthorized"}
+        assert set(_decided(_signed_as(globex, "globex", m.SetRateLimit("echo", 0.01, 1)))) == {"unauthorized"}
+        assert set(_decided(globex.pause_task_type("noop"))) == {"unauthenticated"}  # as the CLI sends it: no tenant
+        scoped = globex.submit("echo", {"as": "acme?"}, tenant="globex", scope="global").wait(30)
+        assert scoped.status == "rejected" and scoped.reason == "unauthorized", scoped
+        as_acme = _schedule_as(globex, "globex", "acme")  # signed by globex, running as acme
+        assert as_acme.status == "refused" and as_acme.reason.startswith("unauthorized"), as_acme
+        assert globex.add_schedule("acme-minutely", "echo", "* * * * * *", tenant="acme").status == "refused"
+        assert acme.submit("echo", {"n": 1}, tenant="acme").wait(30).status == "completed"  # neither held nor slowed
+
+        # a tenant manages its own schedules; another tenant cannot take one over, pause or remove it
+        own = acme.add_schedule("acme-tick", "echo", "0 3 * * *", tenant="acme")
+        assert own.accepted, own
+        taken = globex.add_schedule("acme-tick", "echo", "* * * * * *", tenant="globex")
+        assert taken.status == "refused" and "belongs to tenant 'acme'" in taken.reason, taken
+        assert globex.pause_schedule("acme-tick", tenant="globex").status == "refused"
+        assert globex.remove_schedule("acme-tick", tenant="globex").status == "refused"
+        assert acme.pause_schedule("acme-tick", tenant="acme").accepted
+        assert acme.remove_schedule("acme-tick", tenant="acme").accepted
+
+        # the operator keeps every power
+        def as_operator() -> Client:  # a fresh client per call: each follows its commands from the log's end now
+            return Client(settings.model_copy(update={"operator_key_file": operator_key}))
+
+        assert set(_decided(as_operator().pause_task_type("echo", reason="maintenance"))) == {"TaskTypePaused"}
+        assert set(_decided(as_operator().resume_task_type("echo"))) == {"TaskTypeResumed"}
+        assert set(_decided(as_operator().set_rate_limit("echo", 100.0))) == {"RateLimitSet"}
+        assert set(_decided(as_operator().clear_rate_limit("echo"))) == {"RateLimitCleared"}
+        fanned = operator.submit("echo", {"n": 2}, tenant="ops", scope="global").wait(60)
+        assert fanned.status == "completed" and set(fanned.children) == {"acme", "globex"}, fanned
+        for client in (acme, globex, operator):
+            client.close()
+    finally:
+        assert engine.stop() == 0, engine.logs()[-3000:]
+    assert "unauthorized command" in engine.logs() and " WARNING " in engine.logs()

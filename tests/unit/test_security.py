@@ -73,6 +73,22 @@ def test_roles_get_what_the_design_needs_and_only_engines_write_events() -> None
     assert len(rules) == len(set(rules))
 
 
+def test_an_engine_is_granted_exactly_what_an_engine_process_touches() -> None:
+    engine = {(r.resource_type, r.pattern, r.name, r.operation) for r in wanted_acls("ns", ["engine"], [], [])}
+    assert engine == {
+        # commands: consumed, and written inside the owner's transaction (children, occurrences, reports)
+        ("TOPIC", "LITERAL", "ns.commands", "READ"), ("TOPIC", "LITERAL", "ns.commands", "WRITE"),
+        ("TOPIC", "LITERAL", "ns.commands", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "ns.events", "READ"), ("TOPIC", "LITERAL", "ns.events", "WRITE"),
+        ("TOPIC", "LITERAL", "ns.events", "DESCRIBE"),
+        ("TOPIC", "LITERAL", "ns.tenants", "READ"), ("TOPIC", "LITERAL", "ns.tenants", "DESCRIBE"),  # admins write it
+        ("TOPIC", "LITERAL", "ns.workers", "WRITE"), ("TOPIC", "LITERAL", "ns.workers", "DESCRIBE"),
+        ("GROUP", "LITERAL", "ns.engine", "READ"), ("GROUP", "PREFIXED", "ns.reader.", "READ"),
+        ("TRANSACTIONAL_ID", "PREFIXED", "ns.owner.", "WRITE"),
+        ("TRANSACTIONAL_ID", "PREFIXED", "ns.owner.", "DESCRIBE"),
+    }
+
+
 def test_a_principal_is_a_user_name_or_given_whole() -> None:
     assert principal("svc") == "User:svc" and principal("User:CN=x,O=y") == "User:CN=x,O=y"
     with pytest.raises(Exception, match="principal"):

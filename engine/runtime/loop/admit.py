@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from engine.contract import messages as m
 from engine.contract.codec import decode_command_at
 from engine.contract.partitioner import partition_for
-from engine.contract.signing import Proof
+from engine.contract.signing import Proof, Signer
+from engine.domain import authority
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.pauses import check_task_command, decide_pause, is_task_command
@@ -70,12 +71,23 @@ class Admission:
             return
         seen.append(command)
         proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
+        if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
+            proof = self._authorize(partition, command, proof)
         if proof.refusal is not None:
-            self._unauthenticated(partition, command, proof.refusal, ctx)
+            self._refuse(partition, command, proof, ctx)
             return
         if not proof.by_engine and self._other_tenant(partition, command, ctx):
             return
         self._decide(partition, command, offset, ctx)
+
+    def _authorize(self, partition: Partition, command: m.Command, proof: Proof) -> Proof:
+        """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""
+        owner = None
+        if is_schedule_command(command):
+            view = self.schedule_desk(partition).view(getattr(command.body, "schedule_id", ""))  # type: ignore[attr-defined]
+            owner = view.tenant_id if view is not None else None
+        why = authority.refusal(command, proof.signer, owner)
+        return proof if why is None else Proof(why, proof.signer, "unauthorized")
 
     def _other_tenant(self, partition: Partition, command: m.Command, ctx: DecideContext) -> bool:
         """Refuse a command on an existing job of another tenant (cancel, replay, reschedule, …); True if refused.
@@ -96,17 +108,19 @@ class Admission:
                         command.correlation_id)
         return True
 
-    def _unauthenticated(self, partition: Partition, command: m.Command, why: str, ctx: DecideContext) -> None:
-        """Refuse a command that does not prove its tenant: a new job is rejected, an existing one untouched."""
-        log.warning("unauthenticated command %s for job %s (tenant %r): %s", command.command_id, command.job_id,
-                    command.tenant_id, why)
+    def _refuse(self, partition: Partition, command: m.Command, proof: Proof, ctx: DecideContext) -> None:
+        """Refuse a command that does not prove its tenant, or asks for what its signer may not do: a new job is
+        rejected (reason ``unauthenticated`` or ``unauthorized``), an existing one (or schedule) untouched."""
+        why, reason = proof.refusal or "", proof.reason
+        log.warning("%s command %s (%s) for %s (tenant %r) refused: %s", reason, command.command_id,
+                    type(command.body).__name__, command.job_id, command.tenant_id, why)
         body, job = command.body, partition.job(command.job_id)
         if isinstance(body, m.SubmitJob) and job is None:
-            emit = Emit(command.job_id, command.tenant_id, m.JobRejected(body.task_type, "unauthenticated", why))
+            emit = Emit(command.job_id, command.tenant_id, m.JobRejected(body.task_type, reason, why))
         else:
             state = job.state.value if job is not None else "unknown"
             emit = Emit(command.job_id, command.tenant_id, m.CommandRefused(type(body).__name__, state,
-                                                                            f"unauthenticated: {why}"))
+                                                                            f"{reason}: {why}"))
         partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
     def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:

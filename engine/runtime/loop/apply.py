@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from engine.errors import FencedError
+from engine.errors import AccessDeniedError, FencedError
 from engine.runtime.loop.write import Written
 from projections.evolve import record_position
 
@@ -25,12 +25,15 @@ class Verdict(StrEnum):
     OUT_OF_ORDER = "out_of_order"  # committed, but not folded: restore from the log
     ABORTED = "aborted"  # nothing written: restore, decide again
     FENCED = "fenced"  # a newer owner holds the partition: step down
+    REFUSED = "refused"  # nothing written, for want of an ACL: say so once, restore, try again later
 
 
 def commit(written: Written) -> Verdict:
     """Commit the partition's batch if its transaction committed with our events in a row."""
     if isinstance(written.error, FencedError):
         return Verdict.FENCED
+    if isinstance(written.error, AccessDeniedError):
+        return Verdict.REFUSED
     if written.error is not None:
         return Verdict.ABORTED
     partition, staged = written.partition, written.staged

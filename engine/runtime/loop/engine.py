@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from functools import partial
 from typing import cast
 
 from confluent_kafka import Message
@@ -31,7 +32,7 @@ from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest
-from engine.runtime.loop import outcomes, sampling
+from engine.runtime.loop import outcomes, refusals, sampling
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
@@ -90,7 +91,8 @@ class Engine:
                                    self._unknown_write, bulk)
         count = partition_count(settings)
         signer = engine_signer(settings)
-        self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer)
+        self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer,
+                             explain=partial(kafka.explain_refusal, settings))
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
                                    lambda p: self.lifecycle.timers[p.number].desk,
@@ -314,10 +316,14 @@ class Engine:
             self.lifecycle.step_down(partition.number, "fenced")
             return
         if verdict is Verdict.COMMITTED:
+            refusals.accepted(partition)
             if partition.state is State.CLAIMING:
                 self.lifecycle.activate(partition, now_us())
         elif partition.state is State.REVOKING:
             self.lifecycle.drop(partition.number, f"transaction {verdict} while handing back")
+        elif verdict is Verdict.REFUSED:
+            self._drop_commands(partition)
+            refusals.refused(self.lifecycle, partition, w.error, w.staged.first_command_offset)
         else:
             why = "another writer's record lies between ours" if verdict is Verdict.OUT_OF_ORDER \
                 else f"transaction aborted ({w.error})"

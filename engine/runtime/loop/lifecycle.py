@@ -185,7 +185,9 @@ class Lifecycle:
     @property
     def restoring(self) -> bool:
         """Whether a partition is being set up or restored (the loop must not sleep long)."""
-        return any(p.state in (State.ASSIGNED, State.RESTORING) for p in self.partitions.values())
+        now = time.monotonic()
+        return any(p.state is State.ASSIGNED or (p.state is State.RESTORING and p.hold_until <= now)
+                   for p in self.partitions.values())
 
     def restore(self, now: int, timeout: float = 0.01) -> None:
         """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
@@ -205,7 +207,8 @@ class Lifecycle:
                 self.corrupted(self.partitions[p], e)
         for p in list(self._restorers):
             partition = self.partitions.get(p)
-            if partition is not None and partition.state is State.RESTORING and self._caught_up(partition):
+            if partition is not None and partition.state is State.RESTORING and \
+                    partition.hold_until <= time.monotonic() and self._caught_up(partition):
                 self._restored(partition, now)
 
     def _caught_up(self, partition: Partition) -> bool:
@@ -278,9 +281,16 @@ class Lifecycle:
 
     # --- when a transaction did not go as planned -------------------------------------------
 
-    def resync(self, partition: Partition, why: str, rewind_to: int | None = None) -> None:
-        """Forget what is pending, read commands again from ``rewind_to``, and catch the store up from the log."""
-        log.warning("partition %d: %s; catching up from the log", partition.number, why)
+    def resync(self, partition: Partition, why: str | None, rewind_to: int | None = None,
+               hold_until: float = 0.0) -> None:
+        """Forget what is pending, read commands again from ``rewind_to``, and catch the store up from the log.
+
+        ``why`` is logged (None: the caller said it); a claim that did not commit is made again;
+        ``hold_until`` (monotonic): decide nothing before then (a refused transaction backs off)."""
+        if why is not None:
+            log.warning("partition %d: %s; catching up from the log", partition.number, why)
+        claiming = partition.state is State.CLAIMING
+        partition.hold_until = hold_until
         partition.forget_pending()
         self.timers.pop(partition.number, None)
         partition.observer = None
@@ -288,7 +298,7 @@ class Lifecycle:
         offset = rewind_to if rewind_to is not None else partition.committed_command_offset
         if offset is not None:
             partition.accept_tag = self.reader.seek(partition.number, offset)
-        partition.resuming = True
+        partition.resuming = not claiming
         partition.move(State.RESTORING)
         self._start_restore(partition)
 

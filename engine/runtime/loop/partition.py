@@ -143,6 +143,8 @@ class Partition:
         self.next_offset = -1  # where our next event should land in the events partition
         self.restore_target = 0
         self.resuming = False  # restoring after a resync: back to ACTIVE under the same epoch
+        self.hold_until = 0.0  # a resync after a refused transaction decides again from this time (monotonic)
+        self.refusals = 0  # transactions refused in a row for want of an ACL (engine/runtime/loop/refusals.py)
         self.committed_command_offset: int | None = None  # the commands partition is consumed up to here
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
         self.revoke_deadline = 0.0

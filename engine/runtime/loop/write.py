@@ -25,10 +25,14 @@ from confluent_kafka import Producer, TopicPartition
 
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
-from engine.errors import FencedError, TransactionAbortedError
+from engine.errors import AccessDeniedError, FencedError, TransactionAbortedError
 from engine.runtime import kafka
 from engine.runtime.loop.partition import Partition, Staged
 from engine.runtime.signatures import CommandSigner
+
+
+Explain = Callable[[AccessDeniedError, list[str], int], AccessDeniedError]
+"""(the refusal, the topics the transaction wrote, its partition) -> the refusal naming what is missing."""
 
 
 @dataclass(slots=True)
@@ -62,9 +66,10 @@ class Writer:
     """Writes staged work, one transaction per partition, committing them in parallel."""
 
     def __init__(self, events_topic: str, commands_topic: str, partitions: int, threads: int = 8,
-                 signer: CommandSigner | None = None):
+                 signer: CommandSigner | None = None, explain: Explain | None = None):
         self.events_topic, self.commands_topic, self.partitions = events_topic, commands_topic, partitions
         self.signer = signer  # signs the commands engines send themselves (docs/security.md)
+        self.explain = explain  # names what a refused transaction misses (``kafka.explain_refusal``)
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="epochq-commit")
 
     def launch(self, partition: Partition, staged: Staged, group: Any, wake: Callable[[], None]) -> Written:
@@ -94,7 +99,7 @@ class Writer:
                 kafka.produce_owned(producer, self.commands_topic, value, command.job_id.encode(), target,
                                     headers=self.signer.headers(value) if self.signer is not None else None)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
-            written.error = _abort(producer, e)
+            written.error = _abort(producer, self._refused(e, written))
         return written
 
     def _produce_events(self, written: Written, producer: Producer) -> None:
@@ -115,7 +120,14 @@ class Writer:
                 kafka.call(producer.send_offsets_to_transaction, offsets, group, kafka.TXN_TIMEOUT_S)
             kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
-            written.error = _abort(producer, e)
+            written.error = _abort(producer, self._refused(e, written))
+
+    def _refused(self, error: Exception, written: Written) -> Exception:
+        """An authorization refusal, explained (which operation on which topic); any other error as it is."""
+        if not isinstance(error, AccessDeniedError) or self.explain is None:
+            return error
+        topics = [self.events_topic] + ([self.commands_topic] if written.staged.commands else [])
+        return self.explain(error, topics, written.partition.number)
 
     def close(self) -> None:
         """Stop the commit threads."""
@@ -141,4 +153,6 @@ def _abort(producer: Producer, error: Exception) -> Exception:
         return abort_error
     except Exception as abort_error:  # noqa: BLE001 - an unreachable cluster: resync will find out
         return TransactionAbortedError(f"abort failed: {abort_error}")
-    return error if isinstance(error, TransactionAbortedError) else TransactionAbortedError(str(error))
+    if isinstance(error, (TransactionAbortedError, AccessDeniedError)):
+        return error  # refused for authorization: the loop backs off (engine/runtime/loop/refusals.py)
+    return TransactionAbortedError(str(error))

@@ -168,6 +168,8 @@ class _Run:
         """The record as an event of a followed job, with its fencing verdict; None for any other record."""
         offset, p = msg.offset(), msg.partition()
         state = self.partitions.get(p)  # type: ignore[arg-type]
+        if msg.error() and (refused := kafka.read_refused(msg.error(), self.topic)) is not None:
+            raise refused
         if msg.error() or state is None or offset is None or offset < state.next:
             return None
         state.next = offset + 1
