@@ -106,7 +106,7 @@ def _decode_result(raw: bytes | None) -> Any:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 
