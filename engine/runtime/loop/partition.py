@@ -142,6 +142,7 @@ class Partition:
         self.seq = 0  # events staged under this epoch: the tail of derived event ids
         self.next_offset = -1  # where our next event should land in the events partition
         self.restore_target = 0
+        self.written_end = 0  # the log reaches at least here: past our newest committed transaction's marker
         self.resuming = False  # restoring after a resync: back to ACTIVE under the same epoch
         self.committed_command_offset: int | None = None  # the commands partition is consumed up to here
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
