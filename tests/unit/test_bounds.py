@@ -82,3 +82,8 @@ def test_the_sane_range_of_rates_passes() -> None:
     assert parse_rate("1/d") == pytest.approx(1 / 86_400) and parse_rate("1000000/s") == 1e6
     with pytest.raises(ValidationError, match="^rate: must be from 1/d"):
         parse_rate("0.5/d")
+
+
+def test_a_payload_that_is_no_payload_is_left_to_the_finer_rules() -> None:
+    cmd = command("job-1", m.SubmitJob("echo", None))  # type: ignore[arg-type]
+    assert check_bounds(cmd) is cmd
