@@ -70,6 +70,7 @@ def test_results_pending_when_a_foreign_transaction_lands_are_never_dropped(  # 
     client.resume_task_type("gated", wait=0.1)  # its events lie past the open transaction: not readable yet
     wait_for(lambda: marks(tmp_path) >= JOBS, 30, f"{JOBS} gated handlers running")
     assert "catching up from the log" in engine.logs()  # the owner's starts landed after the foreign record
+    assert "before our own committed events" in engine.logs()  # and it waits for them, saying why
     opened = time.time()
     gate.touch()  # the results arrive while the foreign transaction is still open
     wait_for(lambda: idle_since(client, opened), 30, "the engine settled every result (heartbeat: none running)")
