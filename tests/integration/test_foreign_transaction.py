@@ -84,3 +84,21 @@ def test_results_pending_when_a_foreign_transaction_lands_are_never_dropped(  # 
     assert engine.stop() == 0
     for partition in range(3):
         assert verify_partition(engine.settings(settings), partition).matches
+
+
+def test_a_result_decided_in_a_transaction_that_aborts_is_recorded_again(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    """Every job's first JobSucceeded is written in a transaction the broker aborts (abort_app): the partition
+    catches up from the log and decides again, and the result must be decided again with it, not lost."""
+    engine = start_engine(engines, settings, "solo", tmp_path, app="tests.integration.abort_app:app")
+    engine.wait_active(3)
+    jobs = [client.submit("echo", {"n": n}, tenant="acme") for n in range(JOBS)]
+    outcomes = client.wait_all(jobs, 60)
+    stuck = [(o.job_id, o.status) for o in outcomes if not o.done]
+    assert not stuck, f"jobs left without an attempt in flight: {stuck}\n{engine.logs()[-4000:]}"
+    assert {(o.status, o.attempts) for o in outcomes} == {("completed", 1)}
+    assert engine.logs().count("injected: the broker aborted") >= 1
+    assert engine.proc.poll() is None
+    assert engine.stop() == 0
+    for partition in range(3):
+        assert verify_partition(engine.settings(settings), partition).matches

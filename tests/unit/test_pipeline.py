@@ -227,6 +227,17 @@ def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(ri
     assert rig.partition.written_end == 12 + n + 1  # never moves back; without reports: 10 + n + 1 at least
 
 
+def test_results_whose_decisions_are_never_written_are_taken_back_in_order(rig: Rig) -> None:
+    """issue 22: a result decided into a transaction that aborted was lost with it (its job stayed running)."""
+    staged = rig.partition.staged
+    staged.results += ["first", "second"]
+    rig.partition.results.append("arrived meanwhile")
+    rig.partition.keep_results(staged)
+    assert rig.partition.results == ["first", "second", "arrived meanwhile"] and staged.results == []
+    rig.partition.forget_pending()
+    assert rig.partition.results == ["first", "second", "arrived meanwhile"]  # a resync keeps them
+
+
 def test_a_huge_undecodable_command_is_quarantined_with_its_head_kept(rig: Rig) -> None:
     rig.admit(b"\xc3\x01" + b"x" * 300_000)  # what a broker's default 1 MB limit lets through, and more
     body = rig.partition.staged.events[-1].body
