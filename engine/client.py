@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from engine.commands import due_us, encode_payload, new_command, now_us
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
+from engine.contract.bounds import check_bounds
 from engine.contract.codec import encode_command
 from engine.contract.ids import job_id_for_key, new_uuid4s
 from engine.contract.partitioner import partition_for
@@ -236,12 +237,13 @@ class Client(ScheduleMethods, QueryMethods):
         body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
                            idempotency_key, lane, max_attempts, _labels(labels), scope)
         command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
-        check_submit(command, now, self.settings.max_payload_bytes)
+        check_submit(check_bounds(command), now, self.settings.max_payload_bytes)
         return command
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         """Produce ``commands`` and wait until the broker has them all (acks=all)."""
         for command in commands:
+            check_bounds(command)  # for any command given whole (a SubmitJob's other rules ran when it was made)
             if not isinstance(command.body, m.SubmitJob):
                 _check(command)
         starts = self._ends.lower_bounds(self._partition_count())

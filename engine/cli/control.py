@@ -48,7 +48,7 @@ def _cancel(args: argparse.Namespace) -> int:
             return 0
         outcome = handle.wait(args.wait, watch=show_change, until=decided)
     if args.json:
-        print_json(outcome_json(outcome))
+        print_json({**outcome_json(outcome), "refusal": outcome.refusal})
     else:
         print(_verdict(outcome, args.wait))
     return _status(outcome)
@@ -63,7 +63,7 @@ def _pause(args: argparse.Namespace) -> int:
         return EXIT_NEGATIVE
     done = "paused" if args.command == "pause" else "resumed"
     changed = sum(1 for o in outcomes if o.status == done)
-    refused = [o for o in outcomes if o.reason == "refused"]
+    refused = [o for o in outcomes if o.refusal is not None]
     undecided = len(outcomes) - changed - len(refused)
     already = f", already {'paused' if args.command == 'pause' else 'running'} in {len(refused)}" if refused else ""
     print(f"task type {args.task_type} {done} in {changed} of {len(outcomes)} partition(s){already}")
@@ -87,8 +87,8 @@ def tenant_of_job(client: Client, job_id: str, command: str = "cancel") -> str:
 def _verdict(outcome: Outcome, waited: float) -> str:
     """One line saying how the cancel ended."""
     job = f"job {outcome.job_id}"
-    if outcome.reason == "refused":
-        return f"{job}: cancel refused: {(outcome.error or '').split(': ', 1)[-1]}"
+    if outcome.refusal is not None:
+        return f"{job}: cancel refused: {outcome.refusal.split(': ', 1)[-1]}"
     if outcome.status == "cancelled":
         return f"{job} cancelled"
     if outcome.done:
@@ -101,7 +101,7 @@ def _verdict(outcome: Outcome, waited: float) -> str:
 def _status(outcome: Outcome) -> int:
     if outcome.status == "cancelled":
         return 0
-    if outcome.done or outcome.reason == "refused":
+    if outcome.done or outcome.refusal is not None:
         return EXIT_NEGATIVE
     print(f"epochq: job {outcome.job_id} still {outcome.status}", file=sys.stderr)
     return EXIT_NOT_DONE

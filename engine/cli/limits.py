@@ -101,7 +101,7 @@ def _share(changed: list[Outcome]) -> str:
 
 
 def _refused(outcomes: list[Outcome], what: str) -> str:
-    refused = sum(1 for o in outcomes if o.reason == "refused")
+    refused = sum(1 for o in outcomes if o.refusal is not None)
     return f"; {refused} {what}" if refused else ""
 
 

@@ -47,7 +47,7 @@ def _purge(args: argparse.Namespace) -> int:
         handles = client.cancel_many([(j.job_id, j.tenant_id) for j in jobs], reason=f"purge: {args.reason}",
                                      requested_by=args.by)
         outcomes = client.wait_all(handles, args.wait, until=decided)
-    return _report(jobs, [o.status for o in outcomes], [o.reason == "refused" for o in outcomes])
+    return _report(jobs, [o.status for o in outcomes], [o.refusal is not None for o in outcomes])
 
 
 def _confirmed(count: int, state: str) -> bool:

@@ -37,6 +37,9 @@ LIMIT_ENVELOPE = "ratelimit:"
 LIMIT_COMMANDS = (m.SetRateLimit, m.ClearRateLimit)
 MAX_RATE = 1_000_000.0
 """Starts a second a limit may allow at most (more is no limit)."""
+MIN_RATE = 1 / 86_400
+"""Starts a second a limit must allow at least: one a day (``1/d``). Less is a pause (``epochq pause``); a
+rate near zero would make one partition's spacing between starts overflow its event's 64-bit field."""
 MAX_BURST = 1_000_000
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _RATE = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:/\s*([a-z]+))?\s*", re.IGNORECASE)
@@ -84,11 +87,12 @@ def parse_rate(text: str) -> float:
 
 
 def check_rate(rate: object) -> float:
-    """A rate: a finite number of starts a second, > 0 and at most MAX_RATE."""
+    """A rate: a finite number of starts a second, from MIN_RATE (one a day) to MAX_RATE."""
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate):
         raise invalid("rate", f"must be a finite number, got {rate!r}")
-    if not 0 < rate <= MAX_RATE:
-        raise invalid("rate", f"must be > 0 and at most {MAX_RATE:g} a second, got {rate:g}")
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise invalid("rate", f"must be from 1/d ({MIN_RATE:.3g} a second) to {MAX_RATE:g} a second, got {rate:g} "
+                              "(to start none at all, pause the task type)")
     return float(rate)
 
 

@@ -130,3 +130,15 @@ def shaky(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     if ctx.attempt <= 2:
         raise ConnectionError(f"upstream timed out (attempt {ctx.attempt})")
     return {"attempt": ctx.attempt}
+
+
+@app.task("gated", timeout=120)
+def gated(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Marks that it started, then runs until the file named in the payload exists (the test opens the gate)."""
+    mark("gated", ctx)
+    gate = Path(payload["open_when"])
+    for _ in range(2400):  # 120 s at most
+        if gate.exists():
+            return {"gated": True, "attempt": ctx.attempt}
+        time.sleep(0.05)
+    raise TimeoutError(f"the gate {gate} never opened")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -196,3 +197,59 @@ def test_a_record_produced_to_the_wrong_partition_is_found_by_its_job_id(  # typ
     assert f"JobRejected  reason=wrong_partition: job {command.job_id} belongs to partition {home}, not {landed}" \
         in shown, shown
     assert not client.status(command.job_id).known  # without the landed partition's store: not found (no scans)
+
+
+def test_oversized_ids_a_deep_payload_and_an_absurd_rate_are_refused_naming_the_field(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    """issue 22: 700 KB ids were copied into two events each, a 100k-deep payload was retried, a rate of
+    1e-300 went down the poison path."""
+    from engine.domain.ratelimits import limit_envelope
+
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    huge = "x" * 700 * 1024
+    for field in ("correlation_id", "command_id"):  # the client refuses before producing
+        with pytest.raises(ValidationError) as info:
+            client._send([dataclasses.replace(submit_command(new_job_id()), **{field: huge})])
+        assert info.value.field == field and str(info.value).startswith(f"{field}: is 716,800 characters long")
+    with pytest.raises(ValidationError, match="^correlation_id: is 716,800 characters"):
+        client.submit("echo", {}, tenant="acme", correlation_id=huge)
+    with pytest.raises(ValidationError, match="^rate: must be from 1/d"):
+        client.set_rate_limit("echo", 1e-300)
+
+    correlated = dataclasses.replace(submit_command(new_job_id()), correlation_id=huge)
+    identified = dataclasses.replace(submit_command(new_job_id()), command_id=huge)
+    rate = m.Command(new_command_id(), limit_envelope("echo", 0, 3), "", now_us(), m.SetRateLimit("echo", 1e-300))
+    produce_raw(settings, [correlated, identified, rate])
+
+    for command, field in ((correlated, "correlation_id"), (identified, "command_id")):
+        events = job_events_eventually(settings, command.job_id)
+        assert [type(e.body) for e in events] == [m.JobRejected], events
+        (rejected,) = events
+        assert rejected.body.reason == f"invalid_{field}", rejected
+        assert rejected.body.detail.startswith(f"{field}: is 716,800 characters long, at most 255 allowed in a "
+                                               "SubmitJob"), rejected
+        assert huge not in (rejected.causation_id or "") + (rejected.correlation_id or "")  # not copied
+        outcome = client.status(command.job_id)
+        assert (outcome.status, outcome.reason) == ("rejected", f"invalid_{field}")
+    (refused,) = decided(settings, rate)
+    assert isinstance(refused.body, m.CommandRefused) and refused.body.reason.startswith("rate: must be from 1/d")
+
+    deep = client.submit("echo", m.Payload(b"[" * 100_000 + b"]" * 100_000), tenant="acme").wait(30)
+    assert (deep.status, deep.reason, deep.attempts) == ("dead", "validation_failed", 1), deep
+    assert "nested too deeply" in (deep.error or "")
+
+    fine = client.submit("echo", {"v": 1}, tenant="acme").wait(30)
+    assert fine.status == "completed"
+    assert engine.proc.poll() is None and "Traceback" not in engine.logs()
+    assert "setting it aside" not in engine.logs()  # nothing went down the poison path
+
+
+def job_events_eventually(settings: Settings, job_id: str, timeout: float = 30.0) -> list[m.Event]:
+    p, deadline = partition_for(job_id, 3), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [e for e in partition_events(settings, p) if e.job_id == job_id]
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"no event of job {job_id} in {timeout}s")

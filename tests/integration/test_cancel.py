@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,4 +114,27 @@ def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-un
     assert f"from the projections in {engine.state_dir}: 3 of 3 partition(s)" in listing.stderr, listing.stderr
     assert epochq(settings, "resume", "echo").returncode == 0
     assert [o.status for o in client.wait_all([held[1], held[3]], 30)] == ["completed", "completed"]
+    assert engine.proc.poll() is None
+
+
+def test_another_tenants_refused_cancel_leaves_the_jobs_outcome_its_own(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    gate = tmp_path / "gate"
+    job = client.submit("gated", {"open_when": str(gate)}, tenant="acme")
+    running(job)
+    refused = epochq(settings, "cancel", job.job_id, "--tenant", "other", "--wait", "10")
+    assert refused.returncode == 1 and "cancel refused" in refused.stdout, (refused.stdout, refused.stderr)
+    gate.touch()
+    assert job.wait(30).status == "completed"
+    assert "CommandRefused" in types(client, job.job_id)  # the refusal is in the history
+    shown = epochq(settings, "status", job.job_id)
+    assert shown.returncode == 0 and "completed" in shown.stdout, (shown.stdout, shown.stderr)
+    assert "refused" not in shown.stdout and "error" not in shown.stdout, shown.stdout
+    as_json = json.loads(epochq(settings, "status", job.job_id, "--json").stdout)
+    assert (as_json["status"], as_json["error"], as_json["reason"], as_json["attempts"]) == ("completed", None, None, 1)
+    assert as_json["result"] == {"gated": True, "attempt": 1}
+    outcome = client.status(job.job_id)
+    assert (outcome.status, outcome.error, outcome.reason) == ("completed", None, None)
     assert engine.proc.poll() is None

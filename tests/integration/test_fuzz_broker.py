@@ -3,9 +3,9 @@
 The records come from bench/garbage.py (the generator its memory benchmark sends), produced
 straight to ``<ns>.commands`` with a plain producer: no client-side checks. Every record must
 have an outcome in the events log (docs/contract.md): a ``CommandQuarantined`` naming its offset
-(it is not a command), or events caused by its command id: ``JobRejected``, ``CommandRefused``,
-or a ``JobSubmitted`` whose job then ends. No record may need the poison path (``engine_error``):
-the rules, not the safety net, must answer garbage.
+(it is not a command), or events caused by its command id (keyed by its job id when the command id is
+over its bound): ``JobRejected``, ``CommandRefused``, or a ``JobSubmitted`` whose job then ends. No
+record may need the poison path (``engine_error``): the rules, not the safety net, must answer garbage.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class Outcomes:
     next_offset: dict[int, int] = field(default_factory=dict)
     quarantined: set[tuple[int, int]] = field(default_factory=set)
     caused: dict[str, list[m.Event]] = field(default_factory=lambda: defaultdict(list))
+    uncaused: dict[str, list[m.Event]] = field(default_factory=lambda: defaultdict(list))  # by job id
     fate: dict[str, str] = field(default_factory=dict)
 
     def read(self, settings: Settings) -> None:
@@ -64,6 +65,8 @@ class Outcomes:
             self.quarantined.add((p, event.body.offset))
         if event.causation_id:
             self.caused[event.causation_id].append(event)
+        elif event.job_id is not None:  # an answer to a command whose id is over its bound carries none
+            self.uncaused[event.job_id].append(event)
         end = ENDS.get(type(event.body))
         if end is not None and event.job_id is not None:
             self.fate[event.job_id] = end
@@ -77,7 +80,9 @@ class Outcomes:
             return "quarantined" if at in self.quarantined else "missing"
         if at in self.quarantined:
             return "quarantined:poison"
-        for event in self.caused.get(command.command_id, []):
+        answers = self.caused.get(command.command_id) or [
+            e for e in self.uncaused.get(command.job_id, []) if isinstance(e.body, (m.JobRejected, m.CommandRefused))]
+        for event in answers:
             if isinstance(event.body, m.JobRejected):
                 return f"rejected:{event.body.reason}"
             if isinstance(event.body, m.CommandRefused):

@@ -161,6 +161,7 @@ def test_payloads_decode_by_content_type() -> None:
     ("payload", "needle"),
     [
         (Payload(b"{not json"), "not valid JSON"),
+        (Payload(b'{"a":' * 100_000 + b"1" + b"}" * 100_000), "payload: JSON nested too deeply"),
         (Payload(b"\xff", "text/plain"), "not valid UTF-8"),
         (Payload(b"<a/>", "application/xml"), "'application/xml'"),
     ],
@@ -242,6 +243,7 @@ def test_an_exception_fails_the_attempt_with_a_short_traceback(executor: Executo
     [
         (request("typed", json_payload({"retries": 1})), "to: Field required"),
         (request("ok", Payload(b"{oops")), "not valid JSON"),
+        (request("ok", Payload(b"[" * 100_000 + b"]" * 100_000)), "nested too deeply"),
         (request("ok", Payload(b"x", "image/png")), "image/png"),
         (request("refuse"), "block list"),
         (request("no.such.task"), "unknown task type 'no.such.task'"),

@@ -212,6 +212,32 @@ def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_ev
     assert rig.store.applied_offset() == 10 + n - 1 and rig.partition.next_offset == 10 + n + 1
 
 
+def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(rig: Rig) -> None:
+    """issue 22: a catch-up to the stable end stopped before the owner's own committed starts (a foreign
+    transaction open before them), and their results were dropped against a store that saw them queued."""
+    rig.admit(submit("job-1"))
+    staged = rig.partition.take_staged()
+    rig.partition.next_offset, n = 10, len(staged.events)
+    assert rig.partition.written_end == 0
+    assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
+    assert rig.partition.written_end == 0  # nothing of it is in the log
+    assert commit(Written(rig.partition, staged, None, 12, 12 + n - 1)) is Verdict.OUT_OF_ORDER
+    assert rig.partition.written_end == 12 + n + 1  # past its last event and its commit marker
+    assert commit(Written(rig.partition, staged, None)) is Verdict.OUT_OF_ORDER  # no delivery report
+    assert rig.partition.written_end == 12 + n + 1  # never moves back; without reports: 10 + n + 1 at least
+
+
+def test_results_whose_decisions_are_never_written_are_taken_back_in_order(rig: Rig) -> None:
+    """issue 22: a result decided into a transaction that aborted was lost with it (its job stayed running)."""
+    staged = rig.partition.staged
+    staged.results += ["first", "second"]
+    rig.partition.results.append("arrived meanwhile")
+    rig.partition.keep_results(staged)
+    assert rig.partition.results == ["first", "second", "arrived meanwhile"] and staged.results == []
+    rig.partition.forget_pending()
+    assert rig.partition.results == ["first", "second", "arrived meanwhile"]  # a resync keeps them
+
+
 def test_a_huge_undecodable_command_is_quarantined_with_its_head_kept(rig: Rig) -> None:
     rig.admit(b"\xc3\x01" + b"x" * 300_000)  # what a broker's default 1 MB limit lets through, and more
     body = rig.partition.staged.events[-1].body

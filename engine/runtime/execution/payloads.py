@@ -10,6 +10,7 @@ result over ``MAX_RESULT_BYTES`` raises ``ValidationError``: it could never be w
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from pydantic import BaseModel
@@ -56,7 +57,10 @@ def _decode_json(data: bytes, task_type: str) -> Any:
     try:
         return json.loads(data)
     except (UnicodeDecodeError, ValueError) as e:
-        raise ValidationError(f"task {task_type!r}: payload is not valid JSON: {e}") from e
+        raise ValidationError(f"task {task_type!r}: payload is not valid JSON: {e}", "payload") from e
+    except RecursionError:  # the same bytes are as deep on every attempt: never retried
+        raise ValidationError(f"task {task_type!r}: payload: JSON nested too deeply to decode (more than about "
+                              f"{sys.getrecursionlimit():,} levels of arrays or objects)", "payload") from None
 
 
 def _decode_text(data: bytes, task_type: str) -> str:
@@ -107,6 +111,9 @@ def _result_bytes(value: Any) -> bytes | None:
     try:
         text = json.dumps(value, default=_json_default, sort_keys=True, separators=(",", ":"), allow_nan=False,
                           ensure_ascii=False)
+    except RecursionError:  # as deep on every attempt: the result could never be written
+        raise ValidationError("result: the handler returned a value nested too deeply to encode as JSON",
+                              "result") from None
     except (TypeError, ValueError) as e:
         raise TypeError(
             f"handler result of type {type(value).__name__} is not JSON-encodable ({e}); "

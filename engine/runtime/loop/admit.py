@@ -1,9 +1,11 @@
 """The commands step: decode each command of an active partition and decide it.
 
-An undecodable record is quarantined (``CommandQuarantined``); a command for another
-partition is rejected; a schedule command goes to the partition's schedule desk; a
-``SubmitJob`` is decided with the backpressure inputs of the moment. Each command is one
-input: if any of that raises, it is set aside (``engine.runtime.loop.poison``), never fatal.
+An undecodable record is quarantined (``CommandQuarantined``); a command with a string over its
+bound (``engine.contract.bounds``) is rejected or refused naming the field, before anything of it
+is copied into an event; a command for another partition is rejected; a schedule command goes
+to the partition's schedule desk; a ``SubmitJob`` is decided with the backpressure inputs of
+the moment. Each command is one input: if any of that raises, it is set aside
+(``engine.runtime.loop.poison``), never fatal.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine.contract import messages as m
+from engine.contract.bounds import ENVELOPE, check_bounds, tenant_bound
 from engine.contract.codec import decode_command_at
 from engine.contract.partitioner import partition_for
 from engine.contract.signing import Proof, Signer
@@ -70,6 +73,11 @@ class Admission:
             partition.stage(Emit(None, None, body), ctx.now)
             return
         seen.append(command)
+        try:
+            check_bounds(command)
+        except ValidationError as e:
+            self._out_of_bounds(partition, command, e, ctx)
+            return
         proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
         if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
             proof = self._authorize(partition, command, proof)
@@ -107,6 +115,28 @@ class Admission:
         partition.stage(Emit(command.job_id, job.tenant_id, refusal), ctx.now, command.command_id,
                         command.correlation_id)
         return True
+
+    def _out_of_bounds(self, partition: Partition, command: m.Command, error: ValidationError,
+                       ctx: DecideContext) -> None:
+        """Answer a command with a string over its bound: a new job is rejected, an existing one refused.
+
+        The answer copies nothing over a bound: an id too long is left out of it (the command's id as its
+        causation, the job id as its key), and so is a task type no handler is registered for."""
+        log.warning("command at partition %d over a bound: %s", partition.number, error)
+        ids = {name: getattr(command, name) for name, bound in ENVELOPE
+               if getattr(command, name) is not None and len(getattr(command, name)) <= bound}
+        job_id = ids.get("job_id")
+        job = partition.job(job_id) if job_id is not None else None
+        body = command.body
+        if isinstance(body, m.SubmitJob) and job is None:
+            task = body.task_type if self.tasks is not None and body.task_type in self.tasks else ""
+            answer: m.EventBody = m.JobRejected(task, error.reason, str(error))
+        else:
+            answer = m.CommandRefused(type(body).__name__, job.state.value if job is not None else "unknown",
+                                      str(error))
+        tenant = job.tenant_id if job is not None else \
+            (command.tenant_id if len(command.tenant_id) <= tenant_bound(body) else None)
+        partition.stage(Emit(job_id, tenant, answer), ctx.now, ids.get("command_id"), ids.get("correlation_id"))
 
     def _refuse(self, partition: Partition, command: m.Command, proof: Proof, ctx: DecideContext) -> None:
         """Refuse a command that does not prove its tenant, or asks for what its signer may not do: a new job is

@@ -6,7 +6,11 @@ applied offset) is committed to the store in one WriteBatch. If the transaction 
 the batch is dropped. If something else landed in the log between our events (another
 writer's record, a zombie's aborted batch), folding in our own order would not be the log's
 order, so the batch is dropped too and the partition restores from the log instead: the
-store always equals a rebuild.
+store always equals a rebuild. That restore reads at least up to the end of the transaction
+that just committed (``Partition.written_end``): a read_committed reader's end (the last
+stable offset) can still lie before it, while its commit markers are being written or while
+a foreign transaction is open before it, and a store short of the owner's own committed
+decisions would see its running jobs as queued and drop their results.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ def commit(written: Written) -> Verdict:
         partition.committed_command_offset = staged.next_command_offset
     n = len(staged.events)
     if n:
+        partition.written_end = max(partition.written_end, written_end(written, n))
         if written.first is None or written.last is None or written.first != partition.next_offset \
                 or written.last - written.first != n - 1:
             return Verdict.OUT_OF_ORDER
@@ -51,3 +56,12 @@ def commit(written: Written) -> Verdict:
         partition.next_offset = written.last + 2  # after our last event, its transaction's commit marker
         batch.commit()
     return Verdict.COMMITTED
+
+
+def written_end(written: Written, n: int) -> int:
+    """Where the log ends at least, now that ``written``'s ``n`` events committed: after its commit marker.
+
+    Without a delivery report, the events landed no earlier than where the partition expected them."""
+    if written.last is not None:
+        return written.last + 2
+    return written.partition.next_offset + n + 1

@@ -151,6 +151,7 @@ class Engine:
         self._decide(now, taking)
         for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
             self._drop_commands(partition)
+            partition.keep_results(partition.staged)
             self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
         t2 = time.perf_counter()
         self._launch()
@@ -217,6 +218,7 @@ class Engine:
         for partition in deciding:
             if partition.results:
                 results, partition.results = partition.results, []
+                partition.staged.results += results  # recorded again if what they decide is never written
                 outcomes.record(self.partitions, results, self.board, self.poison, ctxs)
         outcomes.record_progress(self.partitions, self.executor.take_progress(), ctxs)
         if not taking:
@@ -328,6 +330,8 @@ class Engine:
             why = "another writer's record lies between ours" if verdict is Verdict.OUT_OF_ORDER \
                 else f"transaction aborted ({w.error})"
             rewind = w.staged.first_command_offset if verdict is Verdict.ABORTED else None
+            if verdict is Verdict.ABORTED:
+                partition.keep_results(w.staged)
             self._drop_commands(partition)
             self.lifecycle.resync(partition, why, rewind)
 

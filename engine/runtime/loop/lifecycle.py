@@ -165,11 +165,16 @@ class Lifecycle:
     def _start_restore(self, partition: Partition) -> None:
         p = partition.number
         topic = self.settings.events_topic
-        partition.restore_target = kafka.end_offsets(self.events, topic, [p])[p]
+        end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
+        partition.restore_target = max(end, partition.written_end)  # never short of our own committed writes
         restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p))  # type: ignore[arg-type]
         self._restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
+        if end < partition.written_end:
+            log.warning("partition %d: the log's stable end (%d) is before our own committed events (up to %d): "
+                        "waiting for it (a foreign transaction open in the events partition holds it back)",
+                        p, end, partition.written_end - 1)
 
     def _folded_hook(self, p: int) -> Callable[[m.Event, Folded], None] | None:
         """The restorer's hook that reports the records of partition ``p`` that did not count."""

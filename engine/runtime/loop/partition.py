@@ -99,6 +99,7 @@ class Staged:
     folds: list[Folded] = field(default_factory=list)  # what folding each event did, in order
     commands: list[m.Command] = field(default_factory=list)
     starts: list[tuple[m.Event, JobView]] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)  # the finished attempts decided here: kept if it aborts
     first_command_offset: int | None = None
     next_command_offset: int | None = None
 
@@ -142,6 +143,7 @@ class Partition:
         self.seq = 0  # events staged under this epoch: the tail of derived event ids
         self.next_offset = -1  # where our next event should land in the events partition
         self.restore_target = 0
+        self.written_end = 0  # the log reaches at least here: past our newest committed transaction's marker
         self.resuming = False  # restoring after a resync: back to ACTIVE under the same epoch
         self.hold_until = 0.0  # a resync after a refused transaction decides again from this time (monotonic)
         self.refusals = 0  # transactions refused in a row for want of an ACL (engine/runtime/loop/refusals.py)
@@ -274,6 +276,13 @@ class Partition:
         """Hand this tick's decisions to the writer and start afresh."""
         staged, self.staged = self.staged, Staged()
         return staged
+
+    def keep_results(self, staged: Staged) -> None:
+        """Take back the finished attempts whose decisions will never be written (an aborted transaction, a store
+        wiped before writing): they are recorded again once the partition has caught up, or they would be lost
+        and their jobs stay running with nothing in flight."""
+        self.results[:0] = staged.results
+        staged.results = []
 
     def forget_pending(self) -> None:
         """Drop what was decided but not committed (an aborted transaction, a resync, a step-down)."""

@@ -54,8 +54,8 @@ def finished(outcome: Outcome) -> bool:
 
 
 def decided(outcome: Outcome) -> bool:
-    """A command's wait is over: the job is final, or the command was refused."""
-    return outcome.done or outcome.reason == "refused"
+    """A command's wait is over: the job is final, or a command about it was refused since the wait began."""
+    return outcome.done or outcome.refusal is not None
 
 
 class _Partition:

@@ -1,4 +1,10 @@
-"""A job's outcome as the log tells it: the fold of its events that clients show (status, result, error)."""
+"""A job's outcome as the log tells it: the fold of its events that clients show (status, result, error).
+
+Only the job's own lifecycle sets its outcome fields (status, result, error, reason, attempts).
+A ``CommandRefused`` answers one command about the job, whoever sent it (another tenant's
+cancel, a late reschedule): it is in the job's history and in ``refusal`` for the command's
+waiter, never in what ``status`` says the job is.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class Outcome:
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
     task_type: str | None = None  # from the job's JobSubmitted (or JobRejected)
     held: str | None = None  # while queued: what a waiter knows holds it (an open breaker, a pause); set by a follow
+    refusal: str | None = None  # the latest CommandRefused read: a command's answer for its waiter, not the job's
 
     @property
     def known(self) -> bool:
@@ -55,6 +62,9 @@ class Outcome:
         if logged.fenced:
             return
         body = logged.event.body
+        if isinstance(body, m.CommandRefused):  # a command's answer: the job's own fields stay as they are
+            self.refusal = f"{body.command} refused in state {body.state}: {body.reason}"
+            return
         self.status = STATUS_OF.get(type(body).__name__, self.status)
         _details(self, body)
 
@@ -89,8 +99,6 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
         outcome.reason = body.reason or None
     elif isinstance(body, m.JobCancelRequested):
         outcome.reason = f"cancel requested{': ' + body.reason if body.reason else ''}"
-    elif isinstance(body, m.CommandRefused):
-        outcome.reason, outcome.error = "refused", f"{body.command} refused in state {body.state}: {body.reason}"
 
 
 def _decode_result(raw: bytes | None) -> Any:
@@ -98,7 +106,7 @@ def _decode_result(raw: bytes | None) -> Any:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return raw
 
 
