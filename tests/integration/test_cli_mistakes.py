@@ -94,3 +94,15 @@ def test_operator_commands_read_the_tenant_and_say_why_in_plain_words(  # type: 
     assert verified.returncode == 0, (verified.stdout, verified.stderr)
     assert "partition 1: match" in verified.stdout and "partition 0" not in verified.stdout
     assert "partition(s) 0,2 have no store in" in verified.stderr
+
+
+def test_an_engine_without_a_broker_says_what_it_waits_for_in_a_few_lines(settings: Settings) -> None:
+    cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", "tests.integration.apps:app", "--bootstrap",
+           "127.0.0.1:1", "--namespace", settings.namespace, "--state-dir", str(settings.state_dir)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 3 and len(lines) <= 5, lines
+    assert "reading" in lines[0] and "from Kafka at 127.0.0.1:1" in lines[0], lines
+    assert not any(line.startswith("%") or "KafkaError{" in line for line in lines), lines
+    assert lines[-1] == (f"epochq: error: cannot read {settings.tenants_topic} from Kafka at 127.0.0.1:1: "
+                         "Failed to get metadata: Local: Broker transport failure"), lines
