@@ -97,6 +97,8 @@ def _workers(args: argparse.Namespace) -> int:
         for p in row.partitions:
             print(f"  partition {p.partition:>3}  epoch {p.epoch:>4}  {p.phase}")
         print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
+        if row.task_types is not None:
+            print(f"  task types: {' '.join(row.task_types) or '(none)'}")
         print(f"  running ({len(row.running)}): {' '.join(row.running[:20])}{' ...' if len(row.running) > 20 else ''}")
     return 0
 
@@ -107,7 +109,8 @@ def worker_json(row: WorkerRow) -> dict[str, Any]:
             "seen_us": row.seen_at_us, "interval_s": row.interval_s, "lost": row.lost,
             "partitions": [{"partition": p.partition, "epoch": p.epoch, "phase": p.phase, "owner": p.owner}
                            for p in row.partitions],
-            "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running}
+            "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running,
+            "task_types": row.task_types}
 
 
 def _iso(us: int) -> str:

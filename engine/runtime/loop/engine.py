@@ -104,7 +104,7 @@ class Engine:
         self._turn = 0
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
-        self.heartbeat = Heartbeat(settings, self.owner_id)
+        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
 
     @property
     def partitions(self) -> dict[int, Partition]:
