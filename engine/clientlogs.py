@@ -3,7 +3,8 @@
 librdkafka repeats a failure as often as it retries (a closed port: ~30 lines a second across an engine's
 clients). Every client epochq configures (``Settings.kafka_config``) sends its log lines and its errors to
 one logger through :class:`Throttle`: at most one line of a kind per ``every`` seconds, the next saying how
-many like it were left out. Connection failures are warnings: a client retries them by itself.
+many like it were left out. Connection failures are warnings, and a line that says the client is retrying
+is information: a client retries them by itself.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ class Throttle(logging.Filter):
         if dropped:
             text += f" ({dropped} more like it in the last {self.every:g} s)"
         record.msg, record.args = f"kafka: {text}", None
-        if kind.split(":", 1)[0] in RETRIED and record.levelno > logging.WARNING:
+        if text.endswith("retrying") and record.levelno > logging.INFO:  # e.g. a coordinator still loading
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        elif kind.split(":", 1)[0] in RETRIED and record.levelno > logging.WARNING:
             record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
+        return logging.getLogger(record.name).isEnabledFor(record.levelno)  # at its new level
 
 
 def _kind_and_text(record: logging.LogRecord) -> tuple[str, str]:

@@ -28,6 +28,7 @@ def record(args: tuple[str, str, str], level: int = logging.ERROR) -> logging.Lo
 def test_a_repeated_client_line_is_shown_once_per_interval_with_a_count() -> None:
     clock = Clock()
     throttle = Throttle(20.0, clock)
+    logging.getLogger("epochq.kafka").setLevel(logging.INFO)
     shown = []
     for second in range(41):  # one failure a second for 40 s (librdkafka logs ~30 a second across clients)
         clock.now = float(second)
@@ -46,6 +47,7 @@ def test_a_repeated_client_line_is_shown_once_per_interval_with_a_count() -> Non
 
 
 def test_other_kinds_pass_on_their_own() -> None:
+    logging.getLogger("epochq.kafka").setLevel(logging.INFO)
     throttle = Throttle(20.0, Clock())
     assert throttle.filter(record(FAIL))
     assert throttle.filter(record(("GETPID", "rdkafka#producer-1", "Failed to acquire transactional PID")))
@@ -74,3 +76,19 @@ def test_every_client_configuration_routes_its_lines_and_errors() -> None:
     conf = load_settings(bootstrap="b:9092").kafka_config()
     assert isinstance(conf["logger"], logging.Logger) and callable(conf["error_cb"])
     assert any(isinstance(f, Throttle) for f in conf["logger"].filters)
+
+
+def test_a_line_that_says_it_is_retrying_is_information() -> None:
+    rec = record(("GETPID", "rdkafka#producer-1", "Failed to acquire idempotence PID from broker b:1/1: Broker: "
+                                                  "Coordinator load in progress: retrying"), logging.WARNING)
+    rec.name = "test.clientlogs.info"
+    logging.getLogger(rec.name).setLevel(logging.INFO)
+    assert Throttle(20.0, Clock()).filter(rec) and rec.levelname == "INFO"
+
+
+def test_a_line_made_information_is_dropped_where_only_warnings_are_shown() -> None:
+    logger = logging.getLogger("test.clientlogs.quiet")
+    logger.setLevel(logging.WARNING)
+    rec = logging.LogRecord(logger.name, logging.WARNING, __file__, 1, "%s [%s] %s",
+                            ("GETPID", "rdkafka#producer-1", "Failed to acquire idempotence PID: retrying"), None)
+    assert not Throttle(20.0, Clock()).filter(rec)
