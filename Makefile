@@ -37,7 +37,7 @@ integration: jars chromium
 	$(BIN)/python -m pytest -q tests/integration
 
 demo: jars
-	$(BIN)/python -m examples.demo
+	$(BIN)/python -m examples.demo $(if $(CONSOLE),--console)
 
 bench: jars  # the quick figures (minutes); docs/benchmarks.md and docs/time.md give the large runs' flags
 	$(BIN)/python bench/codec_bench.py

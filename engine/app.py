@@ -23,7 +23,7 @@ from engine.domain.lanes import Lane
 from engine.domain.breaker import BreakerPolicy
 from engine.domain.inputs import TaskPolicy
 from engine.domain.retry import RetryPolicy
-from engine.errors import ValidationError
+from engine.errors import TaskDefinitionError, ValidationError
 
 ExecutorKind = Literal["thread", "process"]
 EXECUTORS: tuple[str, ...] = ("thread", "process")
@@ -108,10 +108,11 @@ class App:
         executor: str = "thread",
         breaker: BreakerPolicy | None = None,
     ) -> TaskSpec:
-        """Register ``handler`` for task type ``name``; a ``ValueError`` names any bad option."""
+        """Register ``handler`` for task type ``name``; a ``TaskDefinitionError`` (a ``ValueError``) names any bad
+        option."""
         _check_name(name)
         if name in self._specs:
-            raise ValueError(f"task {name!r}: already registered (handler {self._specs[name].handler!r})")
+            raise TaskDefinitionError(f"task {name!r}: already registered (handler {self._specs[name].handler!r})")
         resolved = _resolve_handler(name, handler)
         spec = TaskSpec(
             name=name,
@@ -150,7 +151,7 @@ class App:
 
 def _check_breaker(name: str, breaker: Any) -> BreakerPolicy | None:
     if breaker is not None and not isinstance(breaker, BreakerPolicy):
-        raise ValueError(f"task {name!r}: breaker must be a BreakerPolicy or None, got {breaker!r}")
+        raise TaskDefinitionError(f"task {name!r}: breaker must be a BreakerPolicy or None, got {breaker!r}")
     return breaker
 
 
@@ -169,7 +170,7 @@ def is_async_handler(handler: Any) -> bool:
 
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name or name != name.strip() or any(c.isspace() for c in name):
-        raise ValueError(f"task name: expected a non-empty string without whitespace, got {name!r}")
+        raise TaskDefinitionError(f"task name: expected a non-empty string without whitespace, got {name!r}")
 
 
 def _resolve_handler(name: str, handler: Any) -> Any:
@@ -182,25 +183,27 @@ def _resolve_handler(name: str, handler: Any) -> Any:
     if callable(handler):
         _check_arity(name, handler, "handler")
         return handler
-    raise ValueError(
+    raise TaskDefinitionError(
         f"task {name!r}: handler must be a function (ctx, payload) or a class with execute(), got {handler!r}"
     )
 
 
 def _instantiate(name: str, cls: type) -> Any:
     if not callable(getattr(cls, "execute", None)):
-        raise ValueError(f"task {name!r}: handler class {cls.__qualname__} has no execute(self, ctx, payload) method")
+        raise TaskDefinitionError(f"task {name!r}: handler class {cls.__qualname__} has no execute(self, ctx, payload) "
+                                  "method")
     try:
         return cls()
     except Exception as e:
-        raise ValueError(f"task {name!r}: handler class {cls.__qualname__} needs a no-argument constructor: {e}") from e
+        raise TaskDefinitionError(f"task {name!r}: handler class {cls.__qualname__} needs a no-argument "
+                                  f"constructor: {e}") from e
 
 
 def _check_arity(name: str, fn: Callable[..., Any], what: str) -> None:
     try:
         inspect.signature(fn).bind(None, None)
     except TypeError:
-        raise ValueError(f"task {name!r}: {what} must accept (ctx, payload)") from None
+        raise TaskDefinitionError(f"task {name!r}: {what} must accept (ctx, payload)") from None
     except ValueError:
         return  # no signature available (some builtins): trust the caller
 
@@ -209,7 +212,7 @@ def _resolve_model(name: str, handler: Any, model: Any) -> type[BaseModel] | Non
     """The explicit ``model``, else the payload parameter's annotation when it is a model."""
     if model is not None:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise ValueError(f"task {name!r}: model must be a pydantic BaseModel subclass, got {model!r}")
+            raise TaskDefinitionError(f"task {name!r}: model must be a pydantic BaseModel subclass, got {model!r}")
         return model
     fn = handler.execute if is_class_handler(handler) else handler
     hint = _payload_annotation(name, fn)
@@ -237,21 +240,21 @@ def _eval_annotation(name: str, fn: Any, annotation: Any) -> Any:
     try:
         return eval(annotation, getattr(fn, "__globals__", {}))  # noqa: S307 - what get_type_hints does
     except Exception as e:
-        raise ValueError(
+        raise TaskDefinitionError(
             f"task {name!r}: cannot resolve the payload annotation {annotation!r} ({e}); pass model= explicitly"
         ) from e
 
 
 def _check_retry(name: str, retry: object) -> RetryPolicy:
     if not isinstance(retry, RetryPolicy):
-        raise ValueError(f"task {name!r}: retry must be a RetryPolicy, got {retry!r}")
+        raise TaskDefinitionError(f"task {name!r}: retry must be a RetryPolicy, got {retry!r}")
     return retry
 
 
 def _check_timeout(name: str, timeout: object) -> float:
     ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
     if not ok or not math.isfinite(timeout) or timeout <= 0:  # type: ignore[arg-type, operator]
-        raise ValueError(f"task {name!r}: timeout must be a finite number of seconds > 0, got {timeout!r}")
+        raise TaskDefinitionError(f"task {name!r}: timeout must be a finite number of seconds > 0, got {timeout!r}")
     return float(timeout)  # type: ignore[arg-type]
 
 
@@ -261,17 +264,18 @@ def _check_lane(name: str, lane: Lane | str | None) -> Lane | None:
     try:
         resolved = Lane(lane.upper()) if isinstance(lane, str) else Lane(lane)
     except ValueError:
-        raise ValueError(f"task {name!r}: lane must be one of HIGH, NORMAL, LOW, BATCH, got {lane!r}") from None
+        raise TaskDefinitionError(f"task {name!r}: lane must be one of HIGH, NORMAL, LOW, BATCH, "
+                                  f"got {lane!r}") from None
     if resolved is Lane.DEAD:
-        raise ValueError(f"task {name!r}: lane DEAD is the dead-letter queue, not a lane to run in")
+        raise TaskDefinitionError(f"task {name!r}: lane DEAD is the dead-letter queue, not a lane to run in")
     return resolved
 
 
 def _check_executor(name: str, executor: object, handler: Any) -> ExecutorKind:
     if executor not in EXECUTORS:
-        raise ValueError(f"task {name!r}: executor must be 'thread' or 'process', got {executor!r}")
+        raise TaskDefinitionError(f"task {name!r}: executor must be 'thread' or 'process', got {executor!r}")
     if executor == "process" and is_async_handler(handler):
-        raise ValueError(f"task {name!r}: an async handler runs on the engine's event loop; "
+        raise TaskDefinitionError(f"task {name!r}: an async handler runs on the engine's event loop; "
                          "executor='process' is for blocking, CPU-heavy sync handlers")
     if executor == "process":
         _check_picklable(name, handler)
@@ -287,7 +291,7 @@ def _check_picklable(name: str, handler: Any) -> None:
     target = handler if inspect.isfunction(handler) or isinstance(handler, type) else type(handler)
     qualname = getattr(target, "__qualname__", "")
     if "<locals>" in qualname or "<lambda>" in qualname:
-        raise ValueError(
+        raise TaskDefinitionError(
             f"task {name!r}: executor='process' needs a module-level function or class, got {qualname!r}"
         )
     if target is handler:
@@ -295,4 +299,4 @@ def _check_picklable(name: str, handler: Any) -> None:
     try:
         pickle.dumps(handler.__reduce_ex__(pickle.DEFAULT_PROTOCOL)[2:])
     except Exception as e:
-        raise ValueError(f"task {name!r}: executor='process' needs a picklable handler instance: {e}") from e
+        raise TaskDefinitionError(f"task {name!r}: executor='process' needs a picklable handler instance: {e}") from e

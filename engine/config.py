@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from engine.clientlogs import error_callback, throttled
 from engine.errors import ConfigError
 
 ENV_PREFIX = "EPOCHQ_"
@@ -23,7 +24,8 @@ SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl
                    "require_signatures", "operator_key_file", "operator_public_key_file")
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
 KafkaConfig = dict[str, Any]
-_client_logger: list[logging.Logger] = []  # where librdkafka's own log lines go, when a command routes them
+_client_logger: list[logging.Logger] = [throttled(logging.getLogger("epochq.kafka"))]
+"""Where librdkafka's own lines and errors go: a throttled logger (engine/clientlogs.py), or a command's own."""
 _reach_check: list[Callable[[KafkaConfig], None]] = []  # checks the bootstrap answers first (one-shot CLI)
 
 
@@ -33,7 +35,7 @@ def route_client_logs(logger: logging.Logger) -> None:
     librdkafka writes its own lines (``%3|…|FAIL|…``) straight to stderr; a CLI command routes
     them to a quiet logger so that a user sees the command's one line, not a page of retries.
     """
-    _client_logger[:] = [logger]
+    _client_logger[:] = [throttled(logger)]
 
 
 def check_reach_with(check: Callable[[KafkaConfig], None] | None) -> None:
@@ -130,8 +132,8 @@ class Settings(BaseModel):
         conf.update({key: str(path) for key, path in optional.items() if path is not None})
         if self.ssl_key_password is not None:
             conf["ssl.key.password"] = self.ssl_key_password.get_secret_value()
-        if _client_logger:
-            conf["logger"] = _client_logger[0]
+        conf["logger"] = _client_logger[0]
+        conf["error_cb"] = error_callback(_client_logger[0])
         return conf
 
     def security_summary(self) -> str:

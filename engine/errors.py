@@ -32,6 +32,12 @@ class ConfigError(EpochqError):
     """A setting is missing or invalid; the message names the setting."""
 
 
+class TaskDefinitionError(ConfigError, ValueError):
+    """An ``@app.task`` option is invalid (a name with a space, a bad lane…): the app cannot be loaded.
+
+    Still a ``ValueError``, as the decorator always raised."""
+
+
 class NotFoundError(EpochqError):
     """The job, tenant or schedule a request names does not exist (the CLI exits 1)."""
 

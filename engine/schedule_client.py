@@ -59,6 +59,9 @@ class ScheduleMethods:
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:  # provided by Client
         raise NotImplementedError
 
+    def tenant_of(self, job_id: str, command: str = "command") -> str:  # provided by Client
+        raise NotImplementedError
+
     def add_schedule(self, schedule_id: str, task_type: str, cron: str, *, tenant: str, payload: Any = None,
                      timezone: str = "UTC", priority: int | str = 5, enabled: bool = True,
                      misfire_policy: str = "skip", max_catch_up: int = 10, dst_policy: str = "first",
@@ -108,12 +111,14 @@ class ScheduleMethods:
         return found[1] if found else None
 
     def reschedule(self, job_id: str, run_at: datetime | float | None = None, delay: float | None = None, *,
-                   tenant: str = "", reason: str = "", wait: float | None = 10.0) -> Receipt:
+                   tenant: str | None = None, reason: str = "", wait: float | None = 10.0) -> Receipt:
         """Move a scheduled (or retry-waiting) job to another due time; in the past means now.
 
         ``receipt.armed`` is the new due time once accepted; a job that is no longer waiting
-        (running, finished, cancelled) is refused.
+        (running, finished, cancelled) is refused. Without ``tenant``, the job's own tenant is read from its
+        history, as :meth:`Client.cancel` does (``NotFoundError`` if it has none).
         """
+        tenant = self.tenant_of(job_id, "reschedule") if tenant is None else tenant
         command = new_command(job_id, tenant, m.RescheduleJob(_when_us(run_at, delay), reason))
         return self._decided(job_id, command, wait)
 

@@ -3,12 +3,14 @@
 It starts the local broker (unless one is running), creates a fresh namespace, runs an
 engine in this process, submits work for three tenants, shows progress, prints a summary
 and one job's full history, verifies the projections against the log, and stops
-everything it started.
+everything it started. ``--console`` (``make demo CONSOLE=1``) then serves the web console on
+what it ran until Ctrl-C; without it, the demo ends by saying how to see the run in the console.
 """
 
 from __future__ import annotations
 
-import logging
+import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -27,6 +29,7 @@ from engine.runtime import kafka
 from engine.runtime.read.joblog import LoggedEvent, with_fencing
 from engine.runtime.loop import Engine
 from engine.runtime.topics import ensure_topics
+from examples import demo_output
 from examples.handlers import app
 from projections.rebuild import verify
 
@@ -82,36 +85,82 @@ class Watcher:
         self.consumer.close()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the exit status."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    parser = argparse.ArgumentParser(prog="examples.demo")
+    parser.add_argument("--console", action="store_true", help="serve the console on the run until Ctrl-C")
+    parser.add_argument("--console-port", type=int, default=int(os.environ.get("CONSOLE_PORT", "8080")))
+    args = parser.parse_args(argv)
+    log = demo_output.install()
     started_broker = broker.bootstrap_from_state() is None
     print("1. starting a local Apache Kafka (KRaft) ..." if started_broker else "1. using the running local broker")
     info = broker.start(nodes=1) if started_broker else None
     state_dir = Path(tempfile.mkdtemp(prefix="epochq-demo-"))
     settings = load_settings(bootstrap=info.bootstrap if info else None, namespace=f"demo{int(time.time())}",
                              state_dir=str(state_dir))
-    engine: Engine | None = None
-    thread: threading.Thread | None = None
+    keep_state = False  # a broker the demo did not start outlives it, and so can the projections of its run
     try:
-        print(f"   bootstrap {settings.require_bootstrap()}, namespace {settings.namespace}")
-        ensure_topics(settings, partitions=PARTITIONS)
-        print(f"2. topics {settings.commands_topic}, {settings.events_topic}, {settings.tenants_topic} ready")
-        engine = Engine(app, settings, owner_id="demo-engine")
-        thread = threading.Thread(target=engine.run, name="engine", daemon=True)
-        thread.start()
-        return run_workload(settings, engine)
+        status = run_engine(settings, log)  # every client is closed before the broker goes
+        if args.console:
+            serve_console(settings, args.console_port)
+        else:
+            keep_state = not started_broker
+            say_how_to_see(settings, keep_state)
+        return status
     finally:
-        if engine is not None and thread is not None:
-            engine.stop()
-            thread.join(30)
         if started_broker:
             broker.stop()
             print("6. local broker stopped")
-        shutil.rmtree(state_dir, ignore_errors=True)
+        if not keep_state:
+            shutil.rmtree(state_dir, ignore_errors=True)
 
 
-def run_workload(settings: Settings, engine: Engine) -> int:
+def run_engine(settings: Settings, log: demo_output.ProgressLog) -> int:
+    """Topics, an engine on a thread, the workload; the engine stopped (and its clients closed) at the end."""
+    print(f"   bootstrap {settings.require_bootstrap()}, namespace {settings.namespace}")
+    ensure_topics(settings, partitions=PARTITIONS)
+    print(f"2. topics {settings.commands_topic}, {settings.events_topic}, {settings.tenants_topic} ready")
+    engine = Engine(app, settings, owner_id="demo-engine")
+    thread = threading.Thread(target=engine.run, name="engine", daemon=True)
+    thread.start()
+    try:
+        status = run_workload(settings, log)
+    finally:
+        _stop(engine, thread)
+    return status or verify_all(settings)
+
+
+def _stop(engine: Engine, thread: threading.Thread) -> None:
+    engine.stop()
+    thread.join(30)
+
+
+def serve_console(settings: Settings, port: int) -> None:
+    """The web console on this run's projections and log, until Ctrl-C."""
+    from engine.cli.console import console_access
+    from engine.console.server import bind, serve
+
+    access = console_access(port, "127.0.0.1", None, False)
+    sock = bind(access)
+    print(f"\n   console: http://127.0.0.1:{port}/ on namespace {settings.namespace} (Ctrl-C stops it and the demo)",
+          flush=True)
+    try:
+        serve(settings, access, sock)
+    except KeyboardInterrupt:
+        pass
+
+
+def say_how_to_see(settings: Settings, kept: bool) -> None:
+    """How to open the console on what the demo ran."""
+    if kept:
+        print(f"\n   see this run in the console: epochq console --namespace {settings.namespace} "
+              f"--state-dir {settings.state_dir}  (then http://127.0.0.1:8080/)")
+    else:
+        print("\n   to see a run in the web console: make demo CONSOLE=1 (serves it on http://127.0.0.1:8080/ "
+              "until Ctrl-C)")
+
+
+def run_workload(settings: Settings, log: demo_output.ProgressLog) -> int:
     """Submit the workload, follow it, print the summary, one history and the verification."""
     with Client(settings) as client:
         t0 = time.monotonic()
@@ -120,34 +169,36 @@ def run_workload(settings: Settings, engine: Engine) -> int:
         starts = {h.partition: h.start_offset for h in sorted(handles, key=lambda h: -h.start_offset)}
         watcher = Watcher(settings, {h.job_id for h in handles}, starts)
         try:
-            follow(watcher, len(handles), timeout=60)
+            follow(watcher, len(handles), log, timeout=60)
             summary(watcher, handles)
         finally:
             watcher.close()
     charge = next(h for h in handles if h.job_id == _first(watcher, "payment.charge"))
     print(f"\n5. history of one payment job ({charge.job_id}):")
     show_history(watcher.outcomes[charge.job_id].events)
-    engine.stop()
-    time.sleep(1.0)
+    return 0
+
+
+def verify_all(settings: Settings) -> int:
+    """Rebuild every partition from the log and compare it with the engine's stores (the engine stopped)."""
     print("\n   verifying projections against the log (rebuild from offset 0 and compare):")
     with kafka.KafkaLog(settings) as log:
         ok = all(report(verify(log, settings, p)) for p in range(PARTITIONS))
     return 0 if ok else 1
 
 
-def follow(watcher: Watcher, total: int, timeout: float) -> None:
-    """Print a progress line until every job is final or the timeout ends."""
+def follow(watcher: Watcher, total: int, log: demo_output.ProgressLog, timeout: float) -> None:
+    """Show a progress line until every job is final or the timeout ends."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         watcher.poll(0.5)
         counts = watcher.counts()
         final = sum(counts[s] for s in ("completed", "dead", "cancelled", "rejected"))
         line = "  ".join(f"{s}={n}" for s, n in sorted(counts.items()))
-        sys.stdout.write(f"\r4. progress: {final}/{total} final  [{line}]" + " " * 10)
-        sys.stdout.flush()
+        log.progress(f"4. progress: {final}/{total} final  [{line}]", final)
         if final == total:
             break
-    print()
+    log.done()
 
 
 def summary(watcher: Watcher, handles: list) -> None:

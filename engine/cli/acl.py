@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, ResourceType
+
 from engine.cli.common import add_connection_flags, print_json, settings_from
-from engine.runtime.acls import apply_acls, list_acls, wanted_acls
+from engine.config import Settings
+from engine.errors import ConfigError
+from engine.runtime.acls import TIMEOUT_S, apply_acls, list_acls, wanted_acls
+from engine.runtime.topics import admin_for
 
 __all__ = ["register"]
 
@@ -31,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _apply(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    if not args.dry_run:
+        _require_authorizer(settings)  # before any rule is printed: a broker without an authorizer keeps none
     rules = wanted_acls(settings.namespace, args.engine or ["engine"], args.service or ["service"],
                         args.auditor or ["auditor"])
     for rule in rules:
@@ -45,6 +53,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    _require_authorizer(settings)
     rules = list_acls(settings, None if args.all else settings.namespace)
     if args.json:
         print_json([{"principal": r.principal, "permission": r.permission, "operation": r.operation,
@@ -55,3 +64,20 @@ def _list(args: argparse.Namespace) -> int:
     if not rules:
         print("no ACLs" + ("" if args.all else f" for namespace {settings.namespace}"))
     return 0
+
+
+def _require_authorizer(settings: Settings) -> None:
+    """ConfigError (exit 2) if the broker says it has no authorizer: it would keep no ACL. When its configuration
+    cannot be read (not allowed to describe it), go on: writing the rules then says what is wrong."""
+    admin = admin_for(settings)
+    try:
+        broker = next(iter(admin.list_topics(timeout=TIMEOUT_S).brokers))
+        found = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))],
+                                       request_timeout=TIMEOUT_S)
+        entries = next(iter(found.values())).result()
+    except (KafkaException, StopIteration):
+        return
+    authorizer = entries.get("authorizer.class.name")
+    if authorizer is not None and not authorizer.value:
+        raise ConfigError(f"acl: the broker at {settings.bootstrap} has no authorizer, so it keeps no ACLs: "
+                          "configure one (authorizer.class.name; `epochq broker start --secure` does) and try again")

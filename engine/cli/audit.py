@@ -9,10 +9,9 @@ import os
 import sys
 from collections.abc import Iterable
 from contextlib import nullcontext
-from datetime import UTC, datetime
 from typing import IO, Any
 
-from engine.cli.common import add_connection_flags, settings_from
+from engine.cli.common import add_connection_flags, settings_from, since_us
 from engine.cli.jobs import event_json
 from engine.errors import ConfigError
 from engine.runtime.read.audit import AuditedEvent, AuditFilter, AuditSummary, audit_events
@@ -29,8 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                         "partition by partition in log order.")
     parser.add_argument("--tenant", required=True)
     parser.add_argument("--task-type", help="only jobs of this task type")
-    parser.add_argument("--since", type=_instant, help="events at or after this ISO-8601 time (UTC if no zone)")
-    parser.add_argument("--until", type=_instant, help="events before this ISO-8601 time (UTC if no zone)")
+    parser.add_argument("--since", help="events at or after: 15m, 2h, 1d (that long ago) or ISO-8601 (UTC if no zone)")
+    parser.add_argument("--until", help="events before: 15m, 2h, 1d ago or ISO-8601")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     parser.add_argument("--out", help="write to this file instead of stdout")
     progress = parser.add_mutually_exclusive_group()
@@ -41,19 +40,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=_audit)
 
 
-def _instant(text: str) -> int:
-    """Microseconds since the epoch of an ISO-8601 time; a time without zone is UTC."""
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r} (e.g. 2026-05-01T00:00:00Z)") from None
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return int(at.timestamp()) * 1_000_000 + at.microsecond
-
-
 def _audit(args: argparse.Namespace) -> int:
-    flt = AuditFilter(args.tenant, args.task_type, args.since, args.until)
+    flt = AuditFilter(args.tenant, args.task_type, since_us(args.since, "--since"), since_us(args.until, "--until"))
     if flt.since_us is not None and flt.until_us is not None and flt.since_us >= flt.until_us:
         raise ConfigError("--since must be before --until")
     show = sys.stderr.isatty() if args.progress is None else args.progress

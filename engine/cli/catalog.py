@@ -7,10 +7,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from engine.cli.common import add_connection_flags, parse_time, print_json, settings_from
+from engine.cli.common import add_connection_flags, print_json, since_us, settings_from
 from engine.cli.fresh import say_freshness
 from engine.errors import ValidationError
-from engine.query_client import time_us
 from engine.runtime.read.workers import WorkerRow, list_workers
 from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, list_jobs
 
@@ -23,8 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing.add_argument("--status", choices=STATUSES)
     listing.add_argument("--tenant")
     listing.add_argument("--type", dest="task_type", help="task type")
-    listing.add_argument("--since", help="submitted at or after (ISO-8601 with a zone)")
-    listing.add_argument("--until", help="submitted before (ISO-8601 with a zone)")
+    listing.add_argument("--since", help="submitted at or after: 15m, 2h, 1d (that long ago) or ISO-8601 "
+                                              "(UTC if no zone)")
+    listing.add_argument("--until", help="submitted before: 15m, 2h, 1d ago or ISO-8601")
     listing.add_argument("--label", action="append", default=[], metavar="K=V",
                          help="repeat for several (all must match)")
     listing.add_argument("--limit", type=int, default=50)
@@ -51,8 +51,8 @@ def parse_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    flt = JobFilter(args.status, args.tenant, args.task_type, time_us(parse_time(args.since, "since")),
-                    time_us(parse_time(args.until, "until")), parse_labels(args.label))
+    flt = JobFilter(args.status, args.tenant, args.task_type, since_us(args.since, "--since"),
+                    since_us(args.until, "--until"), parse_labels(args.label))
     result = list_jobs(settings, flt, cursor=args.cursor, limit=args.limit)
     say_freshness(settings)
     if args.json:
@@ -97,6 +97,8 @@ def _workers(args: argparse.Namespace) -> int:
         for p in row.partitions:
             print(f"  partition {p.partition:>3}  epoch {p.epoch:>4}  {p.phase}")
         print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
+        if row.task_types is not None:
+            print(f"  task types: {' '.join(row.task_types) or '(none)'}")
         print(f"  running ({len(row.running)}): {' '.join(row.running[:20])}{' ...' if len(row.running) > 20 else ''}")
     return 0
 
@@ -107,7 +109,8 @@ def worker_json(row: WorkerRow) -> dict[str, Any]:
             "seen_us": row.seen_at_us, "interval_s": row.interval_s, "lost": row.lost,
             "partitions": [{"partition": p.partition, "epoch": p.epoch, "phase": p.phase, "owner": p.owner}
                            for p in row.partitions],
-            "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running}
+            "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running,
+            "task_types": row.task_types}
 
 
 def _iso(us: int) -> str:

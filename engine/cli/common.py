@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
 from engine.config import Settings, load_settings
+from engine.cli.times import parse_time as parse_time  # the CLI's one time parser, for the subcommands
+from engine.cli.times import since_us as since_us
 from engine.errors import ValidationError
 
 EXIT_NEGATIVE = 1
@@ -92,29 +92,3 @@ def _read_file(name: str) -> bytes:
             return f.read(MAX_INPUT_BYTES + 1)
     except OSError as e:
         raise ValidationError(f"payload: cannot read @{name}: {e.strerror or e}", "payload") from None
-
-
-RELATIVE = re.compile(r"^(?:\+|in\s+)(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)$", re.IGNORECASE)
-UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
-
-
-def parse_time(text: str | None, field: str, now: datetime | None = None) -> datetime | None:
-    """An aware datetime from ISO-8601 text with a zone, or a time from now (``+5m``, ``in 2h``, ``+30s``, ``+1d``);
-    ValidationError naming ``field`` if it is neither."""
-    if text is None:
-        return None
-    relative = RELATIVE.match(text.strip())
-    if relative:
-        amount, unit = float(relative.group(1)), relative.group(2).lower()
-        try:
-            return (now or datetime.now(UTC)) + timedelta(seconds=amount * UNIT_S[unit])
-        except OverflowError:
-            raise ValidationError(f"{field}: {text!r} is further from now than any date", field) from None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValidationError(f"{field}: {text!r} is not a time: give ISO-8601 with a zone, e.g. "
-                              "2026-12-01T09:00:00+01:00, or a time from now, e.g. +5m, in 2h", field) from None
-    if when.tzinfo is None:
-        raise ValidationError(f"{field}: give a time zone, e.g. {text}+00:00", field)
-    return when

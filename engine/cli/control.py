@@ -12,7 +12,8 @@ from engine.cli.common import (
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
-from engine.errors import NotFoundError
+from engine.cli.tasktypes import add_force_flag, check_task_type, list_paused
+from engine.errors import NotFoundError, ValidationError
 from engine.runtime.read.follow import decided
 
 
@@ -31,10 +32,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for verb, text in (("pause", "start no job of a task type (queued jobs wait, running ones finish)"),
                        ("resume", "start jobs of a paused task type again")):
         one = sub.add_parser(verb, help=text)
-        one.add_argument("task_type")
+        one.add_argument("task_type", nargs="?" if verb == "pause" else None)
         one.add_argument("--reason", default="", help="why (recorded in the event)")
         one.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
         one.add_argument("--wait", type=seconds, default=10.0, help="seconds to wait for every partition's decision")
+        add_force_flag(one)
+        if verb == "pause":
+            one.add_argument("--list", action="store_true", help="list the paused task types: since, by whom, why")
+            one.add_argument("--json", action="store_true", help="with --list: one JSON document")
         add_connection_flags(one)
         one.set_defaults(func=_pause)
 
@@ -56,7 +61,15 @@ def _cancel(args: argparse.Namespace) -> int:
 
 def _pause(args: argparse.Namespace) -> int:
     """Pause or resume a task type in every partition; one line saying in how many it changed."""
-    with Client(settings_from(args)) as client:
+    if getattr(args, "list", False):
+        if args.task_type:
+            raise ValidationError("pause --list: give no task type (it lists them all)")
+        return list_paused(args)
+    if not args.task_type:
+        raise ValidationError("pause: give a TASK_TYPE, or --list to see the paused ones")
+    settings = settings_from(args)
+    check_task_type(settings, args.task_type, args.force)
+    with Client(settings) as client:
         change = client.pause_task_type if args.command == "pause" else client.resume_task_type
         outcomes = change(args.task_type, reason=args.reason, requested_by=args.by, wait=max(args.wait, 0.0))
     if not_permitted(f"{args.command} {args.task_type}", outcomes):

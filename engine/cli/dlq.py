@@ -5,27 +5,31 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
-from datetime import datetime
+import sys
 from typing import Any
 
-from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.common import EXIT_NEGATIVE, add_connection_flags, print_json, settings_from, since_us
 from engine.cli.fresh import say_freshness
+from engine.cli.times import shown
 from engine.client import Client
 from engine.domain.jobs import JobView
-from engine.errors import ConfigError, NotFoundError, ValidationError
+from engine.errors import NotFoundError, ValidationError
 from projections.query import DeadFilter, dead_letters, find_job
+
+SINCE_HELP = "dead-lettered at or after: 15m, 2h, 1d (that long ago) or ISO-8601 (UTC if no zone)"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``dlq`` subcommand."""
     parser = sub.add_parser("dlq", help="list, show and replay dead-lettered jobs")
     verbs = parser.add_subparsers(dest="verb", required=True)
-    listing = verbs.add_parser("list", help="dead jobs, oldest first")
+    listing = verbs.add_parser("list", help="dead jobs, newest first")
     _filters(listing)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_list)
-    show = verbs.add_parser("show", help="one dead job: payload, every attempt's error")
+    show = verbs.add_parser("show", help="one dead job: payload, every attempt's error and traceback")
     show.add_argument("job_id")
+    show.add_argument("--json", action="store_true")
     add_connection_flags(show)
     show.set_defaults(func=_show)
     replay = verbs.add_parser("replay", help="put dead jobs back with a fresh attempt count")
@@ -34,31 +38,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     replay.add_argument("--reason", required=True, help="why (recorded in the JobReplayed event)")
     replay.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
     replay.add_argument("--all", action="store_true", help="replay every dead job, of every tenant (no filter)")
+    replay.add_argument("--yes", action="store_true", help="replay a filter's jobs without asking")
     replay.set_defaults(func=_replay)
 
 
 def _filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-type")
     parser.add_argument("--tenant")
-    parser.add_argument("--since", help="ISO-8601 time: dead-lettered at or after")
-    parser.add_argument("--until", help="ISO-8601 time: dead-lettered before")
+    parser.add_argument("--since", help=SINCE_HELP)
+    parser.add_argument("--until", help="dead-lettered before: 15m, 2h, 1d ago or ISO-8601")
     add_connection_flags(parser)
 
 
 def _filter(args: argparse.Namespace) -> DeadFilter:
-    return DeadFilter(args.task_type, args.tenant, _us(args.since, "--since"), _us(args.until, "--until"))
-
-
-def _us(text: str | None, flag: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ConfigError(f"{flag}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+00:00") from None
-    if when.tzinfo is None:
-        raise ConfigError(f"{flag}: give a time zone, e.g. {text}+00:00")
-    return int(when.timestamp() * 1_000_000)
+    return DeadFilter(args.task_type, args.tenant, since_us(args.since, "--since"), since_us(args.until, "--until"))
 
 
 def _check_scope(args: argparse.Namespace) -> None:
@@ -82,42 +75,100 @@ def dead_json(job: JobView) -> dict[str, Any]:
                        for e in job.errors]}
 
 
+def newest_first(jobs: list[JobView]) -> list[JobView]:
+    """Dead jobs by time of death, the newest first (then by id, for a stable order). Pure."""
+    return sorted(jobs, key=lambda j: (-(j.finished_at or 0), j.job_id))
+
+
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    jobs = dead_letters(settings, _filter(args))
+    jobs = newest_first(dead_letters(settings, _filter(args)))
     say_freshness(settings)
     if args.json:
         print_json([dead_json(j) for j in jobs])
         return 0
+    if jobs:
+        print(f"{'dead at (UTC)':24} {'tenant':12} {'task type':20} {'reason':24} {'att':>3}  {'job':36}  last error")
     for job in jobs:
-        last = job.errors[-1] if job.errors else None
-        error = f"{last.error_type}: {last.message}" if last else ""
-        print(f"{job.job_id}  {job.tenant_id:12} {job.task_type:20} {job.dead_reason:24} {error[:60]}")
+        print(f"{shown(job.finished_at):24} {job.tenant_id[:12]:12} {job.task_type[:20]:20} "
+              f"{job.dead_reason[:24]:24} {job.attempt:>3}  {job.job_id:36}  {_last_error(job)[:60]}")
     print(f"{len(jobs)} dead job(s)")
     return 0
 
 
+def _last_error(job: JobView) -> str:
+    last = job.errors[-1] if job.errors else None
+    return f"{last.error_type}: {last.message}" if last else ""
+
+
 def _show(args: argparse.Namespace) -> int:
-    found = find_job(settings_from(args), args.job_id)
-    if found is None or found[1].state.value != "dead":
-        raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
-    print(json.dumps(dead_json(found[1]), indent=2))
+    job = _dead_job(settings_from(args), args.job_id)
+    if args.json:
+        print(json.dumps(dead_json(job), indent=2))
+        return 0
+    print("\n".join(dead_text(job)))
     return 0
+
+
+def dead_text(job: JobView) -> list[str]:
+    """A dead job as lines of text, as ``history`` reads: what it is, when it died, then each attempt's error
+    with its time and its traceback as it was printed. Pure."""
+    lines = [f"job {job.job_id}: dead ({job.dead_reason}) at {shown(job.finished_at)}",
+             f"  tenant: {job.tenant_id}", f"  task type: {job.task_type}",
+             f"  submitted: {shown(job.submitted_at)}", f"  attempts: {job.attempt}",
+             f"  replays: {job.replays}", f"  payload ({job.payload.content_type}): "
+             f"{job.payload.data.decode('utf-8', 'replace')}"]
+    for error in job.errors:
+        lines.append(f"attempt {error.attempt} failed at {shown(error.failed_at)} after "
+                     f"{error.duration_us / 1000:.1f} ms: {error.error_type}: {error.message}")
+        lines.extend(f"    {line}" for line in error.traceback.rstrip("\n").splitlines())
+    return lines
+
+
+def _dead_job(settings: Any, job_id: str) -> JobView:
+    found = find_job(settings, job_id)
+    if found is None or found[1].state.value != "dead":
+        raise NotFoundError(f"job {job_id} is not in the dead-letter queue of this state directory")
+    return found[1]
 
 
 def _replay(args: argparse.Namespace) -> int:
     _check_scope(args)
     settings = settings_from(args)
+    where = _filter(args)
     if args.job_id:
-        found = find_job(settings, args.job_id)
-        if found is None or found[1].state.value != "dead":
-            raise NotFoundError(f"job {args.job_id} is not in the dead-letter queue of this state directory")
-        jobs = [found[1]]
+        jobs = [_one_job(settings, args.job_id, where)]
     else:
-        jobs = dead_letters(settings, _filter(args))
+        jobs = newest_first(dead_letters(settings, where))
+        say_freshness(settings)
+        if not jobs:
+            print(f"no dead job matches (in the projections of {settings.state_dir})")
+            return EXIT_NEGATIVE
+        if not args.yes and not _confirmed(len(jobs)):
+            print("nothing replayed")
+            return EXIT_NEGATIVE
     with Client(settings) as client:
         for job in jobs:
             client.replay(job.job_id, tenant=job.tenant_id, reason=args.reason, requested_by=args.by)
             print(f"replay requested: {job.job_id} ({job.task_type}, {job.tenant_id})")
     print(f"{len(jobs)} job(s) sent for replay")
-    return 0 if jobs else 1
+    return 0
+
+
+def _one_job(settings: Any, job_id: str, where: DeadFilter) -> JobView:
+    """The dead job named, if the filters given with it admit it (``--tenant``: a command acts only within
+    its job's tenant); NotFoundError naming the filter otherwise."""
+    job = _dead_job(settings, job_id)
+    if where.tenant is not None and job.tenant_id != where.tenant:
+        raise NotFoundError(f"job {job_id} is not a dead job of tenant {where.tenant!r}")
+    if not where.admits(job):
+        raise NotFoundError(f"job {job_id} is dead but does not match the filters given")
+    return job
+
+
+def _confirmed(count: int) -> bool:
+    """Ask on a terminal; refuse without one (a script says --yes)."""
+    if not sys.stdin.isatty():
+        raise ValidationError(f"dlq replay: {count} dead job(s) match; give --yes to replay them without a prompt")
+    answer = input(f"replay {count} dead job(s)? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")

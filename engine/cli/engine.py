@@ -12,7 +12,7 @@ from engine.cli.common import add_connection_flags, settings_from
 from engine.cli.console import CONSOLE_FLAGS, add_console_flags, started_console
 from engine.domain.lanes import Lane
 from engine.domain.timerouter import Windows
-from engine.errors import ConfigError
+from engine.errors import ConfigError, TaskDefinitionError
 from engine.runtime.kafka import default_owner_id
 from engine.runtime.observe.logs import configure_logging
 
@@ -72,7 +72,7 @@ def load_app(ref: str) -> App:
     sys.path.insert(0, "")
     try:
         app = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
+    except (ImportError, AttributeError, TaskDefinitionError) as e:
         raise ConfigError(f"app: cannot load {ref!r}: {e}") from e
     if not isinstance(app, App):
         raise ConfigError(f"app: {ref!r} is a {type(app).__name__}, not an engine.App")
@@ -84,15 +84,20 @@ def lane_slots(concurrency: int | None, pairs: list[str]) -> dict[Lane, int]:
     from engine.runtime.loop import DEFAULT_SLOTS
 
     slots = dict(DEFAULT_SLOTS)
-    if concurrency:
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ConfigError(f"--concurrency: must be 1 or more worker slots, got {concurrency}")
         slots = {Lane.HIGH: max(1, concurrency // 2), Lane.NORMAL: concurrency,
                  Lane.LOW: max(1, concurrency // 2), Lane.BATCH: max(1, concurrency // 4)}
     for pair in pairs:
         name, _, n = pair.partition("=")
         try:
-            slots[Lane(name.upper())] = int(n)
+            lane, count = Lane(name.upper()), int(n)
         except ValueError:
             raise ConfigError(f"--slots: expected LANE=N with LANE in HIGH, NORMAL, LOW, BATCH; got {pair!r}") from None
+        if lane is Lane.DEAD or count < 0:
+            raise ConfigError(f"--slots: {pair!r}: give a lane of HIGH, NORMAL, LOW, BATCH and 0 or more slots")
+        slots[lane] = count
     return slots
 
 
@@ -112,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     from engine.runtime import supervisor
 
     configure_logging(args.log_level, args.log_format)
+    lane_slots(args.concurrency, args.slots)  # a bad count fails here, once, not in every child
     try:
         processes = supervisor.process_count(args.processes)
     except ValueError as e:

@@ -14,6 +14,8 @@ from engine.cli.common import (
 )
 from engine.cli.catalog import parse_labels
 from engine.client import Client, Outcome
+from engine.contract import messages as m
+from engine.contract.ids import job_id_for_key
 from engine.errors import NotFoundError
 from engine.runtime.read.holdups import clock
 from engine.runtime.read.joblog import LoggedEvent, job_history
@@ -51,16 +53,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _submit(args: argparse.Namespace) -> int:
     run_at, payload = parse_time(args.run_at, "run_at"), read_payload(args.payload)
     with Client(settings_from(args)) as client:
+        known = client.status(job_id_for_key(args.tenant, args.key)) if args.key else None
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)))
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
+    if known is not None and known.known:
+        print(f"epochq: {duplicate_line(known, args.key, payload)}", file=sys.stderr)
     if args.json:
         print_json({**outcome_json(outcome), "partition": handle.partition})
     else:
         print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
         _print_outcome(outcome)
     return _submit_status(outcome, args)
+
+
+def duplicate_line(known: Outcome, key: str, payload: Any) -> str:
+    """What ``submit --key`` says of a key already used: the job it names, and whether the payload given differs
+    from that job's (the job keeps its own; the submit made no new job). Pure."""
+    line = f"duplicate: key {key!r} is job {known.job_id} ({known.status}); no new job was submitted"
+    first = next((e.event.body for e in known.events if isinstance(e.event.body, m.JobSubmitted)), None)
+    if first is None:
+        return line
+    try:
+        same = json.loads(first.payload.data) == payload
+    except ValueError:
+        same = False
+    return line if same else f"{line}, and the payload given differs from that job's (the job keeps its own)"
 
 
 def show_change(outcome: Outcome) -> None:

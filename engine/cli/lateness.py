@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from engine.cli.audit import _instant
-from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.cli.common import add_connection_flags, print_json, settings_from, since_us
 from engine.runtime.read.lateness import QUANTILES, report
 
 
@@ -15,15 +14,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                             description="For every JobStarted in the events topic: started at minus due at. "
                                         "Exact percentiles (nearest rank) per task type.")
     parser.add_argument("--task-type", help="only this task type")
-    parser.add_argument("--since", type=_instant,
-                        help="attempts started at or after this ISO-8601 time (UTC if no zone)")
+    parser.add_argument("--since", help="attempts started at or after: 15m, 2h, 1d (that long ago) or ISO-8601 "
+                                         "(UTC if no zone)")
     parser.add_argument("--json", action="store_true")
     add_connection_flags(parser)
     parser.set_defaults(func=_lateness)
 
 
 def _lateness(args: argparse.Namespace) -> int:
-    rows = report(settings_from(args), args.task_type, args.since)
+    rows = report(settings_from(args), args.task_type, since_us(args.since, "--since"))
     if args.json:
         print_json([row.as_json() for row in rows])
         return 0

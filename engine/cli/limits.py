@@ -14,6 +14,7 @@ from engine.cli.common import (
 )
 from engine.cli.control import tenant_of_job
 from engine.cli.fresh import say_freshness
+from engine.cli.tasktypes import add_force_flag, check_task_type
 from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.domain.lanes import parse_priority
@@ -31,6 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     one.add_argument("task_type")
     one.add_argument("--rate", required=True, help="N/s, N/m, N/h or N/d across all partitions, e.g. 10/s")
     one.add_argument("--burst", type=int, default=1, help="starts allowed at once across all partitions (default 1)")
+    add_force_flag(one)
     clear = verbs.add_parser("clear", help="remove a task type's rate limit")
     clear.add_argument("task_type")
     for parser in (one, clear):
@@ -65,7 +67,9 @@ def _register_reprioritize(sub: argparse._SubParsersAction[argparse.ArgumentPars
 
 def _set(args: argparse.Namespace) -> int:
     rate, burst = parse_rate(args.rate), check_burst(args.burst)
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    check_task_type(settings, args.task_type, args.force)
+    with Client(settings) as client:
         outcomes = client.set_rate_limit(args.task_type, rate, burst=burst, reason=args.reason,
                                          requested_by=args.by, wait=max(args.wait, 0.0))
     if not_permitted(f"limits set {args.task_type}", outcomes):

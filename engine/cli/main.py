@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import traceback
+from importlib import metadata
 from collections.abc import Sequence
 
 from confluent_kafka import KafkaError, KafkaException
@@ -42,10 +43,19 @@ EXIT_BROKEN_PIPE = 141
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, with every subcommand registered."""
     parser = argparse.ArgumentParser(prog="epochq", description="Event-sourced job scheduling on Kafka.")
+    parser.add_argument("--version", action="version", version=f"epochq {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(f"engine.cli.{name}").register(sub)
     return parser
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), or ``unknown`` when run from a bare checkout."""
+    try:
+        return metadata.version("epochq")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,7 @@ from engine.errors import StoreLockedError, ValidationError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
 from engine.runtime.rebuilds import default_workers, rebuild_each, verify_each
+from projections.query import partition_dirs
 from projections.rebuild import Verification, holding, replace_store, verify
 
 LOCKED_EXIT = 3
@@ -77,7 +78,8 @@ def _rebuild(args: argparse.Namespace) -> int:
     workers = args.parallel or default_workers(len(partitions))
     workers = workers if len(partitions) > 1 else 1
     if args.verify:
-        return _checked(settings, partitions, workers)
+        present = _present(settings, partitions) if args.all else partitions
+        return _checked(settings, present, workers) if present else 1
     try:
         with holding(settings, partitions):  # all or none: --all rebuilds nothing if one store is held
             return _replaced(settings, partitions, workers)
@@ -85,6 +87,19 @@ def _rebuild(args: argparse.Namespace) -> int:
         print(f"epochq: refused: {e}; stop it first (--verify reads without the lock and works meanwhile)",
               file=sys.stderr)
         return LOCKED_EXIT
+
+
+def _present(settings: Settings, partitions: list[int]) -> list[int]:
+    """The partitions of ``partitions`` with a store in the state directory (what ``--all --verify`` can compare);
+    the rest named on stderr, as left out (their stores are on another machine)."""
+    here = {p for p, _ in partition_dirs(settings)}
+    missing = [p for p in partitions if p not in here]
+    if missing and len(missing) < len(partitions):
+        print(f"epochq: partition(s) {','.join(map(str, missing))} have no store in {settings.state_dir}: "
+              "not verified", file=sys.stderr)
+    elif missing:
+        print(f"epochq: no store of {settings.namespace} in {settings.state_dir}: nothing to verify", file=sys.stderr)
+    return [p for p in partitions if p in here]
 
 
 def _replaced(settings: Settings, partitions: list[int], workers: int) -> int:

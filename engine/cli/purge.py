@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-from datetime import datetime
 
-from engine.cli.common import EXIT_NOT_DONE, add_connection_flags, seconds, settings_from
+from engine.cli.common import EXIT_NOT_DONE, add_connection_flags, seconds, settings_from, since_us
 from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
@@ -22,8 +21,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     purge.add_argument("state", choices=("queued", "dead"))
     purge.add_argument("--task-type")
     purge.add_argument("--tenant")
-    purge.add_argument("--since", help="ISO-8601: submitted (queued) / dead-lettered (dead) at or after")
-    purge.add_argument("--until", help="ISO-8601: submitted / dead-lettered before")
+    purge.add_argument("--since", help="submitted (queued) / dead-lettered (dead) at or after: "
+                                            "15m, 2h, 1d ago or ISO-8601")
+    purge.add_argument("--until", help="submitted / dead-lettered before: 15m, 2h, 1d ago or ISO-8601")
     purge.add_argument("--reason", required=True, help="why (recorded in each JobCancelled)")
     purge.add_argument("--by", default=getpass.getuser(), help="who (default: your user name)")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _purge(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    where = DeadFilter(args.task_type, args.tenant, _us(args.since, "since"), _us(args.until, "until"))
+    where = DeadFilter(args.task_type, args.tenant, since_us(args.since, "--since"), since_us(args.until, "--until"))
     jobs = (queued_jobs if args.state == "queued" else dead_letters)(settings, where)
     say_freshness(settings)
     if not jobs:
@@ -68,15 +68,3 @@ def _report(jobs: list[JobView], statuses: list[str], refused: list[bool]) -> in
         return EXIT_NOT_DONE
     return 0
 
-
-def _us(text: str | None, field: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValidationError(f"--{field}: {text!r} is not an ISO-8601 time, e.g. 2026-12-01T09:00:00+00:00",
-                              field) from None
-    if when.tzinfo is None:
-        raise ValidationError(f"--{field}: give a time zone, e.g. {text}+00:00", field)
-    return int(when.timestamp() * 1_000_000)

@@ -10,6 +10,7 @@ from typing import Any
 from engine.cli.common import (
     PAYLOAD_HELP, add_connection_flags, parse_time, print_json, read_payload, seconds, settings_from,
 )
+from engine.cli.control import tenant_of_job
 from engine.cli.fresh import say_freshness
 from engine.cli.jobs import outcome_json
 from engine.client import Client
@@ -73,9 +74,9 @@ def _reschedule(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     parser = sub.add_parser("reschedule", help="move a scheduled job to another due time")
     parser.add_argument("job_id")
     when = parser.add_mutually_exclusive_group(required=True)
-    when.add_argument("--run-at", help="ISO-8601 time with zone, e.g. 2026-12-01T09:00:00+01:00")
+    when.add_argument("--run-at", help="+5m, in 2h (from now) or ISO-8601 with a zone, e.g. 2026-12-01T09:00:00+01:00")
     when.add_argument("--delay", type=float, help="seconds from now")
-    parser.add_argument("--tenant", default="")
+    parser.add_argument("--tenant", default="", help="the job's tenant (default: read from the job's history)")
     parser.add_argument("--reason", default="")
     parser.add_argument("--wait", type=seconds, default=10.0, help="seconds to wait for the decision (0: don't)")
     parser.add_argument("--json", action="store_true")
@@ -186,7 +187,8 @@ def schedule_json(v: ScheduleView, upcoming: int = 0) -> dict[str, Any]:
 def _do_reschedule(args: argparse.Namespace) -> int:
     run_at = parse_time(args.run_at, "run_at")
     with Client(settings_from(args)) as client:
-        receipt = client.reschedule(args.job_id, run_at=run_at, delay=args.delay, tenant=args.tenant,
+        tenant = args.tenant or tenant_of_job(client, args.job_id, "reschedule")
+        receipt = client.reschedule(args.job_id, run_at=run_at, delay=args.delay, tenant=tenant,
                                     reason=args.reason, wait=args.wait or None)
     if args.json:
         print_json({"job_id": args.job_id, "status": receipt.status, "reason": receipt.reason,

@@ -76,5 +76,21 @@ def refusal(command: str, job: JobView | None, trigger: Trigger) -> m.CommandRef
         return m.CommandRefused(command, "unknown", "no job with this id")
     if allows(job.state, trigger):
         return None
-    return m.CommandRefused(command, job.state.value,
-                            f"trigger {trigger.value!r} is not allowed in state {job.state.value!r}")
+    return m.CommandRefused(command, job.state.value, refused_because(trigger, job.state))
+
+
+ONLY = {Trigger.CANCEL: "only a job that has not ended can be cancelled",
+        Trigger.REPLAY: "only a dead job can be replayed",
+        Trigger.RESCHEDULE: "only a scheduled or retrying job can be rescheduled",
+        Trigger.REPRIORITIZE: "only a waiting (scheduled, queued or retrying) job can be reprioritized"}
+"""What an operator's command needs of its job, in the words a refusal says it."""
+
+ENDED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.PARTIAL})
+
+
+def refused_because(trigger: Trigger, state: JobState) -> str:
+    """Why a job in ``state`` refuses ``trigger``, in plain words: ``job is already cancelled``, or ``only a
+    dead job can be replayed; this one is queued``."""
+    if trigger is Trigger.CANCEL and state in ENDED:
+        return f"job is already {state.value}"
+    return f"{ONLY.get(trigger, f'{trigger.value} is not possible now')}; this one is {state.value}"

@@ -33,7 +33,7 @@ class TenantDirectory:
     """Every tenant's weight, queue limit and product, as the ``<ns>.tenants`` topic says."""
 
     def __init__(self, settings: Settings, timeout: float = LOAD_TIMEOUT_S, *, load: bool = True):
-        self.topic = settings.tenants_topic
+        self.topic, self._bootstrap = settings.tenants_topic, settings.require_bootstrap()
         self.skipped = 0
         self._tenants: dict[str, TenantConfig] = {}
         self._consumer = kafka.events_reader(settings, "tenants")
@@ -96,7 +96,8 @@ class TenantDirectory:
         try:
             meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
         except KafkaException as e:
-            raise KafkaUnavailableError(f"cannot describe {self.topic}: {e}") from e
+            raise KafkaUnavailableError(f"cannot read {self.topic} from Kafka at {self._bootstrap}: "
+                                        f"{e.args[0].str() if e.args else e}") from e
         if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
             raise kafka.denied(meta.error, f"cannot read {self.topic}")
         if meta.error is not None:

@@ -75,8 +75,18 @@ def test_a_paused_task_type_starts_nothing_until_resumed(  # type: ignore[no-unt
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
+    typo = epochq(settings, "pause", "ecko", "--reason", "maintenance")
+    assert typo.returncode == 2 and typo.stdout == "", typo
+    assert typo.stderr.strip() == "epochq: error: task type: no running engine handles task type 'ecko': did you " \
+                                  "mean 'echo'? give --force to go ahead anyway", typo.stderr
     done = epochq(settings, "pause", "echo", "--reason", "maintenance")
     assert done.returncode == 0 and "task type echo paused in 3 of 3 partition(s)" in done.stdout, done
+    listed = epochq(settings, "pause", "--list", "--state-dir", str(engine.state_dir))
+    rows = listed.stdout.splitlines()
+    assert listed.returncode == 0 and rows[0].startswith("task type") and rows[-1] == "1 paused task type(s)", rows
+    assert rows[1].split()[:2] == ["echo", "3"] and rows[1].endswith("maintenance"), rows
+    forced = epochq(settings, "pause", "report.later", "--force", "--wait", "5")
+    assert forced.returncode == 0 and "task type report.later paused in 3 of 3" in forced.stdout, forced
     held = [client.submit("echo", {"n": n}, tenant="acme") for n in range(6)]
     other = client.submit("noop", {}, tenant="acme")
     assert other.wait(30).status == "completed"  # other task types run

@@ -218,3 +218,20 @@ def test_a_dead_job_can_be_purged_by_a_cancel() -> None:
     job, bodies = run(job, CommandInput(command("job-1", m.CancelJob("purge: known bug", "ops")), 9))
     assert bodies == [m.JobCancelled("purge: known bug", "ops")] and job is not None
     assert job.state is JobState.CANCELLED
+
+
+def test_a_refused_operator_command_says_why_in_plain_words() -> None:
+    job, _ = run(queued_job(), CommandInput(command("job-1", m.CancelJob()), 8))
+    assert job is not None and job.state is JobState.CANCELLED
+    said = {}
+    for name, body in (("cancel", m.CancelJob()), ("replay", m.ReplayDeadJob()),
+                       ("reschedule", m.RescheduleJob(NOW)),
+                       ("reprioritize", m.ReprioritizeJob(9))):
+        _, (refused,) = run(job, CommandInput(command("job-1", body), 9))
+        assert isinstance(refused, m.CommandRefused)
+        said[name] = refused.reason
+    assert said == {"cancel": "job is already cancelled",
+                    "replay": "only a dead job can be replayed; this one is cancelled",
+                    "reschedule": "only a scheduled or retrying job can be rescheduled; this one is cancelled",
+                    "reprioritize": "only a waiting (scheduled, queued or retrying) job can be reprioritized; "
+                                    "this one is cancelled"}

@@ -41,3 +41,29 @@ def test_label_flags_are_pairs_and_a_flag_without_equals_is_refused() -> None:
     assert parse_labels(["team=red", "env=prod", "note=a=b"]) == (("env", "prod"), ("note", "a=b"), ("team", "red"))
     with pytest.raises(ValidationError):
         parse_labels(["team"])
+
+
+def test_a_heartbeat_lists_the_task_types_its_engine_handles() -> None:
+    from engine.runtime.read.workers import announced_task_types
+
+    written = WorkerRow(**{**row("a", 10).__dict__, "task_types": ["echo", "email.send"]})
+    assert decode_heartbeat(encode_heartbeat(written), 10 * S) == written
+    old = row("b", 10)  # an engine that predates the list says nothing: nothing can be refused on its account
+    assert decode_heartbeat(encode_heartbeat(old), 10 * S).task_types is None  # type: ignore[union-attr]
+    assert announced_task_types([written]) == {"echo", "email.send"}
+    assert announced_task_types([written, old]) is None
+    lost = WorkerRow(**{**written.__dict__, "task_types": ["gone"], "lost": True})
+    assert announced_task_types([written, lost]) == {"echo", "email.send"}
+
+
+def test_an_unannounced_task_type_is_refused_with_a_suggestion() -> None:
+    from engine.cli.tasktypes import unannounced
+
+    assert unannounced("report.generate", {"report.generate"}) is None
+    assert unannounced("anything", None) is None
+    assert unannounced("report.genrate", {"report.generate", "email.send"}) == (
+        "no running engine handles task type 'report.genrate': did you mean 'report.generate'? "
+        "give --force to go ahead anyway")
+    assert unannounced("zzz", {"a.b"}) == ("no running engine handles task type 'zzz': the running engines handle "
+                                          "a.b; give --force to go ahead anyway")
+    assert "none is running?" in (unannounced("x", set()) or "")

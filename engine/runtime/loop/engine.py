@@ -48,7 +48,7 @@ from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
-from engine.runtime.tenants import TenantDirectory
+from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
 from engine.runtime.topics import partition_count
 
 log = logging.getLogger("epochq.engine")
@@ -81,6 +81,8 @@ class Engine:
         self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result)
         self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
+        log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
+                 settings.tenants_topic, settings.require_bootstrap(), LOAD_TIMEOUT_S)
         self.tenants = TenantDirectory(settings)
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
         self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
@@ -104,7 +106,7 @@ class Engine:
         self._turn = 0
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
-        self.heartbeat = Heartbeat(settings, self.owner_id)
+        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
 
     @property
     def partitions(self) -> dict[int, Partition]:

@@ -58,6 +58,7 @@ class WorkerRow:
     running: list[str]  # job ids
     interval_s: float = 5.0
     lost: bool = field(default=False)  # no heartbeat for LOST_AFTER intervals: the process is gone or stuck
+    task_types: list[str] | None = None  # the task types its app has handlers for; None: an engine that predates them
 
 
 def encode_heartbeat(row: WorkerRow) -> bytes:
@@ -67,6 +68,7 @@ def encode_heartbeat(row: WorkerRow) -> bytes:
         "started_at_us": row.started_at_us, "seen_at_us": row.seen_at_us, "interval_s": row.interval_s,
         "partitions": [[p.partition, p.epoch, p.phase, p.owner] for p in row.partitions],
         "slots": [[s.lane, s.used, s.free] for s in row.slots], "running": row.running,
+        **({"task_types": row.task_types} if row.task_types is not None else {}),
     }, separators=(",", ":"), sort_keys=True).encode()
 
 
@@ -79,7 +81,8 @@ def decode_heartbeat(raw: bytes, now_us: int) -> WorkerRow | None:
                         int(d["seen_at_us"]), [PartitionRow(int(p), int(e), str(ph), str(o))
                                                for p, e, ph, o in d["partitions"]],
                         [LaneSlots(str(ln), int(u), int(f)) for ln, u, f in d["slots"]],
-                        [str(j) for j in d["running"]], interval)
+                        [str(j) for j in d["running"]], interval,
+                        task_types=[str(t) for t in d["task_types"]] if "task_types" in d else None)
     except (ValueError, KeyError, TypeError):
         return None
     lost = now_us - row.seen_at_us > LOST_AFTER * interval * 1_000_000
@@ -98,6 +101,15 @@ def latest(records: Sequence[tuple[bytes | None, bytes | None]], now_us: int) ->
             newest[key] = value
     rows = [row for raw in newest.values() if (row := decode_heartbeat(raw, now_us)) is not None]
     return sorted(rows, key=lambda r: (r.lost, r.instance))
+
+
+def announced_task_types(rows: Sequence[WorkerRow]) -> set[str] | None:
+    """The task types the running (not lost) instances have handlers for; None when one of them does not say
+    (it predates the announcement), so nothing can be refused on that ground. Pure."""
+    live = [row for row in rows if not row.lost]
+    if any(row.task_types is None for row in live):
+        return None
+    return {t for row in live for t in row.task_types or ()}
 
 
 def list_workers(settings: Settings) -> list[WorkerRow]:
