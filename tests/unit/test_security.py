@@ -63,7 +63,8 @@ def test_roles_get_what_the_design_needs_and_only_engines_write_events() -> None
     assert writers == {"User:engine"}
     service = {(r.resource_type, r.name, r.operation) for r in rules if r.principal == "User:billing"}
     assert service == {("TOPIC", "acme.commands", "WRITE"), ("TOPIC", "acme.commands", "DESCRIBE"),
-                       ("TOPIC", "acme.events", "DESCRIBE")}
+                       ("TOPIC", "acme.events", "DESCRIBE"), ("TOPIC", "acme.schemas", "WRITE"),
+                       ("TOPIC", "acme.schemas", "READ"), ("TOPIC", "acme.schemas", "DESCRIBE")}
     assert {r.principal for r in rules} == {"User:engine", "User:billing", "User:CN=mailer", "User:auditor"}
     auditor = {(r.resource_type, r.name, r.operation) for r in rules if r.principal == "User:auditor"}
     assert all(op in ("READ", "DESCRIBE") for _, _, op in auditor)
@@ -71,6 +72,13 @@ def test_roles_get_what_the_design_needs_and_only_engines_write_events() -> None
     assert AclRule("User:engine", "TRANSACTIONAL_ID", "PREFIXED", "acme.owner.", "WRITE") in rules
     assert AclRule("User:engine", "GROUP", "LITERAL", "acme.engine", "READ") in rules
     assert len(rules) == len(set(rules))
+
+
+def test_every_role_reads_the_schemas_topic_and_only_writers_register_in_it() -> None:
+    rules = wanted_acls("acme", ["engine"], ["billing"], ["auditor"])
+    on = {(r.principal, r.operation) for r in rules if r.name == "acme.schemas"}
+    assert on == {(f"User:{who}", op) for who in ("engine", "billing", "auditor") for op in ("READ", "DESCRIBE")} | {
+        ("User:engine", "WRITE"), ("User:billing", "WRITE")}
 
 
 def test_a_principal_is_a_user_name_or_given_whole() -> None:
