@@ -33,12 +33,15 @@ from tests.integration.conftest import EngineProcess, start_engine
 
 JOBS = 6
 LIFE = ["JobSubmitted", "JobQueued", "JobStarted", "JobSucceeded"]
-NEWER_TYPES = {"TaskTypePaused", "TaskTypeResumed", "RateLimitSet", "RateLimitCleared"}
+NEWER_TYPES = {"TaskTypePaused", "RateLimitSet"}
 """Types today's engine writes in :func:`write_today` that a v1 reader does not have (v3 and v4)."""
 
 
 def write_today(settings: Settings, client: Client, engines: list[EngineProcess], tmp: Path) -> list[str]:
-    """Run JOBS echo jobs to completion under today's engine, with a pause and a rate limit between; the job ids."""
+    """Run JOBS echo jobs to completion under today's engine, after a pause and a rate limit; the job ids.
+
+    (The pause and the limit stay: resuming would be answered under the same envelope ids, and
+    waiting for *its* events is not what the client's wait does.)"""
     engine = start_engine(engines, settings, "today", tmp)
     engine.wait_active(3)
     client.pause_task_type("otp")
@@ -46,8 +49,6 @@ def write_today(settings: Settings, client: Client, engines: list[EngineProcess]
     handles = [client.submit("echo", {"i": i}, tenant=f"tenant-{i % 2}") for i in range(JOBS)]
     for h in handles:
         assert h.wait(30).status == "completed", engine.logs()[-2000:]
-    client.clear_rate_limit("otp")
-    client.resume_task_type("otp")
     return [h.job_id for h in handles]
 
 
