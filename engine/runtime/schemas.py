@@ -37,6 +37,8 @@ TIMEOUT_S = 10.0
 REREAD_S = 1.0
 """A source reads the topic again for a fingerprint it lacks at most this often (garbage records
 with random fingerprints do not turn into a read each)."""
+MISSING_AFTER_MS = 3000
+"""A schemas topic absent from the metadata this long is missing (a namespace made before it existed)."""
 _DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
            KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
 _MISSING = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
@@ -184,7 +186,8 @@ def publish(settings: Settings, entries: Iterable[Registered], timeout_s: float 
     if not entries:
         return 0
     topic = settings.schemas_topic
-    producer = Producer({**settings.kafka_config(), "acks": "all", "allow.auto.create.topics": False})
+    producer = Producer({**settings.kafka_config(), "acks": "all", "allow.auto.create.topics": False,
+                         "topic.metadata.propagation.max.ms": MISSING_AFTER_MS})
     errors: list[KafkaError] = []
 
     def failed(err: KafkaError | None, _msg: object) -> None:

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 
 from engine.client import Client
@@ -16,6 +17,7 @@ from engine.contract import codec
 from engine.contract.codec import EVENT_BODIES, MessageCodec, SchemaCatalog
 from engine.contract.messages import Event
 from engine.contract.versions import load_version
+from engine.errors import TopicMismatchError
 from engine.runtime import schemas
 from engine.runtime.topics import describe_topics
 from tests.integration.conftest import EngineProcess
@@ -48,7 +50,10 @@ def test_a_v1_reader_reads_what_todays_engine_wrote_into_a_namespace_made_before
     while settings.schemas_topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
         time.sleep(0.2)
     assert schemas.read_schemas(settings) == {}
+    schemas._published.clear()  # this process registered them in the fixture's topics ensure
     with Client(settings) as client:
+        with pytest.raises(TopicMismatchError, match=r"\.schemas: the topic is missing: run `epochq topics ensure`"):
+            client.submit("echo", {}, tenant="acme")  # nothing written without its schema in the log
         jobs = write_today(settings, client, engines, tmp_path)  # the engine's start creates and fills it
     assert set(schemas.read_schemas(settings)) == {e.key for e in schemas.shipped()}
 
