@@ -177,6 +177,14 @@ def read_through(settings: Settings) -> None:
             learned.add_source(_sources[where])
 
 
+def stop_reading_through() -> None:
+    """Uninstall every source :func:`read_through` installed (a process done with its namespaces: a test)."""
+    with _lock:
+        for source in _sources.values():
+            learned.remove_source(source)
+        _sources.clear()
+
+
 # --- writing --------------------------------------------------------------------------------------
 
 
