@@ -157,8 +157,8 @@ class LogSchemas:
                 self._read_at = time.monotonic()
                 try:
                     self._known = {k: r.text for k, r in read_schemas(self.settings).items()}
-                except EpochqError as e:
-                    log.warning("cannot look up schema %s: %s", key, e)
+                except (EpochqError, KafkaException) as e:  # the codec then reports the fingerprint as unknown
+                    log.warning("cannot look up schema %s in %s: %s", key, self.settings.schemas_topic, e)
             return self._known.get(key)
 
 
