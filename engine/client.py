@@ -24,6 +24,7 @@ from engine.domain.ratelimits import check_limit_command, is_limit_command, limi
 from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
+from engine.runtime.schemas import ensure_published
 from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
 from engine.runtime.read.joblog import job_history
 from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
@@ -247,6 +248,7 @@ class Client(ScheduleMethods, QueryMethods):
             if not isinstance(command.body, m.SubmitJob):
                 _check(command)
         starts = self._ends.lower_bounds(self._partition_count())
+        ensure_published(self.settings, "command")  # once per process: <ns>.schemas has what we write
         errors: list[KafkaError] = []
         self._produce_all(commands, errors)
         left = self._producer.flush(30)

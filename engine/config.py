@@ -159,6 +159,11 @@ class Settings(BaseModel):
         """The compacted topic of tenant configuration."""
         return f"{self.namespace}.tenants"
 
+    @property
+    def schemas_topic(self) -> str:
+        """``<ns>.schemas``: every writer schema of the namespace's topics, by fingerprint (compacted)."""
+        return f"{self.namespace}.schemas"
+
     def require_bootstrap(self) -> str:
         """The bootstrap address: configured, or the running local broker's."""
         if self.bootstrap:

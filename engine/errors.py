@@ -3,6 +3,8 @@
 - ``ConfigError``: a setting is wrong; fix it and start again.
 - ``NotFoundError``: the job, tenant or schedule named does not exist; check the name.
 - ``DecodeError``: a record is not a known single-object Avro record; quarantine it.
+  ``UnknownTypeError``: a record of a type this reader's schema does not have (written by a
+  newer version); skip it and count it.
 - ``ValidationError``: input is wrong for good; dead-letter it, never retry.
 - ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
 - ``FencedError``: a newer owner took the partition; drop its state and hand it over.
@@ -55,6 +57,21 @@ class DecodeError(EpochqError):
     def located(self, topic: str, partition: int, offset: int) -> DecodeError:
         """The same error, now naming where in the log the record sits."""
         return DecodeError(self.reason, topic, partition, offset)
+
+
+class UnknownTypeError(DecodeError):
+    """A well-formed record of a body type the reader's schema lacks (``type_name``): skip it, count it.
+
+    A newer writer added the type; Avro resolution reads every other type of that writer.
+    """
+
+    def __init__(self, type_name: str, reason: str, topic: str = "?", partition: int = -1, offset: int = -1):
+        self.type_name = type_name
+        super().__init__(reason, topic, partition, offset)
+
+    def located(self, topic: str, partition: int, offset: int) -> DecodeError:
+        """The same error, now naming where in the log the record sits."""
+        return UnknownTypeError(self.type_name, self.reason, topic, partition, offset)
 
 
 class ValidationError(EpochqError):

@@ -6,6 +6,7 @@ and folded by the same :class:`~projections.restore.Restorer` a live owner resto
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.config import Settings
+from engine.contract.learned import skipped_line
 from projections.lock import StoreLock, holder_name
 from projections.restore import Restorer
 from projections.store import ProjectionStore, open_store, store_path
@@ -37,6 +39,8 @@ class LogReader(Protocol):
         applied them), so the reader waits for them rather than stopping after a quiet second:
         a transaction's commit markers reach the partitions a moment after the commit returns.
         """
+
+logger = logging.getLogger("epochq.rebuild")
 
 
 @dataclass
@@ -65,6 +69,8 @@ def rebuild_into(log: LogReader, topic: str, partition: int, path: Path, stop: i
     restorer = Restorer(store, topic, partition)
     restorer.feed(_reporting(log.records(topic, partition, 0, end, committed), partition, end, progress))
     restorer.finish()
+    if restorer.unknown_types:  # a log written by a newer release: its new types are not folded
+        logger.warning("%s[%d]: %s", topic, partition, skipped_line(restorer.unknown_types))
     if progress:
         progress(partition, end, end)
     return store

@@ -4,16 +4,19 @@ It serves a live owner catching its store up before claiming (and after a transa
 could not fold in order) and ``epochq projections rebuild`` alike, so both reach the same
 bytes. It reads nothing itself: whoever drives it hands it ``(offset, value)`` records
 (``projections.rebuild.LogReader`` names that role). A record that does not decode, or
-whose fold raises, is set aside with its position recorded, never a reason to stop.
+whose fold raises, is set aside with its position recorded, never a reason to stop; a record of
+a type this version's schema does not have (written by a newer engine) is skipped and counted
+by type (``unknown_types``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
-from engine.errors import DecodeError
+from engine.errors import DecodeError, UnknownTypeError
 from projections.batch import Batch
 from projections.evolve import POISON, Folded, fold_guarded
 from projections.store import ProjectionStore
@@ -33,6 +36,7 @@ class Restorer:
         self.commit_every = commit_every
         self.folded = 0
         self.set_aside = 0
+        self.unknown_types: Counter[str] = Counter()
 
     @property
     def next_offset(self) -> int:
@@ -57,7 +61,9 @@ class Restorer:
         self.folded += 1
         try:
             event = decode_event_at(value, self.topic, self.partition, offset)  # type: ignore[arg-type]
-        except DecodeError:
+        except DecodeError as e:
+            if isinstance(e, UnknownTypeError):
+                self.unknown_types[e.type_name] += 1
             self.set_aside += 1
             self.batch.last_offset = offset
             return

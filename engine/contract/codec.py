@@ -6,6 +6,11 @@ the writer schema's Parsing Canonical Form + the Avro binary body. Every shipped
 reads: a record written with an older version is resolved into the newest. Anything that is not
 such a record raises :class:`~engine.errors.DecodeError`, never another exception.
 
+A fingerprint no shipped version has is looked up in the installed schema sources
+(:mod:`engine.contract.learned`; the runtime's reads ``<ns>.schemas``) and kept. A record of a
+body type the reader's union lacks (a newer writer added it) raises
+:class:`~engine.errors.UnknownTypeError` naming the type: readers skip and count it.
+
 Schemas are parsed with their ``logicalType`` attributes removed, so timestamps stay plain int
 microseconds both ways. Parsing Canonical Form drops ``logicalType``, so the fingerprints are
 those of the shipped files.
@@ -13,92 +18,35 @@ those of the shipped files.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import io
-import json
-import re
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Generic, TypeVar
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro import schemaless_reader, schemaless_writer
 from fastavro.read import SchemaResolutionError
-from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from engine.contract import learned
 from engine.contract.avro_codegen import Unsupported, compile_writers
 from engine.contract.avro_fast import MalformedError
 from engine.contract.avro_readers import compile_reader
 from engine.contract.messages import COMMAND_BODIES, EVENT_BODIES, Command, Event, TenantConfig
 from engine.contract.records import RecordMap, records_of
-from engine.errors import DecodeError, ValidationError
+from engine.contract.versions import (
+    HEADER_SIZE,
+    LEARNED,
+    MAGIC,
+    SchemaVersion,
+    load_version,
+    versions_in,
+)
+from engine.errors import DecodeError, UnknownTypeError, ValidationError
 
-MAGIC = b"\xc3\x01"
-HEADER_SIZE = 10
 SUBJECTS = ("command", "event", "tenant")
-
-_VERSION_DIR = re.compile(r"v(\d+)")
 _DETAIL_LIMIT = 160
 MessageT = TypeVar("MessageT")
-
-
-# --- schemas -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SchemaVersion:
-    """One shipped schema of a subject: its version number, fingerprint and parsed form."""
-
-    subject: str
-    version: int
-    fingerprint: bytes
-    canonical_form: str
-    parsed: dict[str, Any]
-
-    @property
-    def header(self) -> bytes:
-        """The 10 bytes that open every record written with this schema."""
-        return MAGIC + self.fingerprint
-
-
-def strip_logical_types(node: Any) -> Any:
-    """A copy of a schema without ``logicalType`` attributes (default values are left alone)."""
-    if isinstance(node, dict):
-        return {
-            k: (v if k == "default" else strip_logical_types(v))
-            for k, v in node.items()
-            if k != "logicalType"
-        }
-    if isinstance(node, list):
-        return [strip_logical_types(v) for v in node]
-    return node
-
-
-def load_version(subject: str, version: int, text: str) -> SchemaVersion:
-    """Parse one .avsc text into a SchemaVersion (fingerprint of the file as shipped)."""
-    raw = json.loads(text)
-    canonical = to_parsing_canonical_form(raw)
-    return SchemaVersion(
-        subject=subject,
-        version=version,
-        fingerprint=bytes.fromhex(fingerprint(canonical, "CRC-64-AVRO")),
-        canonical_form=canonical,
-        parsed=typing.cast(dict[str, Any], parse_schema(strip_logical_types(raw))),
-    )
-
-
-def _versions_in(root: Traversable, subject: str) -> Iterable[SchemaVersion]:
-    for entry in root.iterdir():
-        match = _VERSION_DIR.fullmatch(entry.name)
-        path = entry / f"{subject}.avsc"
-        if match and entry.is_dir() and path.is_file():
-            try:
-                yield load_version(subject, int(match.group(1)), path.read_text(encoding="utf-8"))
-            except Exception as e:
-                e.add_note(f"while loading {path}")
-                raise
 
 
 class SchemaCatalog:
@@ -113,15 +61,34 @@ class SchemaCatalog:
         self.current = ordered[-1]
         self._header = self.current.header
         self._by_header = {v.header: v for v in ordered}
+        self._body_names = self._find_body_names()
 
     @classmethod
     def from_dir(cls, root: Traversable, subject: str) -> SchemaCatalog:
         """Load ``root/v*/<subject>.avsc`` (any directory: the package's, or a test's)."""
-        return cls(subject, _versions_in(root, subject))
+        return cls(subject, versions_in(root, subject))
 
     def version_for(self, fingerprint: bytes) -> SchemaVersion | None:
-        """The shipped version with this 8-byte fingerprint, if any."""
+        """The shipped (or already learned) version with this 8-byte fingerprint, if any."""
         return self._by_header.get(MAGIC + fingerprint)
+
+    def learn(self, fingerprint: bytes) -> SchemaVersion | None:
+        """The writer schema with this fingerprint from the installed sources, checked and kept; or None.
+
+        What a source returns is used only if it is a schema of this subject (its envelope's
+        name) whose fingerprint is the one asked for.
+        """
+        text = learned.lookup(fingerprint)
+        if text is None:
+            return None
+        try:
+            version = load_version(self.subject, LEARNED, text)
+        except Exception:  # noqa: BLE001 - a value that is no schema is as good as none
+            return None
+        if version.fingerprint != fingerprint or version.parsed.get("name") != self.current.parsed.get("name"):
+            return None
+        self._by_header[version.header] = version
+        return version
 
     def encode(self, datum: Mapping[str, Any], *, strict: bool = False) -> bytes:
         """One single-object record written with the newest schema (unions of records as tuples)."""
@@ -146,19 +113,35 @@ class SchemaCatalog:
         except Exception as e:
             # fastavro's compiled reader reports some ends of input (mid-varint) as IndexError.
             ran_out = isinstance(e, EOFError) or (isinstance(e, IndexError) and buf.tell() >= len(raw))
-            raise self.body_error(e, version, ran_out) from e
+            unknown = self._unknown_type(raw, version) if isinstance(e, SchemaResolutionError) else None
+            raise (unknown or self.body_error(e, version, ran_out)) from e
         self.check_end(buf.tell(), len(raw))
         return datum  # type: ignore[return-value]
 
     def body_error(self, error: Exception, version: SchemaVersion, ran_out: bool) -> DecodeError:
         """The DecodeError for a body that ``version`` could not read."""
         if ran_out:
-            reason = f"truncated body: the {self.subject} v{version.version} record ends early ({_brief(error)})"
+            reason = f"truncated body: the {self.subject} {version.label} record ends early ({_brief(error)})"
         elif isinstance(error, SchemaResolutionError):
-            reason = f"cannot resolve {self.subject} v{version.version} into v{self.current.version}: {_brief(error)}"
+            reason = f"cannot resolve {self.subject} {version.label} into v{self.current.version}: {_brief(error)}"
         else:
-            reason = f"malformed body for {self.subject} v{version.version}: {_brief(error)}"
+            reason = f"malformed body for {self.subject} {version.label}: {_brief(error)}"
         return DecodeError(reason)
+
+    def _unknown_type(self, raw: bytes, version: SchemaVersion) -> UnknownTypeError | None:
+        """The UnknownTypeError for a record whose body type the reader lacks (read with its writer alone)."""
+        buf = io.BytesIO(raw)
+        buf.seek(HEADER_SIZE)
+        try:
+            datum = schemaless_reader(buf, version.parsed, None, return_record_name=True)
+        except Exception:  # noqa: BLE001 - not readable even by its writer: body_error says why
+            return None
+        body = datum.get("body") if isinstance(datum, dict) else None
+        name = body[0].rsplit(".", 1)[-1] if isinstance(body, tuple) else None
+        if name is None or name in self._body_names:
+            return None
+        return UnknownTypeError(name, f"unknown type {name}: written with {self.subject} {version.label}, "
+                                      f"which this reader (v{self.current.version}) does not have")
 
     def check_end(self, end: int, size: int) -> None:
         """Raise DecodeError unless the record ended exactly at the end of the value."""
@@ -181,12 +164,18 @@ class SchemaCatalog:
             raise DecodeError(f"bad magic: starts {raw[:2].hex()}, a single-object record starts c301")
         if len(raw) < HEADER_SIZE:
             raise DecodeError(f"too short: {len(raw)} of the 10 header bytes (magic and fingerprint)")
+        learnt = self.learn(raw[2:HEADER_SIZE])
+        if learnt is not None:
+            return raw, learnt
         known = ", ".join(f"v{v.version}={v.fingerprint.hex()}" for v in self.versions)
         raise DecodeError(f"unknown fingerprint {raw[2:HEADER_SIZE].hex()}: "
-                          f"no {self.subject} schema has it (known: {known})")
+                          f"no {self.subject} schema has it (known: {known}; nor the schemas topic)")
 
     def body_names(self) -> dict[str, str]:
         """Short name -> full name of the record branches of the envelope's ``body`` union."""
+        return dict(self._body_names)
+
+    def _find_body_names(self) -> dict[str, str]:
         for field in self.current.parsed.get("fields", ()):
             if field["name"] == "body":
                 return {b["name"].rsplit(".", 1)[-1]: b["name"] for b in field["type"]

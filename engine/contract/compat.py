@@ -9,8 +9,12 @@ Both ways together also forbid the one-way promotions (an old ``int`` reader can
 ``long``); ``string`` ↔ ``bytes`` resolves both ways and passes.
 
 A union growing by a record, an enum by a symbol, is allowed unless ``strict_growth``: old
-readers still read every record that does not use it, and docs/contract.md has it written only
-once every reader is upgraded. A new primitive branch is a type change, always reported.
+readers still read every record that does not use it. A new record in the envelope's ``body``
+union is a new *type*: a reader without it skips those records, counted and named
+(``UnknownTypeError``), so every shipped version reads every other one, both ways
+(:func:`reader_problems`, :func:`skipped_types`). Growth anywhere else (an enum symbol, a
+record in a nested union) would make whole records unreadable and is reported by
+:func:`shipped_problems`. A new primitive branch is a type change, always reported.
 ``python -m engine.contract.compat`` checks the shipped ``schemas/vN/`` (exit status 1 on a problem).
 """
 
@@ -278,6 +282,22 @@ def resolution_problems(writer: Any, reader: Any) -> list[str]:
     return [str(p) for p in _resolve(writer, reader)]
 
 
+def reader_problems(writer: Any, reader: Any) -> list[str]:
+    """What stops ``reader`` from reading ``writer``'s records, apart from body types it skips."""
+    return [str(p) for p in _resolve(writer, reader) if not _skippable(p, reader)]
+
+
+def skipped_types(writer: Any, reader: Any) -> list[str]:
+    """The body types (short names) of ``writer`` that ``reader`` lacks: its readers skip those records."""
+    return [p.text.split(" ")[3] for p in _resolve(writer, reader) if _skippable(p, reader)]
+
+
+def _skippable(problem: Problem, reader: Any) -> bool:
+    """A whole record missing from the envelope's ``body`` union: the record is skipped, not misread."""
+    return (problem.kind == "growth" and problem.path == f"{_root_path(reader)}.body"
+            and problem.text.startswith("union branch record "))
+
+
 def _resolve(writer: Any, reader: Any) -> list[Problem]:
     writer, reader = _copy(writer), _copy(reader)
     return _Resolution(writer, reader).run(writer, reader)
@@ -382,15 +402,19 @@ def shipped_versions(subject: str) -> list[tuple[int, dict[str, Any]]]:
 
 
 def shipped_problems(subjects: tuple[str, ...] = ("command", "event", "tenant")) -> list[str]:
-    """Problems of each shipped step (both ways), and of the newest version reading every older one."""
+    """Problems of each shipped step, and of every shipped version reading every other one, both ways.
+
+    A reader may lack a writer's body types (it skips those records); nothing else may stop it.
+    """
     out = []
     for subject in subjects:
         versions = shipped_versions(subject)
         for (a, old), (b, new) in zip(versions, versions[1:]):
             out += [f"{subject} v{a} -> v{b}: {p}" for p in check_compatible(old, new)]
-        for a, old in versions[:-2]:
-            newest, schema = versions[-1]
-            out += [f"{subject} v{newest} reading v{a}: {p}" for p in resolution_problems(old, schema)]
+        for a, writer in versions:
+            for b, reader in versions:
+                if a != b:
+                    out += [f"{subject} v{b} reading v{a}: {p}" for p in reader_problems(writer, reader)]
     return out
 
 

@@ -71,6 +71,10 @@ def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
     rules = [r for p in engines for r in _engine(namespace, principal(p))]
     rules += [r for p in services for r in _service(namespace, principal(p))]
     rules += [r for p in auditors for r in _auditor(namespace, principal(p))]
+    # every role reads the writer schemas by fingerprint; engines and services register theirs
+    rules += [r for p in [*engines, *services] for r in _topic(principal(p), f"{namespace}.schemas", "WRITE")]
+    rules += [r for p in [*engines, *services, *auditors]
+              for r in _topic(principal(p), f"{namespace}.schemas", "READ", "DESCRIBE")]
     return sorted(set(rules))
 
 

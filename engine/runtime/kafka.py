@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from engine.config import Settings
+from engine.runtime.schemas import read_through
 from engine.errors import (
     AccessDeniedError,
     EpochqError,
@@ -83,7 +84,10 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
 
 
 def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
-    """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p."""
+    """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p.
+
+    Its records' writer schemas resolve through ``<ns>.schemas`` (as every reader's below)."""
+    read_through(settings)
     return Consumer({
         **settings.kafka_config(),
         "group.id": f"{settings.namespace}.engine",
@@ -105,7 +109,9 @@ def events_reader(settings: Settings, name: str, fetch_wait_ms: int = 20) -> Con
     """A consumer that reads events (read_committed) by explicit assignment, never committing.
 
     ``fetch_wait_ms``: how long the broker may hold a fetch at the end of the log; partitions
-    newly assigned join the next fetch, so a reader that assigns often wants it short."""
+    newly assigned join the next fetch, so a reader that assigns often wants it short.
+    A writer schema the codec does not ship is looked up in ``<ns>.schemas``."""
+    read_through(settings)
     return Consumer({
         **settings.kafka_config(),
         "group.id": f"{settings.namespace}.reader.{name}",

@@ -23,6 +23,7 @@ from engine.contract.messages import TenantConfig
 from engine.contract.signing import check_public_keys
 from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
+from engine.runtime.schemas import ensure_published
 
 DEFAULT_WEIGHT = 1.0
 LOAD_TIMEOUT_S = 30.0
@@ -197,6 +198,8 @@ def tenants_producer(settings: Settings) -> Producer:
 
 def _write(settings: Settings, tenant_id: str, value: bytes | None) -> None:
     errors: list[KafkaError] = []
+    if value is not None:
+        ensure_published(settings, "tenant")
     producer = tenants_producer(settings)
     try:
         producer.produce(settings.tenants_topic, key=tenant_id.encode(), value=value, on_delivery=_collect(errors))

@@ -1,4 +1,4 @@
-"""The three topics of a namespace: created once, checked on every start, never silently fixed."""
+"""The topics of a namespace: created once, checked on every start, never silently fixed."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from engine.config import Settings
 from engine.errors import KafkaUnavailableError, TopicMismatchError, ValidationError
+from engine.runtime import schemas
 from engine.runtime.kafka import DENIED_CODES, denied
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
@@ -49,12 +50,15 @@ def wanted_topics(settings: Settings, partitions: int, replication: int) -> list
         (settings.events_topic, partitions, EVENTS_CONFIG),
         (settings.tenants_topic, 1, TENANTS_CONFIG),
         (workers_topic(settings), 1, WORKERS_CONFIG),
+        (settings.schemas_topic, 1, schemas.SCHEMAS_CONFIG),
     ]
     return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
 
 
 def ensure_topics(settings: Settings, partitions: int | None = None, replication: int | None = None) -> list[TopicInfo]:
-    """Create missing topics, then verify all three; raises TopicMismatchError on a conflict.
+    """Create missing topics, verify them, and register every shipped schema in ``<ns>.schemas``.
+
+    Raises TopicMismatchError on a conflict.
 
     ``partitions`` and ``replication`` are what missing topics are created with (default 6 and 1);
     when given, existing topics must have them too: a different count is refused, never changed.
@@ -72,7 +76,20 @@ def ensure_topics(settings: Settings, partitions: int | None = None, replication
     infos = describe_topics(settings, admin)
     check_topics(settings, infos)
     check_asked(settings, infos, partitions, replication)
+    schemas.publish_shipped(settings)
     return infos
+
+
+def ensure_schemas_topic(settings: Settings) -> None:
+    """Create ``<ns>.schemas`` in a namespace made before it existed (an engine's start does this),
+    with the events topic's replication, and register every shipped schema in it."""
+    admin = admin_for(settings)
+    if settings.schemas_topic not in _list(admin):
+        events = [i for i in describe_topics(settings, admin) if i.name == settings.events_topic]
+        replication = events[0].replication if events else 1
+        _create(admin, [NewTopic(settings.schemas_topic, 1, replication, config=dict(schemas.SCHEMAS_CONFIG))])
+        _await_metadata(admin, [settings.schemas_topic])
+    schemas.publish_shipped(settings)
 
 
 def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | None, replication: int | None) -> None:
@@ -116,7 +133,7 @@ def _await_metadata(admin: AdminClient, names: list[str], timeout_s: float = 15.
 def describe_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicInfo]:
     """Partition counts, replication and the relevant configs of the namespace's topics."""
     admin = admin or admin_for(settings)
-    names = [*_names(settings), workers_topic(settings)]
+    names = [*_names(settings), workers_topic(settings), settings.schemas_topic]
     meta = admin.list_topics(timeout=TIMEOUT_S).topics
     present = [n for n in names if n in meta]
     configs = _configs(admin, present)
@@ -158,6 +175,9 @@ def check_topics(settings: Settings, infos: list[TopicInfo]) -> None:
     tenants = by_name.get(settings.tenants_topic)
     if tenants and "compact" not in tenants.config.get("cleanup.policy", ""):
         problems.append(f"{tenants.name} must be compacted (cleanup.policy=compact)")
+    registry = by_name.get(settings.schemas_topic)
+    if registry and "compact" not in registry.config.get("cleanup.policy", ""):
+        problems.append(f"{registry.name} must be compacted (cleanup.policy=compact): it keeps every writer schema")
     if problems:
         raise TopicMismatchError("; ".join(problems) + ". epochq refuses to start; fix the topics by hand.")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the example producers: `npm ci` for Node.js, `go build` for Go, `mvn package` for Java.
+# Build the example producers and consumers: `npm ci` for Node.js, `go build` for Go, `mvn package` for Java.
 #
 #   examples/producers/build.sh [node] [go] [java]     (default: all three)
 #
@@ -28,7 +28,10 @@ build_go() {
   if [ ! -x epochq-produce ] || [ main.go -nt epochq-produce ] || [ go.mod -nt epochq-produce ] || [ go.sum -nt epochq-produce ]; then
     go build -buildvcs=false -trimpath -o epochq-produce .
   fi
-  echo "go producer: $here/go/epochq-produce"
+  if [ ! -x epochq-consume ] || [ consume/main.go -nt epochq-consume ] || [ go.mod -nt epochq-consume ] || [ go.sum -nt epochq-consume ]; then
+    go build -buildvcs=false -trimpath -o epochq-consume ./consume
+  fi
+  echo "go producer: $here/go/epochq-produce; consumer: $here/go/epochq-consume"
 }
 
 build_java() {

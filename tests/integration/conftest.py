@@ -14,9 +14,18 @@ import pytest
 
 from engine.client import Client
 from engine.config import Settings, load_settings
+from engine.runtime.schemas import stop_reading_through
 from engine.runtime.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _schema_sources() -> Iterator[None]:
+    """A test's namespaces stop being schema sources of this process when it ends: a later test's
+    record with an unknown fingerprint (the codec's fuzz tests) must not read every one of them."""
+    yield
+    stop_reading_through()
 
 
 @pytest.fixture

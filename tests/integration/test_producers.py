@@ -127,6 +127,16 @@ def test_a_job_from_another_language_runs_with_its_payload_intact(
     raw, command = command_record(settings, printed["partition"], job_id)
     assert raw[:10] == catalog("command").current.header  # written with the newest schema
     assert command.body.labels == labels  # type: ignore[attr-defined]
+    assert registrations(settings, raw[2:10].hex()) == 2  # topics ensure's, and the producer's own before it wrote
+
+
+def registrations(settings: Settings, key: str) -> int:
+    """How many records of ``<ns>.schemas`` register the schema with this fingerprint."""
+    consumer = kafka.events_reader(settings, "test-schemas")
+    try:
+        return sum(k == key.encode() for _, k, _ in scan_partition(consumer, settings.schemas_topic, 0))
+    finally:
+        consumer.close()
 
 
 @pytest.mark.parametrize("language", ["node", "go", "java"])

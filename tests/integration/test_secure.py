@@ -22,6 +22,7 @@ from engine.broker.secure import USERS
 from engine.client import Client
 from engine.config import Settings
 from engine.errors import AccessDeniedError
+from engine.runtime import schemas
 from engine.runtime.tenants import set_tenant
 from engine.runtime.topics import admin_for, ensure_topics
 from tests.integration.conftest import ROOT, EngineProcess, events_by_job
@@ -140,6 +141,9 @@ def test_an_auditor_reads_events_but_cannot_write_anywhere(secure_home: Path, na
         assert _produce_error(auditor, topic) in DENIED, topic
     assert _read_error(auditor, auditor.events_topic) is None
     assert _read_error(auditor, auditor.commands_topic) in DENIED
+    assert set(schemas.read_schemas(auditor)) == {e.key for e in schemas.shipped()}  # every role reads them
+    with pytest.raises(AccessDeniedError, match=r"cannot register the schemas \(command v\d+\) .*needs READ and WRITE"):
+        schemas.ensure_published(auditor, "command")  # one clear error, not a write that never lands
 
 
 def test_a_client_certificate_is_the_same_principal_as_the_scram_user(secure_home: Path, namespace: str,

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from engine.contract import codec
 from engine.contract.codec import (
     HEADER_SIZE, MAGIC, MessageCodec, SchemaCatalog, decode_command, decode_command_at, decode_event,
-    decode_event_at, decode_tenant, encode_command, encode_event, encode_tenant, strip_logical_types,
+    decode_event_at, decode_tenant, encode_command, encode_event, encode_tenant,
 )
+from engine.contract.versions import strip_logical_types
 from engine.contract.ids import job_id_for_key
 from engine.contract.messages import (
     COMMAND_BODIES, EVENT_BODIES, CancelJob, Command, CommandQuarantined, CommandRefused,
@@ -42,7 +43,7 @@ from engine.contract.messages import (
     ClearRateLimit, JobReprioritized, RateLimitCleared, RateLimitSet, ReprioritizeJob, SetRateLimit,
 )
 from engine.contract.partitioner import murmur2, partition_for
-from engine.errors import DecodeError, ValidationError
+from engine.errors import DecodeError, UnknownTypeError, ValidationError
 
 T0 = 1_700_000_000_123_456
 PAYLOAD = Payload(b'{"to": "a@example.org"}', "application/json", "email.v2", 2)
@@ -340,7 +341,7 @@ def test_older_writer_schema_resolves_into_the_current_reader(evolved: Path) -> 
         decode_event(raw)  # the shipped catalog never shipped this v0
 
 
-def test_writer_branch_missing_from_reader_is_a_decode_error(tmp_path: Path) -> None:
+def test_writer_branch_missing_from_reader_is_an_unknown_type(tmp_path: Path) -> None:
     older = older_event_schema()
     body = next(f for f in older["fields"] if f["name"] == "body")
     body["type"].append({"type": "record", "name": "JobExploded", "fields": []})
@@ -349,8 +350,10 @@ def test_writer_branch_missing_from_reader_is_a_decode_error(tmp_path: Path) -> 
     catalog = SchemaCatalog.from_dir(tmp_path, "event")
     raw = single_object(older, {"event_id": "e", "epoch": 1, "owner": "o", "occurred_at": T0,
                                 "body": ("io.epochq.event.JobExploded", {})})
-    with pytest.raises(DecodeError, match="cannot resolve event v0 into v1"):
+    with pytest.raises(UnknownTypeError, match="unknown type JobExploded: written with event v0") as caught:
         catalog.decode(raw)
+    assert caught.value.type_name == "JobExploded"
+    assert isinstance(caught.value.located("t", 0, 5), UnknownTypeError)
 
 
 def test_records_that_do_not_map_to_a_class_are_decode_errors(tmp_path: Path) -> None:

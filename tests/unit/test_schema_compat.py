@@ -7,21 +7,39 @@ from typing import Any
 
 import pytest
 
-from engine.contract import codec
+from engine.contract import codec, learned
 from engine.contract.compat import (
     check_compatible,
+    reader_problems,
     resolution_problems,
     shipped_problems,
     shipped_versions,
+    skipped_types,
 )
-from engine.contract.messages import Command, Payload, SubmitJob
-from engine.errors import DecodeError
+from engine.contract.messages import (
+    COMMAND_BODIES,
+    EVENT_BODIES,
+    Command,
+    Event,
+    JobSubmitted,
+    Payload,
+    RateLimitSet,
+    SubmitJob,
+)
+from engine.errors import DecodeError, UnknownTypeError
 
 VERSIONS = {subject: shipped_versions(subject) for subject in codec.SUBJECTS}
 CONSECUTIVE = [
     pytest.param(subject, old, new, id=f"{subject}-v{old[0]}-v{new[0]}")
     for subject, versions in VERSIONS.items()
     for old, new in zip(versions, versions[1:])
+]
+EVERY_PAIR = [
+    pytest.param(subject, writer, reader, id=f"{subject}-v{reader[0]}-reads-v{writer[0]}")
+    for subject, versions in VERSIONS.items()
+    for writer in versions
+    for reader in versions
+    if writer[0] != reader[0]
 ]
 TO_NEWEST = [
     pytest.param(subject, old, versions[-1], id=f"{subject}-v{old[0]}-newest")
@@ -67,6 +85,31 @@ def test_the_newest_version_reads_every_older_one(subject: str, old: tuple[int, 
     assert resolution_problems(old[1], new[1]) == []
 
 
+@pytest.mark.parametrize(("subject", "writer", "reader"), EVERY_PAIR)
+def test_every_shipped_version_reads_every_other_one_skipping_only_whole_types(
+        subject: str, writer: tuple[int, Any], reader: tuple[int, Any]) -> None:
+    assert reader_problems(writer[1], reader[1]) == []
+    skipped = skipped_types(writer[1], reader[1])
+    if writer[0] < reader[0]:
+        assert skipped == [], "an older writer has no type a newer reader lacks"
+
+
+def test_a_v1_event_reader_skips_the_types_v4_added_and_names_them() -> None:
+    skipped = skipped_types(VERSIONS["event"][-1][1], VERSIONS["event"][0][1])
+    assert {"RateLimitSet", "JobReprioritized", "JobProgressed", "BreakerOpened"} <= set(skipped)
+    assert "JobSubmitted" not in skipped and "JobSucceeded" not in skipped
+
+
+def test_growth_outside_the_body_union_is_a_reader_problem() -> None:
+    old, new = newest("tenant"), newest("tenant")
+    old["fields"].append({"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["FREE"]},
+                          "default": "FREE"})
+    new["fields"].append({"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["FREE", "PRO"]},
+                          "default": "FREE"})
+    assert reader_problems(new, old) == ["TenantConfig.tier: enum symbol(s) PRO missing (and no enum default)"]
+    assert skipped_types(new, old) == []
+
+
 def test_the_shipped_check_used_by_ci_is_clean() -> None:
     assert shipped_problems() == []
 
@@ -82,8 +125,8 @@ def test_v2_labels_round_trip_and_v1_records_read_as_empty_labels() -> None:
     assert decoded.body.labels == {} and decoded.body.task_type == "echo"
 
 
-def test_a_reader_that_only_knows_v1_refuses_v2_records() -> None:
-    """Why readers are deployed before writers: an engine without v2 quarantines v2 records."""
+def test_a_reader_that_only_knows_v1_and_has_no_schema_source_refuses_v2_records() -> None:
+    """Without ``<ns>.schemas`` (no source installed) a v2 fingerprint is unknown to a v1 reader."""
     v1 = codec.MessageCodec(codec.SchemaCatalog("command", codec.catalog("command").versions[:1]),
                             Command, codec.COMMAND_BODIES)
     command = Command("c-1", "j-1", "acme", 1, SubmitJob("echo", Payload(b"{}"), labels={"a": "b"}))
@@ -224,3 +267,57 @@ def test_recursive_schemas_terminate() -> None:
     changed = copy.deepcopy(node)
     changed["fields"][0]["type"] = "int"
     assert check_compatible(node, changed) == ["backward (new reads old): Node.value: type changed from long to int"]
+
+
+# --- readers built with an old version, resolving newer writers through a schema source -----------
+
+
+def _only(subject: str, version: int) -> codec.SchemaCatalog:
+    return codec.SchemaCatalog(subject, [v for v in codec.catalog(subject).versions if v.version == version])
+
+
+def _shipped_source(fingerprint: bytes) -> str | None:
+    for subject in codec.SUBJECTS:
+        version = codec.catalog(subject).version_for(fingerprint)
+        if version is not None:
+            return version.text
+    return None
+
+
+@pytest.fixture
+def log_source() -> Any:
+    """A schema source holding every shipped schema, as ``<ns>.schemas`` does."""
+    learned.add_source(_shipped_source)
+    yield _shipped_source
+    learned.remove_source(_shipped_source)
+
+
+def test_a_v1_reader_reads_v4_events_of_the_types_it_knows_and_names_the_others(log_source: Any) -> None:
+    v1 = codec.MessageCodec(_only("event", 1), Event, EVENT_BODIES)
+    submitted = Event("e-1", "j-1", "acme", 3, "o", 5, JobSubmitted("echo", Payload(b"{}"), 5, "NORMAL", 3))
+    decoded = v1.decode(codec.encode_event(submitted))
+    assert decoded.body.task_type == "echo" and decoded.epoch == 3
+    newer = Event("e-2", None, None, 3, "o", 5, RateLimitSet("echo", 2.0, 1, 500_000, 1))
+    with pytest.raises(UnknownTypeError, match="unknown type RateLimitSet: written with event schema ") as caught:
+        v1.decode_at(codec.encode_event(newer), "ns.events", 0, 7)
+    assert caught.value.type_name == "RateLimitSet" and caught.value.offset == 7
+
+
+def test_a_schema_source_is_trusted_only_for_the_fingerprint_and_subject_asked(log_source: Any) -> None:
+    command = codec.catalog("command")
+    wrong = codec.catalog("event").current.fingerprint
+    assert command.learn(wrong) is None  # an event schema is no command schema
+    liar = lambda _fp: codec.catalog("command").versions[0].text  # noqa: E731 - a source with the wrong text
+    learned.remove_source(_shipped_source)
+    learned.add_source(liar)
+    try:
+        assert _only("command", 1).learn(codec.catalog("command").current.fingerprint) is None
+    finally:
+        learned.remove_source(liar)
+        learned.add_source(_shipped_source)
+
+
+def test_a_today_reader_reads_v1_commands(log_source: Any) -> None:
+    v1 = codec.MessageCodec(_only("command", 1), Command, COMMAND_BODIES)
+    command = Command("c-1", "j-1", "acme", 1, SubmitJob("echo", Payload(b"{}")))
+    assert codec.decode_command(v1.encode(command)).body.task_type == "echo"

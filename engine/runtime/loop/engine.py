@@ -49,7 +49,7 @@ from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
-from engine.runtime.topics import partition_count
+from engine.runtime.topics import ensure_schemas_topic, partition_count
 
 log = logging.getLogger("epochq.engine")
 
@@ -75,6 +75,7 @@ class Engine:
         self.app, self.settings = app, settings
         self.options = options = options or EngineOptions()
         self.owner_id = owner_id or settings.owner_id or kafka.default_owner_id()
+        ensure_schemas_topic(settings)  # every schema this engine writes is in <ns>.schemas before it writes
         self.stopping = threading.Event()
         self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()

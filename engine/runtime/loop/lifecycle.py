@@ -23,6 +23,7 @@ from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
 from engine.config import Settings
 from engine.contract import messages as m
+from engine.contract.learned import skipped_line
 from engine.domain import fence
 from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
@@ -233,6 +234,8 @@ class Lifecycle:
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)
+        if restorer.unknown_types:
+            log.warning("partition %d: %s", p, skipped_line(restorer.unknown_types))
         if partition.resuming:
             self._resume(partition, now)
         else:

@@ -1,6 +1,6 @@
 // Command epochq-produce submits one epochq job from Go: a SubmitJob CommandEnvelope in Avro
 // single-object encoding (hamba/avro), produced with franz-go (Java-compatible murmur2,
-// acks=all). The guide: docs/producing.md.
+// acks=all), after registering its writer schema in <ns>.schemas. The guide: docs/producing.md.
 //
 //	epochq-produce [-schemas DIR] [-label k=v ...] [-signing-key PEM_FILE] BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON
 //
@@ -15,6 +15,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
@@ -58,15 +59,17 @@ type CommandEnvelope struct {
 	Body          any     `avro:"body"` // a union of records: SubmitJob | CancelJob | ReplayDeadJob
 }
 
-// latestCommandSchema is the newest schemas/vN/command.avsc (the engine reads every older one too).
-func latestCommandSchema(root string) ([]byte, error) {
+// latestCommandSchema is the newest schemas/vN/command.avsc (the engine reads every older one too)
+// and its version N.
+func latestCommandSchema(root string) ([]byte, int, error) {
 	files, _ := filepath.Glob(filepath.Join(root, "v*", "command.avsc"))
 	version := func(p string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(p))[1:]); return n }
 	sort.Slice(files, func(i, j int) bool { return version(files[i]) < version(files[j]) })
 	if len(files) == 0 {
-		return nil, fmt.Errorf("no v*/command.avsc under %s", root)
+		return nil, 0, fmt.Errorf("no v*/command.avsc under %s", root)
 	}
-	return os.ReadFile(files[len(files)-1])
+	text, err := os.ReadFile(files[len(files)-1])
+	return text, version(files[len(files)-1]), err
 }
 
 // withoutLogicalTypes drops "logicalType" attributes. The Parsing Canonical Form has none, but
@@ -134,7 +137,7 @@ func run() error {
 	if !json.Valid([]byte(payload)) {
 		return fmt.Errorf("payload is not valid JSON")
 	}
-	text, err := latestCommandSchema(*schemas)
+	text, schemaVersion, err := latestCommandSchema(*schemas)
 	if err != nil {
 		return err
 	}
@@ -173,6 +176,14 @@ func run() error {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Register the writer schema before writing with it: readers of any age find it by fingerprint
+	// (franz-go never creates a missing topic unless asked to).
+	registration := &kgo.Record{Topic: namespace + ".schemas", Key: []byte(hex.EncodeToString(value[2:10])), Value: text,
+		Headers: []kgo.RecordHeader{{Key: "subject", Value: []byte("command")},
+			{Key: "version", Value: []byte(strconv.Itoa(schemaVersion))}}}
+	if err := client.ProduceSync(ctx, registration).FirstErr(); err != nil {
+		return fmt.Errorf("%s: %w", registration.Topic, err)
+	}
 	record := &kgo.Record{Topic: namespace + ".commands", Key: []byte(jobID), Value: value}
 	if *signingKey != "" {
 		signature, err := sign(*signingKey, record.Topic, value)

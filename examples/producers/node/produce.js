@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Submit one epochq job from Node.js: a SubmitJob CommandEnvelope in Avro single-object
-// encoding (avsc), produced with KafkaJS (Java-compatible murmur2 partitioning, acks=all).
+// encoding (avsc), produced with KafkaJS (Java-compatible murmur2 partitioning, acks=all), after
+// registering its writer schema in <ns>.schemas (key: the fingerprint, 16 hex digits; value: the schema).
 // The guide: docs/producing.md.
 //
 //   node produce.js BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON [--label k=v ...] [--schemas DIR]
@@ -33,7 +34,8 @@ function latestCommandSchema(root) {
   const versions = fs.readdirSync(root).filter((d) => /^v\d+$/.test(d))
     .filter((d) => fs.existsSync(path.join(root, d, 'command.avsc')))
     .sort((a, b) => Number(a.slice(1)) - Number(b.slice(1)));
-  return JSON.parse(fs.readFileSync(path.join(root, versions.at(-1), 'command.avsc'), 'utf8'));
+  const text = fs.readFileSync(path.join(root, versions.at(-1), 'command.avsc'), 'utf8');
+  return { text, version: Number(versions.at(-1).slice(1)), schema: JSON.parse(text) };
 }
 
 function singleObjectEncoder(schema) {
@@ -42,7 +44,9 @@ function singleObjectEncoder(schema) {
   header.writeUInt16BE(0xc301, 0);
   // avsc's schema() without options is the Parsing Canonical Form.
   header.writeBigUInt64LE(crc64Avro(JSON.stringify(type.schema())), 2);
-  return (value) => Buffer.concat([header, type.toBuffer(value)]);
+  const encode = (value) => Buffer.concat([header, type.toBuffer(value)]);
+  encode.fingerprint = header.subarray(2).toString('hex'); // the key of <ns>.schemas
+  return encode;
 }
 
 // The epochq-signature header: Ed25519 over "epochq-command-v1" 0x00 topic 0x00 value (docs/contract.md).
@@ -73,7 +77,7 @@ function parseArgs(argv) {
 
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const schema = latestCommandSchema(args.schemas);
+  const { text, version, schema } = latestCommandSchema(args.schemas);
   const encode = singleObjectEncoder(schema);
   const jobId = crypto.randomUUID();
   const submit = {
@@ -94,9 +98,14 @@ async function main() {
 
   const kafka = new Kafka({ clientId: 'epochq-node-producer', brokers: args.bootstrap.split(','), logLevel: logLevel.WARN });
   // KafkaJS v2's DefaultPartitioner is the Java client's murmur2 partitioner.
-  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true });
+  // allowAutoTopicCreation false: a namespace without <ns>.schemas is an error, never a topic made by accident.
+  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, idempotent: true,
+    allowAutoTopicCreation: false });
   await producer.connect();
   try {
+    // Register the writer schema before writing with it: readers of any age find it by fingerprint.
+    await producer.send({ topic: `${args.namespace}.schemas`, acks: -1, messages: [{ key: encode.fingerprint, value: text,
+      headers: { subject: 'command', version: String(version) } }] });
     const topic = `${args.namespace}.commands`;
     const headers = signatureHeaders(args.signingKey, topic, value);
     const [meta] = await producer.send({ topic, acks: -1, messages: [{ key: jobId, value, headers }] });

@@ -1,6 +1,7 @@
 // Submits one epochq job from Java: a SubmitJob CommandEnvelope in Avro single-object encoding
 // (org.apache.avro, GenericRecord), produced with kafka-clients (its default partitioner is the
-// murmur2 one epochq requires; idempotent, acks=all). The guide: docs/producing.md.
+// murmur2 one epochq requires; idempotent, acks=all), after registering its writer schema in
+// <ns>.schemas. The guide: docs/producing.md.
 //
 //   java -jar target/epochq-produce.jar [-schemas DIR] [-label k=v ...] [-signing-key PEM_FILE]
 //        BOOTSTRAP NAMESPACE TASK_TYPE TENANT PAYLOAD_JSON
@@ -31,6 +32,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Base64;
 import java.util.Comparator;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -44,10 +46,13 @@ import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.avro.generic.GenericRecordBuilder;
 import org.apache.avro.message.BinaryMessageEncoder;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class Produce {
@@ -87,7 +92,8 @@ public final class Produce {
         List<String> a = options.args();
         String bootstrap = a.get(0), namespace = a.get(1), taskType = a.get(2), tenant = a.get(3), payload = a.get(4);
         requireJson(payload);
-        Schema schema = new Schema.Parser().parse(latestCommandSchema(options.schemas()).toFile());
+        Path schemaFile = latestCommandSchema(options.schemas());
+        Schema schema = new Schema.Parser().parse(schemaFile.toFile());
         String jobId = UUID.randomUUID().toString();
         byte[] value = singleObject(schema, envelope(schema, jobId, tenant, taskType, payload, options.labels()));
 
@@ -96,7 +102,11 @@ public final class Produce {
         if (!options.signingKey().isEmpty()) {
             record.headers().add("epochq-signature", sign(Paths.get(options.signingKey()), topic, value));
         }
+        ProducerRecord<byte[], byte[]> registration = registration(namespace, schemaFile, value);
+        requireTopic(bootstrap, registration.topic()); // a producer could create it, uncompacted, on some brokers
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerConfig(bootstrap))) {
+            // Register the writer schema before writing with it: readers of any age find it by fingerprint.
+            producer.send(registration).get(30, TimeUnit.SECONDS);
             RecordMetadata sent = producer.send(record).get(30, TimeUnit.SECONDS);
             System.out.println("{\"job_id\":\"" + jobId + "\",\"partition\":" + sent.partition() + "}");
         }
@@ -150,6 +160,29 @@ public final class Produce {
         byte[] bytes = new byte[encoded.remaining()];
         encoded.get(bytes);
         return bytes;
+    }
+
+    /** The record of <ns>.schemas registering the writer schema: key = the fingerprint (bytes 2-9) in hex, value = the schema. */
+    static ProducerRecord<byte[], byte[]> registration(String namespace, Path schemaFile, byte[] value) throws IOException {
+        byte[] key = HexFormat.of().formatHex(value, 2, 10).getBytes(StandardCharsets.UTF_8);
+        ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(namespace + ".schemas", key, Files.readAllBytes(schemaFile));
+        record.headers().add("subject", "command".getBytes(StandardCharsets.UTF_8))
+                .add("version", schemaFile.getParent().getFileName().toString().substring(1).getBytes(StandardCharsets.UTF_8));
+        return record;
+    }
+
+    /** Refuse, in one line, a namespace whose topic does not exist (made before it existed: run epochq topics ensure). */
+    static void requireTopic(String bootstrap, String topic) throws Exception {
+        Properties config = new Properties();
+        config.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(config)) {
+            admin.describeTopics(List.of(topic)).allTopicNames().get(30, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            if (e.getCause() instanceof UnknownTopicOrPartitionException) {
+                throw new IllegalStateException(topic + " is missing: run `epochq topics ensure`");
+            }
+            throw e;
+        }
     }
 
     /** The newest schemas/vN/command.avsc (the engine reads every older one too). */
