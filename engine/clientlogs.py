@@ -4,7 +4,9 @@ librdkafka repeats a failure as often as it retries (a closed port: ~30 lines a 
 clients). Every client epochq configures (``Settings.kafka_config``) sends its log lines and its errors to
 one logger through :class:`Throttle`: at most one line of a kind per ``every`` seconds, the next saying how
 many like it were left out. Connection failures are warnings, and a line that says the client is retrying
-is information: a client retries them by itself.
+is information: a client retries them by itself. No librdkafka log line is more than a warning in our log:
+a failure that matters surfaces as an error the edge translates (``engine.runtime.kafka``), and the code
+that meets it says so in its own words, once (a refused transaction: one ERROR line naming the grant).
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from typing import Any
 EVERY_S = 20.0
 """At most one line of a kind per this many seconds."""
 THREAD_PREFIX = re.compile(r"^\[thrd:[^\]]*\]:\s*")
-RETRIED = frozenset({"FAIL", "ERROR", "REQTMOUT", "METADATA", "CONNECT", "BROKERFAIL"})
-"""Facilities of failures a client retries on its own: logged as warnings, not errors."""
 
 
 class Throttle(logging.Filter):
@@ -47,7 +47,7 @@ class Throttle(logging.Filter):
         record.msg, record.args = f"kafka: {text}", None
         if text.endswith("retrying") and record.levelno > logging.INFO:  # e.g. a coordinator still loading
             record.levelno, record.levelname = logging.INFO, "INFO"
-        elif kind.split(":", 1)[0] in RETRIED and record.levelno > logging.WARNING:
+        elif record.levelno > logging.WARNING:  # the edge's translation of the failure is the one ERROR
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return logging.getLogger(record.name).isEnabledFor(record.levelno)  # at its new level
 

@@ -92,3 +92,12 @@ def test_a_line_made_information_is_dropped_where_only_warnings_are_shown() -> N
     rec = logging.LogRecord(logger.name, logging.WARNING, __file__, 1, "%s [%s] %s",
                             ("GETPID", "rdkafka#producer-1", "Failed to acquire idempotence PID: retrying"), None)
     assert not Throttle(20.0, Clock()).filter(rec)
+
+
+def test_no_client_line_is_more_than_a_warning_the_edge_says_it_once() -> None:
+    logging.getLogger("epochq.kafka").setLevel(logging.INFO)
+    refused = ("ADDPARTS", "rdkafka#producer-1", "TxnCoordinator/1: Failed to add partition \"ns.commands\" [2] to "
+               "transaction: Broker: Topic authorization failed")
+    rec = record(refused)
+    assert Throttle(20.0, Clock()).filter(rec)
+    assert rec.levelname == "WARNING"  # the engine's own ERROR line names the grant (loop/refusals.py)
