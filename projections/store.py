@@ -149,8 +149,16 @@ class ProjectionStore:
         opts.set_iterate_upper_bound(_successor(prefix))
         yield from self._db.keys(from_key=start or prefix, read_opt=opts)
 
-    def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
-        """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
+    def key_range(self, start: bytes, stop: bytes) -> Iterator[bytes]:
+        """The keys in ``[start, stop)``, in order (no value is read)."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(stop)
+        yield from self._db.keys(from_key=start, read_opt=opts)
+
+    def commit(self, changes: dict[bytes, bytes | None], offset: int, indexed: bool = True) -> None:
+        """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch.
+
+        ``indexed``: the store holds the tenant index and the catalog (a full fold; a write model does not)."""
         batch = WriteBatch(raw_mode=True)
         for key, value in changes.items():
             if value is None:
@@ -158,10 +166,10 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
-        if self._fresh:
+        if self._fresh and indexed:
             batch.put(TENANT_INDEXED, b"1")
             batch.put(LISTING_INDEXED, b"1")
-            self._fresh = False
+        self._fresh = False
         try:
             self._db.write(batch)
         except Exception as e:  # typed here, where RocksDB's errors enter

@@ -36,6 +36,7 @@ from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
 from projections.evolve import FENCED, Folded
+from projections.profile import owner_profile
 from projections.restore import Restorer
 from projections.lock import holder_name
 from projections.store import open_locked, store_path
@@ -59,6 +60,7 @@ class Lifecycle:
                  on_change: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[int, m.Event], None] | None = None, bulk: BulkRestores | None = None):
         self.settings, self.owner_id = settings, owner_id
+        self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.on_fenced = on_fenced  # told of each record a restore found not counting: a forged or zombie write
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -79,7 +81,7 @@ class Lifecycle:
         if note.change is Change.ASSIGNED:
             for p in note.partitions:
                 if p not in self.partitions:
-                    self.partitions[p] = Partition(p, self.owner_id)
+                    self.partitions[p] = Partition(p, self.owner_id, self.profile)
             log.info("assigned partitions %s", note.partitions)
         elif note.change is Change.REVOKED:
             log.info("revoking partitions %s", note.partitions)
@@ -166,7 +168,8 @@ class Lifecycle:
         p = partition.number
         topic = self.settings.events_topic
         partition.restore_target = kafka.end_offsets(self.events, topic, [p])[p]
-        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p))  # type: ignore[arg-type]
+        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
+                            profile=partition.profile)
         self._restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
