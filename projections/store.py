@@ -180,6 +180,28 @@ class ProjectionStore:
                 if key in hot:
                     hot[key] = value
 
+    def write_raw(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """Put ``pairs`` as they are, without an applied offset (a checkpoint being loaded, offset last)."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in pairs:
+            batch.put(key, value)
+        try:
+            self._db.write(batch)
+        except Exception as e:  # typed here, where RocksDB's errors enter
+            raise _translate(self.path, e) from e
+        self._fresh = False
+
+    def snapshot_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every pair as committed now, from a RocksDB snapshot (later commits do not show), in key order."""
+        yield from self._db.snapshot().items()
+
+    def key_count(self) -> int:
+        """RocksDB's estimate of the number of keys in the store."""
+        try:
+            return self._db.property_int_value("rocksdb.estimate-num-keys") or 0
+        except Exception:  # noqa: BLE001 - a closed store holds nothing
+            return 0
+
     def memory(self) -> dict[str, int]:
         """Bytes this store's memtables and open table readers hold (0 once closed)."""
         try:

@@ -28,7 +28,7 @@ from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError, StoreLockedError
-from engine.runtime import kafka
+from engine.runtime import checkpoints, kafka
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note
@@ -71,6 +71,8 @@ class Lifecycle:
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
         self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
+        self._seeded: set[int] = set()  # partitions whose store was loaded from a checkpoint, or had no need
+        self.on_close: Callable[[Partition], None] = lambda partition: None  # a graceful hand-back (checkpoints)
         self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
         self.holder = holder_name("engine", owner_id)
 
@@ -115,6 +117,8 @@ class Lifecycle:
             if time.monotonic() < self._retry_at.get(partition.number, 0.0):
                 continue
             try:
+                if self.bulk is None or not self.bulk.busy(partition.number):
+                    self._seed(partition.number)
                 if not self._in_bulk(partition.number):
                     self._set_up(partition)
             except StoreLockedError as e:
@@ -135,6 +139,14 @@ class Lifecycle:
         target = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
         applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
         return bulk.begin(p, target - applied - 1, target)
+
+    def _seed(self, p: int) -> None:
+        """Once per assignment: an empty store is loaded from the newest checkpoint, if one is usable."""
+        if p in self._seeded:
+            return
+        end = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
+        checkpoints.seed(self.settings, p, self.holder, end)
+        self._seeded.add(p)
 
     def _wait_for_lock(self, p: int, error: StoreLockedError) -> None:
         """Another holder has p's store: try again soon, and say so now and then (never crash)."""
@@ -225,6 +237,7 @@ class Lifecycle:
         restorer.finish()
         self._unassign_events(p)
         partition.next_offset = partition.restore_target
+        partition.since_checkpoint += restorer.folded
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)
@@ -334,6 +347,7 @@ class Lifecycle:
         partition = self.partitions.pop(p, None)
         if partition is None:
             return
+        self.on_close(partition)
         self._release(partition)
         if partition.producer is not None:
             try:
@@ -367,6 +381,7 @@ class Lifecycle:
         p = partition.number
         if self.bulk is not None:
             self.bulk.forget(p)
+        self._seeded.discard(p)
         self.timers.pop(p, None)
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)

@@ -154,6 +154,7 @@ class Partition:
         self.commands: collections.deque[tuple[int, Any, bytes | None]] = collections.deque()
         """(offset, raw, signature header) of the commands to decide."""
         self.results: list[Any] = []  # finished attempts to record once no transaction is under way
+        self.since_checkpoint = 0  # events folded into the store since its last checkpoint (loop/checkpointing.py)
 
     # --- lifecycle -----------------------------------------------------------------------
 
