@@ -65,8 +65,13 @@ class IndexedHistory:
 
 def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedHistory | None:
     """The job's history as ``partition``'s store indexed it; None when the state directory has no such store."""
-    return _asked(settings, partition,
-                  lambda store: IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store)))
+    return _asked(settings, partition, lambda store: _indexed_history(store, job_id))
+
+
+def _indexed_history(store: ProjectionStore, job_id: str) -> IndexedHistory | None:
+    if store.get(TENANT_INDEXED) is None:
+        return None  # an owner's write model (or a store older than the indexes) holds no history index: scan
+    return IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store))
 
 
 @dataclass(frozen=True)
