@@ -33,7 +33,7 @@ from bench.harness import ROOT, fresh_settings, local_broker
 from bench.restore_rate import job_events
 from bench.takeover import PARTITIONS, probe_starts
 from engine.client import Client
-from engine.config import Settings
+from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
 from engine.contract.partitioner import partition_for
@@ -130,17 +130,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--base", type=Path, help="a checkout of another commit to compare with (run alternately)")
+    parser.add_argument("--namespace", help="reuse this namespace (written by an earlier run): no log is written")
     args = parser.parse_args()
     with local_broker() as bootstrap:
-        settings = fresh_settings(bootstrap, partitions=PARTITIONS)
-        began = time.perf_counter()
-        events = write_finished(settings, args.jobs)
-        print(f"namespace {settings.namespace}: {events:,} events of {args.jobs:,} finished jobs "
-              f"({time.perf_counter() - began:.0f} s to write)")
+        if args.namespace:
+            settings = load_settings(bootstrap=bootstrap, namespace=args.namespace, state_dir=tempfile.mkdtemp())
+        else:
+            settings = fresh_settings(bootstrap, partitions=PARTITIONS)
+            began = time.perf_counter()
+            events = write_finished(settings, args.jobs)
+            print(f"namespace {settings.namespace}: {events:,} events of {args.jobs:,} finished jobs "
+                  f"({time.perf_counter() - began:.0f} s to write)")
         proc, _, log_path = start(settings, "first", ROOT)
         began = time.perf_counter()
         assert wait_log(log_path, r": active at epoch", PARTITIONS, 1800), log_path.read_text()[-2000:]
-        print(f"engine A restored every partition from offset 0 in {time.perf_counter() - began:.1f} s")
+        print(f"engine A restored every partition in {time.perf_counter() - began:.1f} s")
         made = wait_log(log_path, r": checkpoint at", PARTITIONS, 300)
         print(f"engine A checkpointed {'every' if made else 'NOT every'} partition; stopping it")
         stop(proc)

@@ -117,3 +117,28 @@ def test_the_write_model_of_a_prefix_then_the_rest_equals_the_whole(steps: list[
         assert list(whole.store.items()) == list(store.items())
         whole.store.close()
         store.close()
+
+
+def test_a_sweep_is_bounded_and_a_replay_in_other_batches_reaches_the_same_bytes(tmp_path: Path) -> None:
+    from projections.views.ended import SWEEP_LIMIT
+
+    window_s, n = 1, SWEEP_LIMIT + 100
+    ended = [e for i in range(n) for e in life(f"job-{i}", at=1_000 + i, key=None)]
+    late = 10**9
+    tail = [*life("late-1", at=late, key=None), *life("late-2", at=late + 1, key=None)]
+    events = [claim(1), *ended, *tail]
+    whole = fold_all(tmp_path / "whole", events[:-7], write_model(window_s))  # one late event: one sweep, the limit
+    assert sum(1 for key in keys(whole) if key.startswith(b"e:job-")) == n - SWEEP_LIMIT
+    whole.store.close()
+    whole = fold_all(tmp_path / "all", events, write_model(window_s))
+    assert not [key for key in keys(whole) if key.startswith((b"e:job-", b"E:"))
+                and b"late" not in key]  # the next event swept the rest
+    store = open_store(tmp_path / "split")
+    for first in range(0, len(events), 97):
+        batch = Batch(store, profile=write_model(window_s))
+        for offset, ev in enumerate(events[first:first + 97], first):
+            fold(batch, ev, offset)
+        batch.commit()
+    assert list(store.items()) == list(whole.store.items())
+    store.close()
+    whole.store.close()

@@ -46,6 +46,5 @@ def commit(written: Written) -> Verdict:
             record_position(batch, event, folded.status, offset)
             offset += 1
         partition.next_offset = written.last + 2  # after our last event, its transaction's commit marker
-        partition.since_checkpoint += n
         batch.commit()
     return Verdict.COMMITTED

@@ -40,7 +40,7 @@ class Checkpointer:
     def due(self, partition: Partition) -> bool:
         """Whether ``partition`` should checkpoint now (active, idle, enough folded since its last one)."""
         n = partition.since_checkpoint
-        if not self.enabled or n < self.min_events or partition.state is not State.ACTIVE:
+        if not self.enabled or partition.state is not State.ACTIVE or n < self.min_events:
             return False
         if partition.writing is not None or partition.staged or partition.store is None:
             return False
@@ -52,7 +52,7 @@ class Checkpointer:
                                            time.time_ns() // 1000)
         log.info("partition %d: checkpoint at events offset %d (%d keys, %d chunks, %d events since the last)",
                  partition.number, manifest.events_offset, manifest.keys, manifest.chunks, partition.since_checkpoint)
-        partition.since_checkpoint = 0
+        partition.checkpoint_offset = manifest.events_offset
         return self.writer.launch_call(partition, wake, checkpoints.produce, partition.producer, self.topic,
                                        partition.number, chunks, manifest)
 
@@ -67,5 +67,5 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001 - the next owner replays a little more: never a reason to fail
             log.warning("partition %d: no checkpoint at hand-back (%s)", partition.number, e)
             return
-        partition.since_checkpoint = 0
+        partition.checkpoint_offset = manifest.events_offset
         log.info("partition %d: checkpoint at hand-back, events offset %d", partition.number, manifest.events_offset)

@@ -145,7 +145,8 @@ class Lifecycle:
         if p in self._seeded:
             return
         end = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
-        checkpoints.seed(self.settings, p, self.holder, end)
+        loaded = checkpoints.seed(self.settings, p, self.holder, end)
+        self.partitions[p].checkpoint_offset = -1 if loaded is None else loaded
         self._seeded.add(p)
 
     def _wait_for_lock(self, p: int, error: StoreLockedError) -> None:
@@ -237,7 +238,6 @@ class Lifecycle:
         restorer.finish()
         self._unassign_events(p)
         partition.next_offset = partition.restore_target
-        partition.since_checkpoint += restorer.folded
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)

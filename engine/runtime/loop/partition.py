@@ -154,7 +154,12 @@ class Partition:
         self.commands: collections.deque[tuple[int, Any, bytes | None]] = collections.deque()
         """(offset, raw, signature header) of the commands to decide."""
         self.results: list[Any] = []  # finished attempts to record once no transaction is under way
-        self.since_checkpoint = 0  # events folded into the store since its last checkpoint (loop/checkpointing.py)
+        self.checkpoint_offset = -1  # the events offset of the store's newest checkpoint known here (-1: none)
+
+    @property
+    def since_checkpoint(self) -> int:
+        """Offsets folded into the store since its newest checkpoint known here (loop/checkpointing.py)."""
+        return self.next_offset - 1 - self.checkpoint_offset
 
     # --- lifecycle -----------------------------------------------------------------------
 
