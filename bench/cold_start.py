@@ -145,7 +145,7 @@ def main() -> None:
         began = time.perf_counter()
         assert wait_log(log_path, r": active at epoch", PARTITIONS, 1800), log_path.read_text()[-2000:]
         print(f"engine A restored every partition in {time.perf_counter() - began:.1f} s")
-        made = wait_log(log_path, r": checkpoint at", PARTITIONS, 300)
+        made = wait_log(log_path, r"partition \d+: (?:loaded the checkpoint|checkpoint at)", PARTITIONS, 300)
         print(f"engine A checkpointed {'every' if made else 'NOT every'} partition; stopping it")
         stop(proc)
         for run in range(args.runs):

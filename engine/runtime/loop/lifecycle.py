@@ -28,12 +28,13 @@ from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError, StoreLockedError
-from engine.runtime import checkpoints, kafka
+from engine.runtime import kafka
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.prepare import Preparer
 from engine.runtime.loop.timers import PartitionTimers
 from projections.evolve import FENCED, Folded
 from projections.profile import owner_profile
@@ -71,10 +72,10 @@ class Lifecycle:
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
         self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
-        self._seeded: set[int] = set()  # partitions whose store was loaded from a checkpoint, or had no need
         self.on_close: Callable[[Partition], None] = lambda partition: None  # a graceful hand-back (checkpoints)
         self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
         self.holder = holder_name("engine", owner_id)
+        self.preparer = Preparer(settings, self.holder, events)  # checkpoints loaded, producers made, side by side
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -113,12 +114,16 @@ class Lifecycle:
 
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them."""
-        for partition in [p for p in self.partitions.values() if p.state is State.ASSIGNED]:
-            if time.monotonic() < self._retry_at.get(partition.number, 0.0):
-                continue
+        now = time.monotonic()
+        due = [p for p in self.partitions.values()
+               if p.state is State.ASSIGNED and now >= self._retry_at.get(p.number, 0.0)]
+        failed = self.preparer.prepare(due, lambda n: self.bulk is None or not self.bulk.busy(n)) if due else {}
+        for partition in due:
             try:
-                if self.bulk is None or not self.bulk.busy(partition.number):
-                    self._seed(partition.number)
+                if partition.number in failed:
+                    raise failed[partition.number]
+                if partition.number not in self.preparer.seeded:
+                    continue  # its store is a restore process's now
                 if not self._in_bulk(partition.number):
                     self._set_up(partition)
             except StoreLockedError as e:
@@ -140,15 +145,6 @@ class Lifecycle:
         applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
         return bulk.begin(p, target - applied - 1, target)
 
-    def _seed(self, p: int) -> None:
-        """Once per assignment: an empty store is loaded from the newest checkpoint, if one is usable."""
-        if p in self._seeded:
-            return
-        end = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
-        loaded = checkpoints.seed(self.settings, p, self.holder, end)
-        self.partitions[p].checkpoint_offset = -1 if loaded is None else loaded
-        self._seeded.add(p)
-
     def _wait_for_lock(self, p: int, error: StoreLockedError) -> None:
         """Another holder has p's store: try again soon, and say so now and then (never crash)."""
         now = time.monotonic()
@@ -162,7 +158,7 @@ class Lifecycle:
         p = partition.number
         store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         try:
-            producer = kafka.owner_producer(self.settings, p)
+            producer = self.preparer.producer(p)
         except Exception:
             store.close()
             raise
@@ -381,7 +377,7 @@ class Lifecycle:
         p = partition.number
         if self.bulk is not None:
             self.bulk.forget(p)
-        self._seeded.discard(p)
+        self.preparer.forget(p)
         self.timers.pop(p, None)
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)
