@@ -5,7 +5,7 @@ key-value pair of the store as committed at applied offset O, packed into chunks
 CHUNK_BYTES, and a manifest naming O, the epoch and owner that wrote it, how many chunks
 there are, where the first one is in the checkpoints partition, and a SHA-256 over them.
 ``engine.runtime.checkpoints`` writes them to ``<ns>.checkpoints`` and reads them back;
-this module is the format, pure but for :func:`load_into` (which writes into an empty store).
+this module is the format, pure but for :func:`load_checked` (which writes into an empty store).
 
 Chunk format: a sequence of ``>II`` (key length, value length) headers each followed by
 the key and the value. Manifest format: one JSON object (FORMAT 1).
@@ -130,23 +130,28 @@ def check_snapshot(manifest: Manifest, pairs: dict[bytes, bytes]) -> None:
         raise CheckpointError(f"the snapshot's claim of epoch {manifest.epoch} is not {manifest.owner}'s")
 
 
-def snapshot_pairs(manifest: Manifest, chunks: list[bytes]) -> dict[bytes, bytes]:
-    """The pairs of a checked checkpoint (CheckpointError if the chunks or the snapshot do not hold up)."""
+def load_checked(store: ProjectionStore, manifest: Manifest, chunks: list[bytes], batch_keys: int = 50_000) -> None:
+    """Write a checkpoint's pairs into an empty store, checking them on the way (CheckpointError if they do not
+    hold up: count, checksum, the snapshot's offset and claim). Its applied offset goes last, so a load cut
+    short, or refused after some pairs were written, leaves data without an offset: a store to wipe."""
     check(manifest, chunks)
-    pairs: dict[bytes, bytes] = {}
+    needed = {OFFSET_KEY, k.EPOCH, k.CLAIMS + k.num(manifest.epoch)}
+    found: dict[bytes, bytes] = {}
+    pending: list[tuple[bytes, bytes]] = []
+    count = 0
     for chunk in chunks:
-        pairs.update(unpacked(chunk))
-    if len(pairs) != manifest.keys:
-        raise CheckpointError(f"{len(pairs)} keys in the chunks, the manifest names {manifest.keys}")
-    check_snapshot(manifest, pairs)
-    return pairs
-
-
-def load_into(store: ProjectionStore, pairs: dict[bytes, bytes], batch_keys: int = 50_000) -> None:
-    """Write a checked snapshot into an empty store; its applied offset goes last, so a load cut short
-    leaves data without an offset (a store the next open wipes)."""
-    offset = int(pairs[OFFSET_KEY])
-    items = [(key, value) for key, value in pairs.items() if key != OFFSET_KEY]
-    for start in range(0, len(items), batch_keys):
-        store.write_raw(items[start:start + batch_keys])
-    store.commit({}, offset, indexed=False)
+        for key, value in unpacked(chunk):
+            count += 1
+            if key in needed:
+                found[key] = value
+                if key == OFFSET_KEY:
+                    continue
+            pending.append((key, value))
+        if len(pending) >= batch_keys:
+            store.write_raw(pending)
+            pending = []
+    if count != manifest.keys:
+        raise CheckpointError(f"{count} keys in the chunks, the manifest names {manifest.keys}")
+    check_snapshot(manifest, found)
+    store.write_raw(pending)
+    store.commit({}, manifest.events_offset, indexed=False)

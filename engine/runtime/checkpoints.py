@@ -30,8 +30,7 @@ from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.topics import checkpoints_topic
 from projections.checkpoint import (
-    MANIFEST_KEY, CheckpointError, Manifest, chunk_key, chunked, decode_manifest, digest, encode_manifest, load_into,
-    snapshot_pairs,
+    MANIFEST_KEY, CheckpointError, Manifest, chunk_key, chunked, decode_manifest, digest, encode_manifest, load_checked,
 )
 from projections.store import ProjectionStore, open_locked, store_path
 
@@ -149,8 +148,7 @@ def _load(settings: Settings, store: ProjectionStore, partition: int, events_end
             return None
         if manifest.events_offset >= events_end:
             raise CheckpointError(f"it stands at events offset {manifest.events_offset}, past the end {events_end}")
-        pairs = snapshot_pairs(manifest, read_chunks(consumer, topic, partition, manifest))
-        load_into(store, pairs)
+        load_checked(store, manifest, read_chunks(consumer, topic, partition, manifest))
     except (CheckpointError, ProjectionCorruptedError) as e:
         _fall_back(partition, str(e))
         return None

@@ -9,7 +9,7 @@ import pytest
 
 from projections.batch import Batch
 from projections.checkpoint import (
-    CheckpointError, Manifest, chunked, decode_manifest, digest, encode_manifest, load_into, snapshot_pairs, unpacked,
+    CheckpointError, Manifest, chunked, decode_manifest, digest, encode_manifest, load_checked, unpacked,
 )
 from projections.evolve import WRITE_MODEL, fold
 from projections.store import open_store
@@ -65,7 +65,7 @@ def test_a_checked_snapshot_loads_into_an_empty_store_byte_for_byte(tmp_path: Pa
     chunks = list(chunked(pairs, 64))
     manifest = manifest_of(pairs, chunks, epoch=2, owner="owner-b", offset=5)
     store = open_store(tmp_path / "new")
-    load_into(store, snapshot_pairs(manifest, chunks))
+    load_checked(store, manifest, chunks)
     assert list(store.items()) == pairs and store.applied_offset() == 5
     store.close()
 
@@ -77,8 +77,11 @@ def test_a_snapshot_that_does_not_match_its_manifest_is_refused(tmp_path: Path, 
     pairs = snapshot(tmp_path)
     chunks = list(chunked(pairs, 64))
     manifest = replace(manifest_of(pairs, chunks, epoch=2, owner="owner-b", offset=5), **change)  # type: ignore[arg-type]
+    store = open_store(tmp_path / "new")
     with pytest.raises(CheckpointError):
-        snapshot_pairs(manifest, chunks)
+        load_checked(store, manifest, chunks)
+    assert store.applied_offset() < 0  # never an offset: the next open wipes what was written
+    store.close()
 
 
 def test_a_corrupted_chunk_fails_the_checksum(tmp_path: Path) -> None:
@@ -86,5 +89,7 @@ def test_a_corrupted_chunk_fails_the_checksum(tmp_path: Path) -> None:
     chunks = list(chunked(pairs, 64))
     manifest = manifest_of(pairs, chunks, epoch=2, owner="owner-b", offset=5)
     chunks[1] = chunks[1][:-1] + b"X"
+    store = open_store(tmp_path / "new")
     with pytest.raises(CheckpointError, match="checksum"):
-        snapshot_pairs(manifest, chunks)
+        load_checked(store, manifest, chunks)
+    store.close()
