@@ -6,7 +6,10 @@ engine commits once per tick), 100 tenants and 10 task types. Prints CPU µs per
 the median. It uses only what main has as well, so the same file measures main's fold
 (``PYTHONPATH=<a checkout of main> python bench/fold_cost.py``).
 
-Usage: python bench/fold_cost.py [--jobs 50000] [--runs 3] [--tick 400] [--backlog]
+``--profile full|write_model`` picks the fold's profile (projections/profile.py; an engine's
+owner folds ``write_model``, the default here); a checkout without profiles folds its one fold.
+
+Usage: python bench/fold_cost.py [--jobs 50000] [--runs 3] [--tick 400] [--backlog] [--profile full]
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ from projections.batch import Batch
 from projections.evolve import fold
 from projections.store import open_store
 
+try:
+    from projections.profile import FULL, WRITE_MODEL
+    PROFILES: dict[str, object] = {"full": FULL, "write_model": WRITE_MODEL}
+except ImportError:  # a checkout from before the write model: one fold, the full one
+    PROFILES = {}
+
 PAYLOAD = m.Payload(b'{"to": "someone@example.com", "template": "welcome"}')
 
 
@@ -40,14 +49,14 @@ def noop_job(n: int, now: int) -> list[m.Event]:
             event(m.JobStarted(1, now + n, "bench-owner"), 2), event(m.JobSucceeded(1, 150, b"null"), 3)]
 
 
-def one_run(jobs: int, tick: int, backlog: bool = False) -> float:
+def one_run(jobs: int, tick: int, backlog: bool = False, profile: str = "write_model") -> float:
     """CPU µs per job folding ``jobs`` no-op jobs into a fresh store; ``backlog``: every job submitted
     and queued first, then every start, then every success (each job's changes in three batches, as
     in an engine working through a backlog) instead of each job's four events in a row."""
     root = Path(tempfile.mkdtemp(prefix="fold-cost-"))
     try:
         store = open_store(root / "p0000")
-        batch = Batch(store)
+        batch = Batch(store, profile=PROFILES[profile]) if PROFILES else Batch(store)  # type: ignore[call-arg]
         claim = m.Event("claim", None, None, 1, "bench-owner", 1, m.OwnershipClaimed(0, "bench-owner"))
         fold(batch, claim, 0)
         per_job = [noop_job(n, 1_700_000_000_000_000) for n in range(jobs)]
@@ -74,10 +83,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tick", type=int, default=400)
     parser.add_argument("--backlog", action="store_true", help="submits, then starts, then successes")
+    parser.add_argument("--profile", choices=["full", "write_model"], default="write_model")
     args = parser.parse_args()
     figures = []
     for run in range(args.runs):
-        figures.append(one_run(args.jobs, args.tick, args.backlog))
+        figures.append(one_run(args.jobs, args.tick, args.backlog, args.profile))
         print(f"run {run + 1}: {figures[-1]:.1f} CPU µs per job (4 events)", flush=True)
     print(f"median: {statistics.median(figures):.1f} CPU µs per job")
 

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @contextmanager
 def local_broker() -> Iterator[str]:
-    """The running local broker, or one started (and stopped) for the benchmark."""
-    running = broker.bootstrap_from_state()
+    """The broker named by EPOCHQ_BOOTSTRAP, else the running local broker, or one started (and stopped)."""
+    running = os.environ.get("EPOCHQ_BOOTSTRAP") or broker.bootstrap_from_state()
     if running:
         yield running
         return

@@ -22,7 +22,8 @@ ENV_PREFIX = "EPOCHQ_"
 SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_file",
                    "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
                    "require_signatures", "operator_key_file", "operator_public_key_file")
-ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", *SECURITY_FIELDS)
+ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", "dedup_window_s",
+              *SECURITY_FIELDS)
 KafkaConfig = dict[str, Any]
 _client_logger: list[logging.Logger] = [throttled(logging.getLogger("epochq.kafka"))]
 """Where librdkafka's own lines and errors go: a throttled logger (engine/clientlogs.py), or a command's own."""
@@ -69,6 +70,10 @@ class Settings(BaseModel):
     max_payload_bytes: int = Field(default=512 * 1024, gt=0, le=768 * 1024,
                                    description="largest job payload (and handler result) accepted; at most 768 KiB, "
                                                "so every event fits Kafka's default 1 MB record limit")
+    dedup_window_s: int = Field(default=7 * 86_400, ge=0,
+                                description="seconds an ended job's id (and idempotency key) is remembered by the "
+                                            "owners of a namespace after it completed or was cancelled; 0: for ever. "
+                                            "Every engine of a namespace uses the same value")
     security_protocol: SecurityProtocol = Field(default="PLAINTEXT", description="how clients reach the brokers")
     sasl_mechanism: SaslMechanism = Field(default="SCRAM-SHA-512", description="SASL mechanism (SASL_* protocols)")
     sasl_username: str | None = Field(default=None, description="SASL user (SASL_* protocols)")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.domain.jobs import JobView
+from projections.profile import FULL, Profile
 from projections.store import ProjectionStore
 from projections.views.jobs import encode_job, remember
 from projections.views.keys import job_key
@@ -28,12 +29,16 @@ _ABSENT: Any = object()
 class Batch:
     """A read-through overlay of pending puts, deletes and job records over a ProjectionStore."""
 
-    __slots__ = ("store", "changes", "jobs", "listed", "last_offset", "job_cache", "watch", "watched", "_journal")
+    __slots__ = ("store", "changes", "jobs", "listed", "last_offset", "job_cache", "watch", "watched", "_journal",
+                 "profile", "slim")
 
-    def __init__(self, store: ProjectionStore, watch: Watch | None = None, watched: tuple[bytes, ...] = ()):
+    def __init__(self, store: ProjectionStore, watch: Watch | None = None, watched: tuple[bytes, ...] = (),
+                 profile: Profile = FULL):
         self.store = store
+        self.profile = profile  # what the fold keeps (projections.profile)
+        self.slim = profile.write_model
         self.changes: dict[bytes, bytes | None] = {}
-        self.jobs: dict[str, JobView] = {}
+        self.jobs: dict[str, JobView | None] = {}  # None: the job left the write model (its record is deleted)
         self.listed: dict[str, JobView | None] = {}  # job id -> its record as committed (the catalog's "before")
         self.last_offset = -1
         self.job_cache = store.job_cache
@@ -64,6 +69,24 @@ class Batch:
         if self._journal is not None:
             self._journal.append((job.job_id, self.jobs.get(job.job_id, _ABSENT), "job"))
         self.jobs[job.job_id] = job
+
+    def drop_job(self, job_id: str) -> None:
+        """Stage the deletion of a job record (it left the write model)."""
+        if self._journal is not None:
+            self._journal.append((job_id, self.jobs.get(job_id, _ABSENT), "job"))
+        self.jobs[job_id] = None
+
+    def range(self, start: bytes, stop: bytes, limit: int) -> list[bytes]:
+        """Up to ``limit`` keys in ``[start, stop)`` as they will be after commit, in order."""
+        staged = {k: v for k, v in self.changes.items() if start <= k < stop}
+        found: list[bytes] = []
+        for key in self.store.key_range(start, stop):
+            if key not in staged:
+                found.append(key)
+                if len(found) >= limit:
+                    break
+        found.extend(k for k, v in staged.items() if v is not None)
+        return sorted(found)[:limit]
 
     def scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Committed pairs under ``prefix`` merged with the staged ones, in key order."""
@@ -117,14 +140,19 @@ class Batch:
     def commit(self) -> None:
         """Write the staged changes and the last applied offset in one WriteBatch; start afresh."""
         if self.last_offset >= 0:
+            changes, cache = self.changes, self.job_cache
             for job_id, job in self.jobs.items():
-                self.changes[job_key(job_id)] = encode_job(job)
-            counts: dict[bytes, int] = {}
-            catalog_changes(self.jobs, self.listed, self.changes, counts)
-            self._add_counts(counts)
-            self.store.commit(self.changes, self.last_offset)
+                changes[job_key(job_id)] = None if job is None else encode_job(job)
+            if not self.slim:
+                counts: dict[bytes, int] = {}
+                catalog_changes(self.jobs, self.listed, changes, counts)  # type: ignore[arg-type]
+                self._add_counts(counts)
+            self.store.commit(changes, self.last_offset, indexed=not self.slim)
             for job_id, job in self.jobs.items():
-                remember(self.job_cache, job_id, job)
+                if job is None:
+                    cache.pop(job_id, None)
+                else:
+                    remember(cache, job_id, job)
         self.clear()
 
     def _add_counts(self, counts: dict[bytes, int]) -> None:

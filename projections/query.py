@@ -12,6 +12,7 @@ from engine.config import Settings
 from engine.domain.jobs import JobView
 from projections.store import TENANT_INDEXED, ProjectionStore, store_path
 from projections.views import keys as k
+from projections.views.ended import read_ended
 from projections.views.jobs import decode_job, read_job
 
 if TYPE_CHECKING:
@@ -39,10 +40,11 @@ def read_store(path: Path) -> Iterator[ProjectionStore]:
 
 
 def find_job(settings: Settings, job_id: str) -> tuple[int, JobView] | None:
-    """The job record and its partition, if some store has it."""
+    """The job record and its partition, if some store has it (an owner's write model: an ended job's tombstone,
+    its final state and end, within the dedup window)."""
     for p, path in partition_dirs(settings):
         with read_store(path) as store:
-            job = read_job(store, job_id)
+            job = read_job(store, job_id) or read_ended(store, job_id)
             if job is not None:
                 return p, job
     return None
@@ -65,8 +67,13 @@ class IndexedHistory:
 
 def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedHistory | None:
     """The job's history as ``partition``'s store indexed it; None when the state directory has no such store."""
-    return _asked(settings, partition,
-                  lambda store: IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store)))
+    return _asked(settings, partition, lambda store: _indexed_history(store, job_id))
+
+
+def _indexed_history(store: ProjectionStore, job_id: str) -> IndexedHistory | None:
+    if store.get(TENANT_INDEXED) is None:
+        return None  # an owner's write model (or a store older than the indexes) holds no history index: scan
+    return IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store))
 
 
 @dataclass(frozen=True)

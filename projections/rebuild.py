@@ -18,6 +18,7 @@ from typing import Protocol
 from engine.config import Settings
 from engine.contract.learned import skipped_line
 from projections.lock import StoreLock, holder_name
+from projections.profile import FULL, Profile, owner_profile
 from projections.restore import Restorer
 from projections.store import ProjectionStore, open_store, store_path
 
@@ -61,12 +62,12 @@ class Verification:
 
 
 def rebuild_into(log: LogReader, topic: str, partition: int, path: Path, stop: int | None = None,
-                 progress: Progress | None = None, committed: bool = False) -> ProjectionStore:
+                 progress: Progress | None = None, committed: bool = False, profile: Profile = FULL) -> ProjectionStore:
     """Fold ``topic[partition]`` from offset 0 (up to ``stop``, exclusive) into a new store at ``path``."""
     shutil.rmtree(path, ignore_errors=True)
     store = open_store(path)
     end = stop if stop is not None else log.end_offset(topic, partition)
-    restorer = Restorer(store, topic, partition)
+    restorer = Restorer(store, topic, partition, profile=profile)
     restorer.feed(_reporting(log.records(topic, partition, 0, end, committed), partition, end, progress))
     restorer.finish()
     if restorer.unknown_types:  # a log written by a newer release: its new types are not folded
@@ -106,10 +107,12 @@ def rebuild_live(log: LogReader, settings: Settings, partition: int, progress: P
 
 
 def replace_store(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> int:
-    """Replace the live store of ``partition`` by a rebuild; the caller holds its lock (:func:`holding`)."""
+    """Replace the live (owner's) store of ``partition`` by a rebuild of its write model; the caller holds its
+    lock (:func:`holding`)."""
     live = store_path(settings.state_dir, settings.namespace, partition)
     staging = live.with_name(live.name + ".rebuild")
-    store = rebuild_into(log, settings.events_topic, partition, staging, progress=progress)
+    store = rebuild_into(log, settings.events_topic, partition, staging, progress=progress,
+                         profile=owner_profile(settings))
     applied = store.applied_offset()
     store.close()
     shutil.rmtree(live, ignore_errors=True)
@@ -118,13 +121,13 @@ def replace_store(log: LogReader, settings: Settings, partition: int, progress: 
 
 
 def verify(log: LogReader, settings: Settings, partition: int, progress: Progress | None = None) -> Verification:
-    """Rebuild ``partition`` up to the live store's applied offset and compare them key by key."""
+    """Rebuild the write model of ``partition`` up to the live store's applied offset and compare them key by key."""
     live = ProjectionStore(store_path(settings.state_dir, settings.namespace, partition), read_only=True)
     try:
         applied = live.applied_offset()
         with tempfile.TemporaryDirectory(prefix="epochq-verify-") as tmp:
             rebuilt = rebuild_into(log, settings.events_topic, partition, Path(tmp) / "store", applied + 1, progress,
-                                   committed=True)
+                                   committed=True, profile=owner_profile(settings))
             try:
                 return compare(partition, applied, live.items(), rebuilt.items())
             finally:

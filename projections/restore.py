@@ -19,6 +19,7 @@ from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, UnknownTypeError
 from projections.batch import Batch
 from projections.evolve import POISON, Folded, fold_guarded
+from projections.profile import FULL, Profile
 from projections.store import ProjectionStore
 
 COMMIT_EVERY = 5000
@@ -29,9 +30,9 @@ class Restorer:
     """Folds records of ``topic[partition]`` into ``store``, committing every ``commit_every`` records."""
 
     def __init__(self, store: ProjectionStore, topic: str, partition: int, *,
-                 on_folded: Folder | None = None, commit_every: int = COMMIT_EVERY):
+                 on_folded: Folder | None = None, commit_every: int = COMMIT_EVERY, profile: Profile = FULL):
         self.store, self.topic, self.partition = store, topic, partition
-        self.batch = Batch(store)
+        self.batch = Batch(store, profile=profile)
         self.on_folded = on_folded
         self.commit_every = commit_every
         self.folded = 0

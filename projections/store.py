@@ -159,8 +159,16 @@ class ProjectionStore:
                 continue  # the successor itself, where the seek lands
             yield key
 
-    def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
-        """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch."""
+    def key_range(self, start: bytes, stop: bytes) -> Iterator[bytes]:
+        """The keys in ``[start, stop)``, in order (no value is read)."""
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(stop)
+        yield from self._db.keys(from_key=start, read_opt=opts)
+
+    def commit(self, changes: dict[bytes, bytes | None], offset: int, indexed: bool = True) -> None:
+        """Write ``changes`` (None deletes) and the applied ``offset`` in one WriteBatch.
+
+        ``indexed``: the store holds the tenant index and the catalog (a full fold; a write model does not)."""
         batch = WriteBatch(raw_mode=True)
         for key, value in changes.items():
             if value is None:
@@ -168,10 +176,10 @@ class ProjectionStore:
             else:
                 batch.put(key, value)
         batch.put(OFFSET_KEY, str(offset).encode())
-        if self._fresh:
+        if self._fresh and indexed:
             batch.put(TENANT_INDEXED, b"1")
             batch.put(LISTING_INDEXED, b"1")
-            self._fresh = False
+        self._fresh = False
         try:
             self._db.write(batch)
         except Exception as e:  # typed here, where RocksDB's errors enter
@@ -181,6 +189,28 @@ class ProjectionStore:
             for key, value in changes.items():
                 if key in hot:
                     hot[key] = value
+
+    def write_raw(self, pairs: list[tuple[bytes, bytes]]) -> None:
+        """Put ``pairs`` as they are, without an applied offset (a checkpoint being loaded, offset last)."""
+        batch = WriteBatch(raw_mode=True)
+        for key, value in pairs:
+            batch.put(key, value)
+        try:
+            self._db.write(batch)
+        except Exception as e:  # typed here, where RocksDB's errors enter
+            raise _translate(self.path, e) from e
+        self._fresh = False
+
+    def snapshot_items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every pair as committed now, from a RocksDB snapshot (later commits do not show), in key order."""
+        yield from self._db.snapshot().items()
+
+    def key_count(self) -> int:
+        """RocksDB's estimate of the number of keys in the store."""
+        try:
+            return self._db.property_int_value("rocksdb.estimate-num-keys") or 0
+        except Exception:  # noqa: BLE001 - a closed store holds nothing
+            return 0
 
     def memory(self) -> dict[str, int]:
         """Bytes this store's memtables and open table readers hold (0 once closed)."""

@@ -59,6 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--restore-process-min", type=int, default=100_000, metavar="EVENTS",
                      help="a partition whose store lacks at least this many events is restored by a process of its "
                           "own, one per core at a time, while the loop serves the others (0: always in the loop)")
+    run.add_argument("--checkpoint-every", type=int, default=50_000, metavar="EVENTS",
+                     help="write a checkpoint of a partition's write model once at least this many events (and more "
+                          "than its store's keys) were folded since the last one (0: never; docs/architecture.md)")
     add_console_flags(run, "--console-port", "--console-host", "--console-token", "--console-read-only",
                       default_port=None)
     run.set_defaults(func=_run)
@@ -154,6 +157,7 @@ def _run_one(args: argparse.Namespace) -> int:
                             metrics_addr=args.metrics_addr, dlq_alert_threshold=args.dlq_alert_threshold,
                             windows=windows(args.horizon, args.sweep_interval, args.overdue_interval),
                             standby=args.standby, bulk_restore_min=args.restore_process_min,
+                            checkpoint_min_events=args.checkpoint_every,
                             cancel_grace_s=args.cancel_grace)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):

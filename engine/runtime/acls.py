@@ -88,6 +88,7 @@ def _engine(ns: str, who: str) -> list[AclRule]:
         *_topic(who, f"{ns}.events", "READ", "WRITE", "DESCRIBE"),
         *_topic(who, f"{ns}.tenants", "READ", "DESCRIBE"),
         *_topic(who, f"{ns}.workers", "WRITE", "DESCRIBE"),
+        *_topic(who, f"{ns}.checkpoints", "READ", "WRITE", "DESCRIBE"),
         AclRule(who, "GROUP", "LITERAL", f"{ns}.engine", "READ"),
         AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ"),
         AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "WRITE"),

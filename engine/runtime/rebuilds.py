@@ -18,6 +18,7 @@ from engine.runtime.kafka import KafkaLog
 from projections.rebuild import Verification, replace_store, verify
 from projections.restore import Restorer
 from projections.lock import holder_name
+from projections.profile import owner_profile
 from projections.store import open_locked, store_path
 
 Overall = Callable[[int, int], None]
@@ -91,7 +92,7 @@ def restore_store(settings: Settings, partition: int, target: int) -> None:
     """
     store = open_locked(store_path(settings.state_dir, settings.namespace, partition), holder_name("restore process"))
     try:
-        restorer = Restorer(store, settings.events_topic, partition)
+        restorer = Restorer(store, settings.events_topic, partition, profile=owner_profile(settings))
         with KafkaLog(settings, "restore") as log:
             restorer.feed(log.records(settings.events_topic, partition, restorer.next_offset, target))
         restorer.finish()

@@ -20,6 +20,10 @@ WORKERS_CONFIG = {"cleanup.policy": "compact,delete", "retention.ms": str(24 * 3
                   "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1"}
 """The engines' heartbeats: one record per instance kept (compacted), none older than a day (an
 instance that died a day ago is forgotten), small segments so compaction keeps the topic small."""
+CHECKPOINTS_CONFIG = {"cleanup.policy": "compact", "segment.ms": str(3600 * 1000), "min.cleanable.dirty.ratio": "0.1",
+                      "max.message.bytes": str(2 * 1024 * 1024)}
+"""Checkpoints of the owners' write models (``engine.runtime.checkpoints``): compacted, so a partition keeps
+about one checkpoint (its newest manifest and chunks), never the history of them."""
 TIMEOUT_S = 30.0
 
 
@@ -38,6 +42,11 @@ def workers_topic(settings: Settings) -> str:
     return f"{settings.namespace}.workers"
 
 
+def checkpoints_topic(settings: Settings) -> str:
+    """The compacted topic of the write models' checkpoints, one partition per job partition."""
+    return f"{settings.namespace}.checkpoints"
+
+
 def admin_for(settings: Settings) -> AdminClient:
     """An AdminClient for the configured cluster."""
     return AdminClient(settings.kafka_config())
@@ -51,6 +60,7 @@ def wanted_topics(settings: Settings, partitions: int, replication: int) -> list
         (settings.tenants_topic, 1, TENANTS_CONFIG),
         (workers_topic(settings), 1, WORKERS_CONFIG),
         (settings.schemas_topic, 1, schemas.SCHEMAS_CONFIG),
+        (checkpoints_topic(settings), partitions, CHECKPOINTS_CONFIG),
     ]
     return [NewTopic(n, p, replication, config=dict(c)) for n, p, c in specs]
 
@@ -68,7 +78,8 @@ def ensure_topics(settings: Settings, partitions: int | None = None, replication
             raise ValidationError(f"{name}: must be a whole number >= 1, got {count!r}", name)
     admin = admin_for(settings)
     existing = _list(admin)
-    wanted = wanted_topics(settings, partitions or 6, replication or 1)
+    count = partitions or (partition_count(settings, admin) if settings.events_topic in existing else 6)
+    wanted = wanted_topics(settings, count, replication or 1)  # a checkpoints topic added later: as many as events
     missing = [t for t in wanted if t.topic not in existing]
     if missing:
         _create(admin, missing)
@@ -133,7 +144,7 @@ def _await_metadata(admin: AdminClient, names: list[str], timeout_s: float = 15.
 def describe_topics(settings: Settings, admin: AdminClient | None = None) -> list[TopicInfo]:
     """Partition counts, replication and the relevant configs of the namespace's topics."""
     admin = admin or admin_for(settings)
-    names = [*_names(settings), workers_topic(settings), settings.schemas_topic]
+    names = [*_names(settings), workers_topic(settings), settings.schemas_topic, checkpoints_topic(settings)]
     meta = admin.list_topics(timeout=TIMEOUT_S).topics
     present = [n for n in names if n in meta]
     configs = _configs(admin, present)
@@ -184,6 +195,22 @@ def check_topics(settings: Settings, infos: list[TopicInfo]) -> None:
 
 def _names(settings: Settings) -> list[str]:
     return [settings.commands_topic, settings.events_topic, settings.tenants_topic]
+
+
+def topic_exists(settings: Settings, name: str) -> bool:
+    """Whether topic ``name`` exists (False too when it cannot be described); an engine without its
+    namespace's checkpoints topic (made before it existed) says so once and writes no checkpoints."""
+    try:
+        meta = admin_for(settings).list_topics(timeout=TIMEOUT_S).topics.get(name)  # named, it might auto-create
+    except KafkaException:
+        return False
+    found = meta is not None and meta.error is None
+    if not found:
+        import logging
+
+        logging.getLogger("epochq.checkpoints").warning(
+            "topic %s is missing: no checkpoints (a new owner replays from offset 0); run `epochq topics ensure`", name)
+    return found
 
 
 def partition_count(settings: Settings, admin: AdminClient | None = None) -> int:

@@ -76,14 +76,15 @@ def catalog_changes(jobs: dict[str, JobView], committed: dict[str, JobView | Non
         before = committed.get(job_id)
         old = STATUS_OF[before.state] if before is not None else None
         new = STATUS_OF[job.state]
-        if old == new:
+        if old == new and before.submitted_at == job.submitted_at:  # type: ignore[union-attr]
             continue
         prefixes = _prefixes(job.tenant_id, job.task_type)
         rest = SEP + inverted(job.submitted_at) + SEP + job_id.encode()
-        if old is not None:
-            for key in _keys(prefixes, old.encode(), rest):
+        if before is not None and old is not None:  # the committed record: another life's, if the id came again
+            gone = SEP + inverted(before.submitted_at) + SEP + job_id.encode()
+            for key in _keys(_prefixes(before.tenant_id, before.task_type), old.encode(), gone):
                 changes[key] = None
-            key = counter_key(job.tenant_id, job.task_type, old)
+            key = counter_key(before.tenant_id, before.task_type, old)
             counts[key] = counts.get(key, 0) - 1
         for key in _keys(prefixes, new.encode(), rest):
             changes[key] = b""

@@ -95,6 +95,9 @@ def test_an_engine_is_granted_exactly_what_an_engine_process_touches() -> None:
         # schemas: read by every reader, registered by writers (issue 24)
         ("TOPIC", "LITERAL", "ns.schemas", "READ"), ("TOPIC", "LITERAL", "ns.schemas", "WRITE"),
         ("TOPIC", "LITERAL", "ns.schemas", "DESCRIBE"),
+        # checkpoints: the write models' snapshots, written in the owner's transaction (issue 23)
+        ("TOPIC", "LITERAL", "ns.checkpoints", "READ"), ("TOPIC", "LITERAL", "ns.checkpoints", "WRITE"),
+        ("TOPIC", "LITERAL", "ns.checkpoints", "DESCRIBE"),
     }
 
 

@@ -37,6 +37,7 @@ from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
+from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
 from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
 from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import Arrivals, CommandReader, Inbox, reader_failed
@@ -49,7 +50,7 @@ from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
-from engine.runtime.topics import ensure_schemas_topic, partition_count
+from engine.runtime.topics import checkpoints_topic, ensure_schemas_topic, partition_count, topic_exists
 
 log = logging.getLogger("epochq.engine")
 
@@ -96,6 +97,10 @@ class Engine:
         signer = engine_signer(settings)
         self.writer = Writer(settings.events_topic, settings.commands_topic, count, signer=signer,
                              explain=partial(kafka.explain_refusal, settings))
+        self.checkpointer = Checkpointer(settings, self.writer, options.checkpoint_min_events > 0 and
+                                         topic_exists(settings, checkpoints_topic(settings)),
+                                         options.checkpoint_min_events or MIN_EVENTS)
+        self.lifecycle.on_close = self.checkpointer.on_close
         self.admission = Admission(settings.commands_topic, count, self.base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                                    self.tenants.max_queued, self._scope, self.poison,
                                    lambda p: self.lifecycle.timers[p.number].desk,
@@ -284,6 +289,9 @@ class Engine:
                 written = self.writer.launch(partition, partition.take_staged(), self.reader.group_metadata(),
                                              self._wake)
                 partition.writing = written
+                self._writing.append(written)
+            elif self.checkpointer.due(partition):
+                partition.writing = written = self.checkpointer.launch(partition, self._wake)
                 self._writing.append(written)
 
     def _wake(self) -> None:

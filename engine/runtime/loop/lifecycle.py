@@ -35,8 +35,10 @@ from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.prepare import Preparer
 from engine.runtime.loop.timers import PartitionTimers
 from projections.evolve import FENCED, Folded
+from projections.profile import owner_profile
 from projections.restore import Restorer
 from projections.lock import holder_name
 from projections.store import open_locked, store_path
@@ -60,6 +62,7 @@ class Lifecycle:
                  on_change: Callable[[], None] = lambda: None,
                  on_fenced: Callable[[int, m.Event], None] | None = None, bulk: BulkRestores | None = None):
         self.settings, self.owner_id = settings, owner_id
+        self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.on_fenced = on_fenced  # told of each record a restore found not counting: a forged or zombie write
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -70,8 +73,10 @@ class Lifecycle:
         self._notes: list[Note] = []
         self._retry_at: dict[int, float] = {}
         self.bulk = bulk  # restores too long for the loop go to processes of their own (loop/bulk.py)
+        self.on_close: Callable[[Partition], None] = lambda partition: None  # a graceful hand-back (checkpoints)
         self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
         self.holder = holder_name("engine", owner_id)
+        self.preparer = Preparer(settings, self.holder, events)  # checkpoints loaded, producers made, side by side
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -80,7 +85,7 @@ class Lifecycle:
         if note.change is Change.ASSIGNED:
             for p in note.partitions:
                 if p not in self.partitions:
-                    self.partitions[p] = Partition(p, self.owner_id)
+                    self.partitions[p] = Partition(p, self.owner_id, self.profile)
             log.info("assigned partitions %s", note.partitions)
         elif note.change is Change.REVOKED:
             log.info("revoking partitions %s", note.partitions)
@@ -110,10 +115,16 @@ class Lifecycle:
 
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them."""
-        for partition in [p for p in self.partitions.values() if p.state is State.ASSIGNED]:
-            if time.monotonic() < self._retry_at.get(partition.number, 0.0):
-                continue
+        now = time.monotonic()
+        due = [p for p in self.partitions.values()
+               if p.state is State.ASSIGNED and now >= self._retry_at.get(p.number, 0.0)]
+        failed = self.preparer.prepare(due, lambda n: self.bulk is None or not self.bulk.busy(n)) if due else {}
+        for partition in due:
             try:
+                if partition.number in failed:
+                    raise failed[partition.number]
+                if partition.number not in self.preparer.seeded:
+                    continue  # its store is a restore process's now
                 if not self._in_bulk(partition.number):
                     self._set_up(partition)
             except StoreLockedError as e:
@@ -148,7 +159,7 @@ class Lifecycle:
         p = partition.number
         store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         try:
-            producer = kafka.owner_producer(self.settings, p)
+            producer = self.preparer.producer(p)
         except Exception:
             store.close()
             raise
@@ -168,7 +179,8 @@ class Lifecycle:
         topic = self.settings.events_topic
         end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
         partition.restore_target = max(end, partition.written_end)  # never short of our own committed writes
-        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p))  # type: ignore[arg-type]
+        restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
+                            profile=partition.profile)
         self._restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
@@ -349,6 +361,7 @@ class Lifecycle:
         partition = self.partitions.pop(p, None)
         if partition is None:
             return
+        self.on_close(partition)
         self._release(partition)
         if partition.producer is not None:
             try:
@@ -382,6 +395,7 @@ class Lifecycle:
         p = partition.number
         if self.bulk is not None:
             self.bulk.forget(p)
+        self.preparer.forget(p)
         self.timers.pop(p, None)
         if self._restorers.pop(p, None) is not None:
             self._unassign_events(p)

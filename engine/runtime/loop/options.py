@@ -32,3 +32,4 @@ class EngineOptions:
     idle_s: float = 0.05  # the longest the loop sleeps with nothing to do (timers wake it sooner)
     standby: bool = False  # keep warm copies of the partitions this instance does not own (loop/standby.py)
     bulk_restore_min: int = 100_000  # a store lacking this many events restores in a process of its own; 0: never
+    checkpoint_min_events: int = 50_000  # checkpoint a write model after this many events at least; 0: never

@@ -37,8 +37,10 @@ from engine.domain.jobs import JobView
 from engine.errors import ProjectionCorruptedError, ValidationError
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
+from projections.profile import WRITE_MODEL, Profile
 from projections.store import ProjectionStore
 from projections.views import keys as k
+from projections.views.ended import read_ended
 from projections.views.jobs import read_job
 from projections.views.ready import ReadyView
 
@@ -128,8 +130,9 @@ Observer = Callable[[m.Event, Folded], None]
 class Partition:
     """Job partition ``number`` as held by this instance under one epoch."""
 
-    def __init__(self, number: int, owner_id: str):
+    def __init__(self, number: int, owner_id: str, profile: Profile = WRITE_MODEL):
         self.number = number
+        self.profile = profile  # what its store holds: the write model (projections.profile)
         self.owner_id = owner_id
         self.state = State.ASSIGNED
         self.store: ProjectionStore | None = None
@@ -155,6 +158,12 @@ class Partition:
         self.commands: collections.deque[tuple[int, Any, bytes | None]] = collections.deque()
         """(offset, raw, signature header) of the commands to decide."""
         self.results: list[Any] = []  # finished attempts to record once no transaction is under way
+        self.checkpoint_offset = -1  # the events offset of the store's newest checkpoint known here (-1: none)
+
+    @property
+    def since_checkpoint(self) -> int:
+        """Offsets folded into the store since its newest checkpoint known here (loop/checkpointing.py)."""
+        return self.next_offset - 1 - self.checkpoint_offset
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -169,7 +178,7 @@ class Partition:
         """The store and the producer are ready: restore from the store's applied offset."""
         self.store, self.producer = store, producer
         self.ready = ReadyView(store)
-        self.batch = Batch(store, self.ready.follow, (k.READY, k.BACKLOG))
+        self.batch = Batch(store, self.ready.follow, (k.READY, k.BACKLOG), self.profile)
 
     @property
     def deciding(self) -> bool:
@@ -194,8 +203,9 @@ class Partition:
     # --- reading state -------------------------------------------------------------------
 
     def job(self, job_id: str) -> JobView | None:
-        """The job as this partition's decisions leave it (pending batch over store)."""
-        return read_job(self.batch, job_id)
+        """The job as this partition's decisions leave it (pending batch over store); an ended job as its
+        tombstone (state, end, tenant, idempotency key) while the dedup window keeps it."""
+        return read_job(self.batch, job_id) or read_ended(self.batch, job_id)
 
     def context(self, base: DecideContext, now: int) -> DecideContext:
         """The decide context with this partition's epoch and ``now``."""

@@ -28,6 +28,7 @@ from engine.config import Settings
 from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
 from projections.lock import holder_name
+from projections.profile import owner_profile
 from projections.restore import Restorer
 from projections.store import ProjectionStore, open_locked, store_path
 
@@ -108,7 +109,7 @@ class Standbys:
         self._follow(p, store)
 
     def _follow(self, p: int, store: ProjectionStore) -> None:
-        restorer = Restorer(store, self.topic, p)
+        restorer = Restorer(store, self.topic, p, profile=owner_profile(self.settings))
         self.copies[p] = Copy(store, restorer)
         kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
         log.info("partition %d: following as a standby from offset %d", p, restorer.next_offset)

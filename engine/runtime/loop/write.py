@@ -80,6 +80,21 @@ class Writer:
             written.future.add_done_callback(lambda _: wake())
         return written
 
+    def launch_call(self, partition: Partition, wake: Callable[[], None], call: Callable[..., Any],
+                    *args: Any) -> Written:
+        """Run ``call(*args)`` (a whole transaction of the partition's producer, e.g. a checkpoint) on a commit
+        thread as the partition's next transaction, with nothing staged; ``wake()`` when done."""
+        written = Written(partition, Staged())
+        written.future = self._pool.submit(self._call, written, call, args)
+        written.future.add_done_callback(lambda _: wake())
+        return written
+
+    def _call(self, written: Written, call: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            call(*args)
+        except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
+            written.error = _abort(written.partition.producer, e)  # type: ignore[arg-type]
+
     def write(self, work: list[tuple[Partition, Staged]], group: Any) -> list[Written]:
         """Write each partition's transaction and wait for all of them (shutdown, tests)."""
         written = [self.launch(partition, staged, group, lambda: None) for partition, staged in work]

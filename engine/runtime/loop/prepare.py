@@ -1,0 +1,81 @@
+"""Taking several partitions at once: their stores loaded from checkpoints and their producers initialised side by side.
+
+An engine that takes six partitions with an empty state directory loads six checkpoints
+(``engine.runtime.checkpoints.seed``) and initialises six transactional producers; each is
+mostly waiting on the brokers, so they run in threads at once instead of one after another.
+What fails is handed back to the lifecycle by partition, which tries that partition again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from confluent_kafka import Consumer, Producer
+
+from engine.config import Settings
+from engine.runtime import checkpoints, kafka
+from engine.runtime.loop.partition import Partition
+
+T = TypeVar("T")
+THREADS = 8
+
+
+def side_by_side(fn: Callable[[int], T], numbers: Iterable[int]) -> dict[int, T | Exception]:
+    """``fn(p)`` for every ``p`` at once, in threads: each result, or the error it raised."""
+    numbers = list(numbers)
+    if not numbers:
+        return {}
+
+    def run(p: int) -> T | Exception:
+        try:
+            return fn(p)
+        except Exception as e:  # noqa: BLE001 - handed back to the caller, by partition
+            return e
+
+    with ThreadPoolExecutor(min(THREADS, len(numbers)), thread_name_prefix="epochq-take") as pool:
+        return dict(zip(numbers, pool.map(run, numbers)))
+
+
+class Preparer:
+    """Per assignment of a partition: its checkpoint loaded once (if its store is empty), its producer made early."""
+
+    def __init__(self, settings: Settings, holder: str, events: Consumer):
+        self.settings, self.holder, self.events = settings, holder, events
+        self.seeded: set[int] = set()
+        self.producers: dict[int, Producer] = {}
+
+    def prepare(self, partitions: list[Partition], may_seed: Callable[[int], bool]) -> dict[int, Exception]:
+        """Seed the stores not seeded yet, then make the producers not made yet; the errors, by partition."""
+        by_number = {p.number: p for p in partitions}
+        unseeded = [n for n in by_number if n not in self.seeded and may_seed(n)]
+        errors: dict[int, Exception] = {}
+        if unseeded:
+            try:
+                ends = kafka.end_offsets(self.events, self.settings.events_topic, unseeded)
+            except Exception as e:  # noqa: BLE001 - a broker away: every one of them is tried again
+                return {n: e for n in unseeded}
+            seeded = side_by_side(lambda n: checkpoints.seed(self.settings, n, self.holder, ends[n]), unseeded)
+            for n, loaded in seeded.items():
+                if isinstance(loaded, Exception):
+                    errors[n] = loaded
+                    continue
+                by_number[n].checkpoint_offset = -1 if loaded is None else loaded
+                self.seeded.add(n)
+        wanted = [n for n in by_number if n in self.seeded and n not in self.producers]
+        for n, made in side_by_side(lambda n: kafka.owner_producer(self.settings, n), wanted).items():
+            if isinstance(made, Exception):
+                errors[n] = made
+            else:
+                self.producers[n] = made
+        return errors
+
+    def producer(self, p: int) -> Producer:
+        """The producer made for ``p`` (made now if none was)."""
+        return self.producers.pop(p, None) or kafka.owner_producer(self.settings, p)
+
+    def forget(self, p: int) -> None:
+        """``p`` is no longer held: a later assignment seeds and makes its producer again."""
+        self.seeded.discard(p)
+        self.producers.pop(p, None)
