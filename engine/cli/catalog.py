@@ -12,6 +12,7 @@ from engine.cli.fresh import say_freshness
 from engine.errors import ValidationError
 from engine.query_client import time_us
 from engine.runtime.read.workers import WorkerRow, list_workers
+from engine.runtime.view.status import await_view
 from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, list_jobs
 
 
@@ -53,6 +54,7 @@ def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     flt = JobFilter(args.status, args.tenant, args.task_type, time_us(parse_time(args.since, "since")),
                     time_us(parse_time(args.until, "until")), parse_labels(args.label))
+    await_view(settings)
     result = list_jobs(settings, flt, cursor=args.cursor, limit=args.limit)
     say_freshness(settings)
     if args.json:

@@ -71,14 +71,14 @@ def started_view(args: argparse.Namespace, settings: Settings, quiet: bool = Fal
     if args.no_view:
         yield
         return
-    from engine.runtime.view.process import start_view
+    from engine.runtime.view.process import ViewKeeper
 
-    child = start_view(settings, args.keep_finished, "WARNING" if quiet else getattr(args, "log_level", "INFO"))
+    keeper = ViewKeeper(settings, args.keep_finished, "WARNING" if quiet else getattr(args, "log_level", "INFO"))
+    keeper.start()
     try:
         yield
     finally:
-        if child is not None:
-            child.stop()
+        keeper.stop()
 
 
 @contextmanager

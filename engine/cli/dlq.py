@@ -13,6 +13,7 @@ from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import ConfigError, NotFoundError, ValidationError
+from engine.runtime.view.status import await_view
 from projections.query import DeadFilter, dead_letters, find_job
 
 
@@ -84,6 +85,7 @@ def dead_json(job: JobView) -> dict[str, Any]:
 
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    await_view(settings)
     jobs = dead_letters(settings, _filter(args))
     say_freshness(settings)
     if args.json:

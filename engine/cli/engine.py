@@ -129,7 +129,8 @@ def _run(args: argparse.Namespace) -> int:
         owner = args.owner_id or default_owner_id()
         argvs = supervisor.child_argvs([*_without_console(sys.argv[1:]), "--no-view"], processes, owner,
                                        args.metrics_port)
-        with started_view(args, settings_from(args)), started_console(args, settings_from(args)):  # one console, in the supervisor: the children share it
+        # one view and one console, in the supervisor: the children share them
+        with started_view(args, settings_from(args)), started_console(args, settings_from(args)):
             return supervisor.Supervisor(argvs).run()
     return _run_one(args)
 
@@ -158,7 +159,8 @@ def _run_one(args: argparse.Namespace) -> int:
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
-    with started_view(args, settings), started_console(args, settings):  # before the freeze: the console's modules and templates join it
+    # the console before the freeze: its modules and templates join it
+    with started_view(args, settings), started_console(args, settings):
         tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
         engine.run()
     return 0

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import re
 import sys
 import time
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
+from engine.errors import StoreLockedError
 
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
 
@@ -57,7 +59,12 @@ def _run(args: argparse.Namespace) -> int:
     from engine.runtime.view.process import run_view
 
     configure_logging(args.log_level, args.log_format)
-    run_view(settings_from(args), args.keep_finished, args.parent_pid)
+    try:
+        run_view(settings_from(args), args.keep_finished, args.parent_pid)
+    except StoreLockedError as e:
+        if args.parent_pid is None:
+            raise
+        logging.getLogger("epochq.view").info("view: %s; not starting another", e)  # another engine's, just now
     return 0
 
 

@@ -39,6 +39,7 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "counts": get(lambda: list_jobs(settings, JobFilter(), limit=1).counts),
         "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
         "workers": reads.from_log(lambda: _workers(reads), "workers"),
+        "view_lag": reads.view_lag(),
         "window_min": RECENT_WINDOW_S // 60,
         "read_at": time.time(),
     }

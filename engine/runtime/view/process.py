@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 from engine.config import Settings
@@ -23,6 +24,8 @@ from projections.store import view_root
 log = logging.getLogger("epochq.view")
 
 STOP_WAIT_S = 15.0
+RETRY_S = 2.0
+"""How often a keeper looks whether its view process still runs, or whether the one that held the lock let go."""
 DEFAULT_KEEP_FINISHED_S = 30 * 86_400.0
 
 
@@ -59,13 +62,15 @@ class ViewChild:
                 self.proc.wait()
 
 
-def start_view(settings: Settings, keep_finished_s: float, log_level: str = "INFO") -> ViewChild | None:
+def start_view(settings: Settings, keep_finished_s: float, log_level: str = "INFO",
+               say_held: bool = True) -> ViewChild | None:
     """A view of ``settings.state_dir`` in a child process; None (one INFO line) when one folds it already."""
     root = view_root(settings.state_dir, settings.namespace)
     try:
         StoreLock.acquire(root, view_holder()).release()
     except StoreLockedError as e:
-        log.info("view: %s is folded by %s already; not starting another", root, e.holder)
+        if say_held:
+            log.info("view: %s is folded by %s already; not starting another", root, e.holder)
         return None
     argv = [sys.executable, "-m", "engine.cli.main", "view", "run", "--namespace", settings.namespace,
             "--state-dir", str(settings.state_dir), "--keep-finished", f"{keep_finished_s}s",
@@ -75,3 +80,37 @@ def start_view(settings: Settings, keep_finished_s: float, log_level: str = "INF
     child = ViewChild(subprocess.Popen(argv))
     log.info("view: process %d folds every partition into %s", child.proc.pid, root)
     return child
+
+
+class ViewKeeper:
+    """Keeps a view of a state directory running beside this process: starts one, starts it again when it dies,
+    and starts one when the process that held the view's lock lets go of it (a stopped or killed engine)."""
+
+    def __init__(self, settings: Settings, keep_finished_s: float, log_level: str = "INFO"):
+        self.settings, self.keep_finished_s, self.log_level = settings, keep_finished_s, log_level
+        self.child: ViewChild | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name="epochq-view-keeper", daemon=True)
+
+    def start(self) -> None:
+        """Start the view now (or say who folds it already), then watch it from a thread."""
+        self.child = start_view(self.settings, self.keep_finished_s, self.log_level)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching, then stop the view process this keeper started, if any."""
+        self._stopping.set()
+        self._thread.join()
+        if self.child is not None:
+            self.child.stop()
+
+    def _keep(self) -> None:
+        while not self._stopping.wait(RETRY_S):
+            child = self.child
+            if child is not None and child.proc.poll() is not None:
+                if child.proc.returncode:
+                    log.warning("view: process %d exited with status %d; starting it again", child.proc.pid,
+                                child.proc.returncode)
+                self.child = child = None
+            if child is None and not self._stopping.is_set():
+                self.child = start_view(self.settings, self.keep_finished_s, self.log_level, say_held=False)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaException
+
 from engine.config import Settings
+from engine.errors import EpochqError
 from engine.runtime import kafka
 from engine.runtime.view.follow import newest_folded
 from projections.lock import holder_of
@@ -66,6 +70,36 @@ def view_status(settings: Settings) -> ViewStatus:
     root = view_root(settings.state_dir, settings.namespace)
     rows = [PartitionLag(p, ends[p], applied.get(p, -1), newest.get(p, 0)) for p in partitions]
     return ViewStatus(str(root), holder_of(root), rows)
+
+
+CATCH_UP_S = 3.0
+"""How long a question waits for a running view to fold what the log held when it was asked."""
+
+
+def await_view(settings: Settings, timeout_s: float = CATCH_UP_S) -> None:
+    """Wait (up to ``timeout_s``) until a running view has folded every record the log held now, so an
+    answer includes what was committed before the question (read your writes); nothing without a view process."""
+    if holder_of(view_root(settings.state_dir, settings.namespace)) is None:
+        return
+    try:
+        ends = _ends(settings, timeout_s)
+    except (EpochqError, KafkaException):
+        return  # the log does not answer: the view's answer stands, as it is
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        applied = {p: store.applied_offset() for p, store in READERS.stores(settings)}
+        if all(applied.get(p, -1) + 1 >= end for p, end in ends.items() if end > 0):
+            return
+        time.sleep(0.02)
+
+
+def _ends(settings: Settings, timeout_s: float) -> dict[int, int]:
+    reader = kafka.events_reader(settings, "view-status")
+    try:
+        partitions = kafka.topic_partitions(reader, settings.events_topic, "read", timeout_s)
+        return kafka.end_offsets(reader, settings.events_topic, partitions, timeout_s)
+    finally:
+        reader.close()
 
 
 def _rounded(value: float | None) -> float | None:
