@@ -130,7 +130,8 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
     assert taken, "b ran none of the jobs that came due"
     assert "overdue sweep fired" in b.logs()
     survivor = b.settings(settings)
-    assert all(found[1].state.value == "completed" for h in handles if (found := find_job(survivor, h.job_id)))
+    wait_for(lambda: all(found[1].state.value == "completed" for h in handles
+                         if (found := find_job(survivor, h.job_id))), 30, "b's view to fold every end")
 
 
 def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
