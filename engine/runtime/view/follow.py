@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.errors import ProjectionCorruptedError
+from engine.errors import ProjectionCorruptedError, RetryableError
 from engine.runtime import kafka
 from projections.evolve import Folded
 from projections.lock import StoreLock, holder_name
@@ -41,6 +41,8 @@ COMMIT_S = 0.1
 DISCOVER_S = 5.0
 """How often the partition count of the events topic is asked again (a topic grown by an operator)."""
 FETCH = 5000
+RETRY_S = 1.0
+WARN_EVERY_S = 30.0
 SEEN_FILE = "seen.json"
 """Beside the stores: per partition, the time of the newest event folded (for ``view status``)."""
 
@@ -68,6 +70,7 @@ class ViewFollower:
         self.stopping = threading.Event()
         self._committed_at = time.monotonic()
         self._pending = 0
+        self._warned: dict[str, float] = {}
 
     def run(self, parent_pid: int | None = None) -> None:
         """Follow until :meth:`stop` (or until ``parent_pid`` is no longer this process's parent)."""
@@ -76,13 +79,17 @@ class ViewFollower:
         discovered = time.monotonic()
         try:
             while not self.stopping.is_set():
-                self.step()
-                if time.monotonic() - discovered >= DISCOVER_S:
-                    discovered = time.monotonic()
-                    self.discover()
-                    if parent_pid is not None and os.getppid() != parent_pid:
-                        log.info("view: the process that started it is gone; stopping")
-                        break
+                if parent_pid is not None and os.getppid() != parent_pid:
+                    log.info("view: the process that started it is gone; stopping")
+                    break
+                try:
+                    self.step()
+                    if time.monotonic() - discovered >= DISCOVER_S:
+                        discovered = time.monotonic()
+                        self.discover()
+                except RetryableError as e:  # the cluster did not answer: the stores keep what they folded
+                    self._warn(f"view: {e}; trying again")
+                    self.stopping.wait(RETRY_S)
         finally:
             self.close()
 
@@ -104,6 +111,8 @@ class ViewFollower:
         messages = kafka.call(self.consumer.consume, FETCH, 0.1)
         for msg in messages:
             if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    self._warn(f"view: reading {self.topic}[{msg.partition()}]: {msg.error().str()}")
                 continue
             followed = self.followed.get(msg.partition())
             if followed is not None:
@@ -136,6 +145,13 @@ class ViewFollower:
             self.consumer.close()
         finally:
             self.lock.release()
+
+    def _warn(self, line: str) -> None:
+        """Log ``line`` at WARNING, at most once every WARN_EVERY_S for the same line."""
+        now = time.monotonic()
+        if now - self._warned.get(line, -WARN_EVERY_S) >= WARN_EVERY_S:
+            self._warned[line] = now
+            log.warning("%s", line)
 
     def _fold(self, p: int, followed: Followed, offset: int, value: bytes | None) -> None:
         try:
