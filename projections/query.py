@@ -76,8 +76,8 @@ def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedH
 
 def _indexed_history(store: ProjectionStore, job_id: str) -> IndexedHistory | None:
     entries = _history(store, job_id)
-    if not entries and store.get(PRUNED) is not None:
-        return None  # the job may have left the view (retention): its events are read from the log
+    if store.get(PRUNED) is not None and store.get(k.job_key(job_id)) is None:
+        return None  # the job may have left the view (retention), its older events with it: read the log
     return IndexedHistory(entries, store.applied_offset(), _epoch(store))
 
 
