@@ -7,8 +7,8 @@ with the full fold, then retention (``projections.retention``) runs inside the s
 rebuild from offset 0 reaches the same bytes. Stores commit every COMMIT_RECORDS records or
 COMMIT_S seconds, whichever comes first, so the view trails the log by a fraction of a second.
 
-Once a partition is read to its end, its applied offset moves past the transaction markers
-that follow the last record (they carry nothing to fold), so a caught-up view shows no lag.
+A partition's applied offset moves past the transaction markers the consumer has read past
+(they carry nothing to fold), so a caught-up view shows no lag.
 """
 
 from __future__ import annotations
@@ -119,13 +119,12 @@ class ViewFollower:
                 self._fold(msg.partition(), followed, msg.offset(), msg.value())
         self._pending += len(messages)
         if self._pending >= COMMIT_RECORDS or time.monotonic() - self._committed_at >= COMMIT_S:
-            self.commit(caught_up=not messages)
+            self.commit()
         return len(messages)
 
-    def commit(self, caught_up: bool = False) -> None:
-        """Commit every partition's pending fold; ``caught_up``: move applied offsets past trailing markers."""
-        if caught_up:
-            self._skip_markers()
+    def commit(self) -> None:
+        """Commit every partition's pending fold, its applied offset past the markers the consumer read past."""
+        self._skip_markers()
         changed = False
         for followed in self.followed.values():
             if followed.dirty:
@@ -178,7 +177,8 @@ class ViewFollower:
         kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
 
     def _skip_markers(self) -> None:
-        """Partitions read to their end: record the consumer's position (past the commit markers) as applied."""
+        """Record the consumer's position as applied where it lies past the last record folded: what it skipped
+        there are commit markers (and aborted records), nothing to fold. Every record it returned is folded."""
         tps = [TopicPartition(self.topic, p) for p in self.followed]
         for tp in kafka.call(self.consumer.position, tps):
             followed = self.followed[tp.partition]

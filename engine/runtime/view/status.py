@@ -72,6 +72,8 @@ def view_status(settings: Settings) -> ViewStatus:
     return ViewStatus(str(root), holder_of(root), rows)
 
 
+MARKER_SLACK = 1
+"""The commit marker after a partition's last record: the view has folded everything before it."""
 CATCH_UP_S = 3.0
 """How long a question waits for a running view to fold what the log held when it was asked."""
 
@@ -88,7 +90,7 @@ def await_view(settings: Settings, timeout_s: float = CATCH_UP_S) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         applied = {p: store.applied_offset() for p, store in READERS.stores(settings)}
-        if all(applied.get(p, -1) + 1 >= end for p, end in ends.items() if end > 0):
+        if all(applied.get(p, -1) + 1 >= end - MARKER_SLACK for p, end in ends.items() if end > 0):
             return
         time.sleep(0.02)
 
