@@ -244,3 +244,42 @@ def test_a_view_picks_up_partitions_added_to_the_topic(
 def _partitions(settings: Settings, state_dir: Path, n: int) -> None:
     now = caught_up(settings, state_dir)
     assert len(now["partitions"]) == n and (view_root(state_dir, settings.namespace) / "p0003").is_dir(), now
+
+
+def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
+        settings: Settings, client: Client, engines: list[EngineProcess], tmp_path: Path) -> None:
+    import socket
+
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--no-view",))
+    engine.wait_active(3)
+    handle = client.submit("noop", {}, tenant="acme")
+    assert handle.wait(30).status == "completed"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    here = tmp_path / "state-console"
+    log = open(tmp_path / "console.log", "w")
+    console = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "console", "--port", str(port),
+                                "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace,
+                                "--state-dir", str(here)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        eventually(lambda: caught_up(settings, here))
+        eventually(lambda: _shows(f"http://127.0.0.1:{port}/jobs", handle.job_id))
+        eventually(lambda: _shows(f"http://127.0.0.1:{port}/overview/live", "view: 0 record(s) behind the log"))
+    finally:
+        console.terminate()
+        console.wait(30)
+        log.close()
+    eventually(lambda: _no_view_process(here, settings), 10)  # its view stops with it (it watches its parent)
+
+
+def _shows(url: str, text: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = response.read().decode()
+    except urllib.error.URLError as e:  # not listening yet
+        raise AssertionError(str(e)) from e
+    assert text in body
