@@ -102,13 +102,25 @@ def listed(settings: Settings, state_dir: Path, *args: str) -> dict[str, Any]:
 def two_owners(settings: Settings, engines: list[EngineProcess], tmp_path: Path) -> tuple[EngineProcess, ...]:
     a = start_engine(engines, settings, "a", tmp_path, extra=("--no-view",))
     b = start_engine(engines, settings, "b", tmp_path, extra=("--no-view",))
-    eventually(lambda: _split(a, b), 60)
+    eventually(lambda: _split(a, b), 90)
     return a, b
 
 
 def _split(a: EngineProcess, b: EngineProcess) -> None:
-    held = [e.logs().count(": active at epoch") - e.logs().count("handed back") for e in (a, b)]
-    assert all(n >= 1 for n in held) and sum(held) >= 3, held
+    held = [_active(e.logs()) for e in (a, b)]
+    assert all(held) and not held[0] & held[1], held  # each owns some (a partition may still be moving)
+
+
+def _active(logs: str) -> set[str]:
+    """The partitions whose newest ownership line in ``logs`` says active."""
+    state: dict[str, bool] = {}
+    for line in logs.splitlines():
+        words = line.split()
+        if "partition" in words and words.index("partition") + 1 < len(words):
+            p = words[words.index("partition") + 1].rstrip(":")
+            if {"active", "handed", "dropped", "fenced"} & set(words):
+                state[p] = "active" in words
+    return {p for p, active in state.items() if active}
 
 
 def test_a_view_on_a_third_machine_lists_every_job_of_partitions_owned_by_two_engines(
