@@ -1,6 +1,6 @@
 """The client's read-only questions about many jobs and about the engines (mixed into ``engine.client.Client``).
 
-Jobs are answered from the projections in ``settings.state_dir`` (``projections.catalog``),
+Jobs are answered from the view in ``settings.state_dir`` (``projections.catalog``),
 engines from their heartbeats on ``<ns>.workers`` (``engine.runtime.read.workers``).
 """
 
@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from engine.runtime.read.workers import WorkerRow, list_workers
+from engine.runtime.view.status import await_view
 from projections.catalog import JobFilter, JobPage, list_jobs
 
 if TYPE_CHECKING:
@@ -34,7 +35,10 @@ class QueryMethods:
              since: datetime | float | None = None, until: datetime | float | None = None,
              labels: Mapping[str, str] | None = None, cursor: str | None = None, limit: int = 50) -> JobPage:
         """One page of jobs, newest submission first, with counts per status; ``cursor``: the previous
-        page's ``next_cursor``. ``since``/``until`` compare with the submission time."""
+        page's ``next_cursor``. ``since``/``until`` compare with the submission time. Answered by the view of
+        ``settings.state_dir`` (every partition), once it has folded what the log held when asked (or after a
+        few seconds)."""
+        await_view(self.settings)
         pairs = tuple(sorted((labels or {}).items()))
         flt = JobFilter(status, tenant, task_type, time_us(since), time_us(until), pairs)
         return list_jobs(self.settings, flt, cursor=cursor, limit=limit)

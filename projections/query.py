@@ -1,4 +1,9 @@
-"""Read-only questions to the projections of a state directory (usable while an engine runs)."""
+"""Read-only questions to the view of a state directory (usable while a view folds it).
+
+Every question reads the view's stores (``<state_dir>/<ns>/view/pNNNN``, folded by ``epochq view
+run`` from every partition of the events topic), never an owner's: an owner's store holds what its
+decisions need, and only for the partitions it owns.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.store import TENANT_INDEXED, ProjectionStore, store_path
+from projections.retention import PRUNED
+from projections.store import TENANT_INDEXED, ProjectionStore, view_root, view_store_path
 from projections.views import keys as k
 from projections.views.ended import read_ended
 from projections.views.jobs import decode_job, read_job
@@ -22,8 +28,8 @@ T = TypeVar("T")
 
 
 def partition_dirs(settings: Settings) -> list[tuple[int, Path]]:
-    """The partitions that have a store in the state directory."""
-    root = Path(settings.state_dir) / settings.namespace
+    """The partitions that have a view store in the state directory."""
+    root = view_root(settings.state_dir, settings.namespace)
     if not root.is_dir():
         return []
     return sorted((int(d.name[1:]), d) for d in root.iterdir() if d.is_dir() and d.name[1:].isdigit())
@@ -73,7 +79,10 @@ def indexed_history(settings: Settings, partition: int, job_id: str) -> IndexedH
 def _indexed_history(store: ProjectionStore, job_id: str) -> IndexedHistory | None:
     if store.get(TENANT_INDEXED) is None:
         return None  # an owner's write model (or a store older than the indexes) holds no history index: scan
-    return IndexedHistory(_history(store, job_id), store.applied_offset(), _epoch(store))
+    entries = _history(store, job_id)
+    if store.get(PRUNED) is not None and store.get(k.job_key(job_id)) is None:
+        return None  # the job may have left the view (retention), its older events with it: read the log
+    return IndexedHistory(entries, store.applied_offset(), _epoch(store))
 
 
 @dataclass(frozen=True)
@@ -92,8 +101,8 @@ def tenant_index(settings: Settings, partition: int, tenant: str) -> TenantIndex
 
 
 def _tenant_index(store: ProjectionStore, tenant: str) -> TenantIndex | None:
-    if store.get(TENANT_INDEXED) is None:
-        return None  # made before the tenant index existed: `projections rebuild` adds it
+    if store.get(TENANT_INDEXED) is None or store.get(PRUNED) is not None:
+        return None  # made before the tenant index existed, or some jobs left it (retention): scan the log
     prefix = k.tenant_jobs_prefix(tenant)
     jobs = frozenset(k.suffix_after(prefix, key) for key, _ in store.scan(prefix))
     entries = sorted(entry for job in jobs for entry in _history(store, job))
@@ -102,7 +111,7 @@ def _tenant_index(store: ProjectionStore, tenant: str) -> TenantIndex | None:
 
 def _asked(settings: Settings, partition: int, question: Callable[[ProjectionStore], T | None]) -> T | None:
     """``question`` put to ``partition``'s store, read-only; None when the state directory has no readable one."""
-    path = store_path(settings.state_dir, settings.namespace, partition)
+    path = view_store_path(settings.state_dir, settings.namespace, partition)
     if not path.is_dir():
         return None
     try:

@@ -56,6 +56,20 @@ def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
     return Path(state_dir) / namespace / f"p{partition:04d}"
 
 
+VIEW_DIR = "view"
+"""The folder of a state directory's namespace that holds the view's stores (beside the owner's ``pNNNN``)."""
+
+
+def view_root(state_dir: Path, namespace: str) -> Path:
+    """Where the view of ``namespace`` keeps its stores, one per events partition."""
+    return Path(state_dir) / namespace / VIEW_DIR
+
+
+def view_store_path(state_dir: Path, namespace: str, partition: int) -> Path:
+    """Where the view keeps partition ``partition`` of ``namespace``: the store every question reads."""
+    return view_root(state_dir, namespace) / f"p{partition:04d}"
+
+
 def _options() -> Options:
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)

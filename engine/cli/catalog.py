@@ -11,6 +11,7 @@ from engine.cli.common import add_connection_flags, print_json, since_us, settin
 from engine.cli.fresh import say_freshness
 from engine.errors import ValidationError
 from engine.runtime.read.workers import WorkerRow, list_workers
+from engine.runtime.view.status import await_view
 from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, list_jobs
 
 
@@ -53,6 +54,7 @@ def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     flt = JobFilter(args.status, args.tenant, args.task_type, since_us(args.since, "--since"),
                     since_us(args.until, "--until"), parse_labels(args.label))
+    await_view(settings)
     result = list_jobs(settings, flt, cursor=args.cursor, limit=args.limit)
     say_freshness(settings)
     if args.json:

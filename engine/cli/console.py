@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from engine.cli.common import add_connection_flags, settings_from
+from engine.cli.view import add_keep_finished
 
 if TYPE_CHECKING:
     from engine.config import Settings
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("console", help="the web console: jobs, dead letters, schedules, tenants, workers")
     add_console_flags(parser, "--port", "--host", "--token", "--read-only", default_port=8080)
     add_connection_flags(parser)
+    parser.add_argument("--no-view", action="store_true",
+                        help="start no view when the state directory has none (its pages stay empty until one runs)")
+    add_keep_finished(parser)
     parser.set_defaults(func=_run)
 
 
@@ -55,8 +59,26 @@ def _run(args: argparse.Namespace) -> int:
     mode = ", read-only" if access.read_only else ""
     print(f"epochq console: http://{args.host}:{args.port}/ (state dir {settings.state_dir}{mode}; Ctrl-C stops it)",
           flush=True)
-    serve(settings, access, sock)
+    with started_view(args, settings, quiet=True):
+        serve(settings, access, sock)
     return 0
+
+
+@contextmanager
+def started_view(args: argparse.Namespace, settings: Settings, quiet: bool = False) -> Iterator[None]:
+    """A view of the state directory in a child process while the block runs, unless ``--no-view`` or one runs
+    there already; ``quiet``: its log lines at WARNING and above only (a console's terminal)."""
+    if args.no_view:
+        yield
+        return
+    from engine.runtime.view.process import ViewKeeper
+
+    keeper = ViewKeeper(settings, args.keep_finished, "WARNING" if quiet else getattr(args, "log_level", "INFO"))
+    keeper.start()
+    try:
+        yield
+    finally:
+        keeper.stop()
 
 
 @contextmanager

@@ -14,6 +14,7 @@ from engine.cli.times import shown
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import NotFoundError, ValidationError
+from engine.runtime.view.status import await_view
 from projections.query import DeadFilter, dead_letters, find_job
 
 SINCE_HELP = "dead-lettered at or after: 15m, 2h, 1d (that long ago) or ISO-8601 (UTC if no zone)"
@@ -82,6 +83,7 @@ def newest_first(jobs: list[JobView]) -> list[JobView]:
 
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
+    await_view(settings)
     jobs = newest_first(dead_letters(settings, _filter(args)))
     say_freshness(settings)
     if args.json:

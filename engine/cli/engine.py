@@ -9,7 +9,8 @@ import sys
 
 from engine.app import App
 from engine.cli.common import add_connection_flags, settings_from
-from engine.cli.console import CONSOLE_FLAGS, add_console_flags, started_console
+from engine.cli.console import CONSOLE_FLAGS, add_console_flags, started_console, started_view
+from engine.cli.view import add_keep_finished
 from engine.domain.lanes import Lane
 from engine.domain.timerouter import Windows
 from engine.errors import ConfigError, TaskDefinitionError
@@ -62,6 +63,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--checkpoint-every", type=int, default=50_000, metavar="EVENTS",
                      help="write a checkpoint of a partition's write model once at least this many events (and more "
                           "than its store's keys) were folded since the last one (0: never; docs/architecture.md)")
+    run.add_argument("--no-view", action="store_true",
+                     help="keep no view in this state directory (by default a view process of its own folds every "
+                          "partition there, so `jobs list`, `dlq list` and the console answer: docs/operations.md)")
+    add_keep_finished(run)
     add_console_flags(run, "--console-port", "--console-host", "--console-token", "--console-read-only",
                       default_port=None)
     run.set_defaults(func=_run)
@@ -131,8 +136,10 @@ def _run(args: argparse.Namespace) -> int:
                               "would hold the others' stores; run standby instances with a --state-dir of their own")
         load_app(args.app)  # a typo fails here, once, not in every child
         owner = args.owner_id or default_owner_id()
-        argvs = supervisor.child_argvs(_without_console(sys.argv[1:]), processes, owner, args.metrics_port)
-        with started_console(args, settings_from(args)):  # one console, in the supervisor: the children share it
+        argvs = supervisor.child_argvs([*_without_console(sys.argv[1:]), "--no-view"], processes, owner,
+                                       args.metrics_port)
+        # one view and one console, in the supervisor: the children share them
+        with started_view(args, settings_from(args)), started_console(args, settings_from(args)):
             return supervisor.Supervisor(argvs).run()
     return _run_one(args)
 
@@ -162,7 +169,8 @@ def _run_one(args: argparse.Namespace) -> int:
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
-    with started_console(args, settings):  # before the freeze: the console's modules and templates join it
+    # the console before the freeze: its modules and templates join it
+    with started_view(args, settings), started_console(args, settings):
         tune_for_latency()  # a whole process of its own: engine/runtime/observe/gctuning.py
         engine.run()
     return 0

@@ -1,4 +1,4 @@
-"""How fresh an answer from local projections is: which partitions the state directory holds, how far behind."""
+"""How fresh an answer from the view is: which partitions the state directory's view holds, how far behind."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ BEHIND_SLACK = 1
 def freshness(settings: Settings, applied: dict[int, int], ends: dict[int, int], why: str = "") -> str:
     """One line: the partitions answered for, those missing, those behind the log (``why``: why the log
     could not be read). Pure."""
-    where = f"from the projections in {settings.state_dir}"
+    where = f"from the view in {settings.state_dir}"
     if not ends:
         because = f" ({why})" if why else ""
         return f"{where}: {len(applied)} partition(s); the log could not be read to compare{because}"

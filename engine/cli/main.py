@@ -24,7 +24,7 @@ from engine.runtime.reach import check_reachable
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
                       "schedules", "lateness", "acl", "control", "purge", "quarantine", "limits", "catalog",
-                      "console", "schemas")
+                      "console", "schemas", "view")
 EXIT_NOT_FOUND = 1
 """What was named does not exist (the same status as a job that ended dead, or a refused command)."""
 EXIT_ERROR = 2
@@ -119,7 +119,7 @@ def run() -> int:
     """The ``epochq`` program: :func:`main` in a process of its own, with librdkafka's lines kept quiet
     except under ``engine run`` (an engine logs them with its own). One-shot commands check first that
     the bootstrap answers (one line naming the address within seconds); ``engine run`` waits for it."""
-    if sys.argv[1:2] != ["engine"]:
+    if sys.argv[1:2] != ["engine"] and sys.argv[1:3] != ["view", "run"]:
         _quiet_client_logs()
         check_reach_with(check_reachable)
     return main()

@@ -50,6 +50,7 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
         "paused": get(lambda: sorted({pause.task_type for _, pause in holdups_now(settings).paused})),
         "workers": reads.from_log(lambda: _workers(reads), "workers"),
+        "view_lag": reads.view_lag(),
         "window_min": RECENT_WINDOW_S // 60,
         "chart_hours": CHART_WINDOW_S // 3600,
         "read_at": time.time(),

@@ -25,7 +25,9 @@ from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_job
 from projections.holdup_query import HoldupRows, holdup_rows
 from projections.lookup import jobs_with_id_prefix, task_type_counts
 from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
+from engine.runtime.view.status import ViewStatus, view_status
 from projections.query import partition_dirs
+from projections.store import view_root
 
 RECENT_WINDOW_S = 15 * 60
 """The overview's table and the lateness page's short window: the last 15 minutes."""
@@ -82,6 +84,15 @@ def task_types(settings: Settings) -> dict[str, dict[str, int]]:
 def jobs_by_id(settings: Settings, prefix: str) -> list[JobRow]:
     """The jobs whose id is ``prefix`` or starts with it (a bounded number), by id."""
     return jobs_with_id_prefix(settings, prefix)
+
+
+def view_lag_line(status: ViewStatus, now_us: int) -> str:
+    """One line: who folds the view, how far it trails the log, how old the newest event it folded is. Pure."""
+    if status.holder is None:
+        return f"view: no view process folds {status.directory}; {status.lag} record(s) behind the log"
+    ages = [age for p in status.partitions if (age := p.age_s(now_us)) is not None]
+    newest = f", newest event folded {min(ages):.1f} s ago" if ages else ""
+    return f"view: {status.lag} record(s) behind the log{newest}"
 
 
 class LogProbe:
@@ -169,12 +180,17 @@ class Reads:
             self._window.close()
 
     def state_notice(self) -> str | None:
-        """A line for a state directory that holds no projection (the pages that read projections are empty)."""
+        """A line for a state directory that holds no view (the pages that read it are empty)."""
         if partition_dirs(self.settings):
             return None
-        where = self.settings.state_dir / self.settings.namespace
-        return (f"no projections in {where}: the console reads an engine's state directory "
-                "(--state-dir or EPOCHQ_STATE_DIR); until an engine has folded events there, its pages are empty")
+        where = view_root(self.settings.state_dir, self.settings.namespace)
+        return (f"no view in {where}: the console reads the view of its state directory (--state-dir or "
+                "EPOCHQ_STATE_DIR), which it starts when none runs there; until it has folded events, its pages are "
+                "empty")
+
+    def view_lag(self) -> Got[str]:
+        """The overview's line on the view: how many records it trails the log by, and how old its newest event is."""
+        return self.from_log(lambda: view_lag_line(view_status(self.settings), int(time.time() * 1e6)), "view-lag")
 
     def from_log(self, read: Callable[[], Any], key: object = None) -> Got[Any]:
         """``read()`` when the log answers (kept a few seconds under ``key`` if given); else the probe's line."""

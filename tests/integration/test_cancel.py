@@ -121,7 +121,7 @@ def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-un
     assert statuses[0].reason == "purge: known bug"
     listing = epochq(settings, "dlq", "list", *state)
     assert "0 dead job(s)" in listing.stdout
-    assert f"from the projections in {engine.state_dir}: 3 of 3 partition(s)" in listing.stderr, listing.stderr
+    assert f"from the view in {engine.state_dir}: 3 of 3 partition(s)" in listing.stderr, listing.stderr
     assert epochq(settings, "resume", "echo").returncode == 0
     assert [o.status for o in client.wait_all([held[1], held[3]], 30)] == ["completed", "completed"]
     assert engine.proc.poll() is None

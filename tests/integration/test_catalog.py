@@ -82,7 +82,7 @@ def test_jobs_list_shows_every_status_with_counts_filters_and_pages(  # type: ig
 
     text = cli(settings, "jobs", "list", "--status", "scheduled", state_dir=engine.state_dir)
     assert text.returncode == 0 and "scheduled 2" in text.stdout and "next-cursor: none" in text.stdout
-    assert "from the projections in" in text.stderr
+    assert "from the view in" in text.stderr
     assert Client(settings.model_copy(update={"state_dir": engine.state_dir})).jobs(status="cancelled") \
         .rows[0].job_id == later[0].job_id
     for p in range(3):

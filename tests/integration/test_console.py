@@ -191,7 +191,7 @@ def test_a_console_without_the_jobs_store_cancels_by_the_tenant_in_the_log(
     assert later.wait(30, until=lambda o: o.status == "scheduled").status == "scheduled"
     app = create_app(settings.model_copy(update={"state_dir": tmp_path / "elsewhere"}))  # no store of any partition
     with TestClient(app, base_url="http://127.0.0.1", follow_redirects=False) as web:
-        assert "no projections in" in web.get("/").text
+        assert "no view in" in web.get("/").text
         token = web.cookies.get("epochq_csrf")
         sent = web.post(f"/actions/jobs/{later.job_id}/cancel", data={"csrf_token": token, "reason": "not needed"})
         assert sent.status_code == 303, sent.text

@@ -56,9 +56,7 @@ def test_kill_minus_nine_loses_no_job(settings: Settings, client: Client, engine
     wait_for(all_final, 120, "every job to finish")
     assert all(t == ["JobSucceeded"] for t in terminals.values()), terminals
     survivor = b.settings(settings)
-    for handle in handles:
-        found = find_job(survivor, handle.job_id)
-        assert found is not None and found[1].state.value == "completed"
+    wait_for(lambda: all(completed_in_view(survivor, h.job_id) for h in handles), 30, "b's view to fold every end")
     assert b.stop() == 0
     for p in range(3):
         assert verify_partition(survivor, p).matches
@@ -95,9 +93,7 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
              "the stale write")
     zombie = next(e for e in job_events(settings, handle.job_id) if e.event.event_id == "zombie-1")
     assert zombie.fenced and client.status(handle.job_id).status == "completed"
-    time.sleep(1)
-    found = find_job(b.settings(settings), handle.job_id)
-    assert found is not None and found[1].state.value == "completed"
+    wait_for(lambda: completed_in_view(b.settings(settings), handle.job_id), 30, "b's view to fold the end")
     assert b.stop() == 0
     assert verify_partition(b.settings(settings), handle.partition).matches
 
@@ -114,3 +110,9 @@ def test_processes_2_share_the_partitions_and_one_sigterm_stops_both(settings: S
     group.signal(signal.SIGTERM)
     assert group.proc.wait(40) == 0
     assert group.logs().count("shutting down") == 2
+
+
+def completed_in_view(settings: Settings, job_id: str) -> bool:
+    """Whether the view of ``settings.state_dir`` has the job completed."""
+    found = find_job(settings, job_id)
+    return found is not None and found[1].state.value == "completed"

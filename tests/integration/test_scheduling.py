@@ -18,7 +18,8 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
 from engine.runtime.tenants import set_tenant
-from projections.query import partition_dirs, read_store
+from projections.query import read_store
+from projections.store import store_path
 from projections.views import keys as k
 from tests.integration.conftest import start_engine
 
@@ -150,8 +151,8 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(  # type: ignore[no-unty
 def cool_downs(settings: Settings, state_dir: Path) -> list[bytes]:
     """The breaker cool-down entries in the due-time indexes of the engine's stores (read-only)."""
     found = []
-    for _, path in partition_dirs(settings.model_copy(update={"state_dir": Path(state_dir)})):
-        with read_store(path) as store:
+    for p in range(3):  # the owner's stores: the write model that decides when a breaker reopens
+        with read_store(store_path(Path(state_dir), settings.namespace, p)) as store:
             found += [key for key, _ in store.scan(k.BREAKER_DUE)]
     return found
 

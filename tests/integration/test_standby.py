@@ -9,15 +9,19 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from projections.query import partition_dirs, read_store
+from projections.query import read_store
+from projections.store import store_path
 from tests.integration.conftest import start_engine, verify_partition
 from tests.integration.test_failover import wait_for
 
 
 def applied_offsets(settings: Settings) -> dict[int, int]:
-    """The applied offset of every store in the state directory of ``settings``."""
+    """The applied offset of every owner (or standby) store in the state directory of ``settings``."""
     out = {}
-    for p, path in partition_dirs(settings):
+    for p in range(3):
+        path = store_path(settings.state_dir, settings.namespace, p)
+        if not path.is_dir():
+            continue
         try:
             with read_store(path) as store:
                 out[p] = store.applied_offset()

@@ -130,7 +130,8 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
     assert taken, "b ran none of the jobs that came due"
     assert "overdue sweep fired" in b.logs()
     survivor = b.settings(settings)
-    assert all(found[1].state.value == "completed" for h in handles if (found := find_job(survivor, h.job_id)))
+    wait_for(lambda: all(found[1].state.value == "completed" for h in handles
+                         if (found := find_job(survivor, h.job_id))), 30, "b's view to fold every end")
 
 
 def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +143,7 @@ def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, en
     pushed_back = client.submit("echo", {}, tenant="acme", delay=30)
     wait_for(lambda: all(due_entry(state, h.job_id) for h in (cancelled, later, pushed_back)), 20, "three timers")
     assert client.cancel(cancelled.job_id, tenant="acme", reason="not needed").wait(10).status == "cancelled"
-    assert due_entry(state, cancelled.job_id) is None
+    wait_for(lambda: due_entry(state, cancelled.job_id) is None, 10, "the view to fold the cancel")
     receipt = client.reschedule(later.job_id, delay=1.5, tenant="acme", reason="sooner")
     assert receipt.accepted and receipt.armed is not None
     moved = later.wait(20)

@@ -15,7 +15,7 @@ from engine.errors import ValidationError
 from projections.batch import Batch
 from projections.catalog import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
-from projections.store import LISTING_INDEXED, open_store, store_path
+from projections.store import LISTING_INDEXED, open_store, view_store_path
 from projections.views import keys as k
 from projections.views.jobs import decode_job
 from projections.views.listing import STATUS_OF, catalog_changes, counter_key, listing_keys, rolled_up
@@ -123,7 +123,7 @@ def two_partitions(tmp_path: Path, jobs: int = 60) -> Settings:
         for n in range(p, jobs, 2):
             events += lifecycle(f"job-{n:03d}", f"t{n % 3}", f"type{n % 2 if n % 5 else 2}", 1_000_000 + n * 10,
                                 end=ENDS[n % len(ENDS)], labels={"team": "red" if n % 4 == 0 else "blue"})
-        fold_in_batches(events, store_path(tmp_path, settings.namespace, p), 5)
+        fold_in_batches(events, view_store_path(tmp_path, settings.namespace, p), 5)
     return settings
 
 
@@ -205,7 +205,7 @@ def test_bad_cursors_statuses_and_limits_are_refused(tmp_path: Path) -> None:
 def test_a_reader_kept_open_sees_later_commits_and_a_replaced_store(tmp_path: Path) -> None:
     settings = two_partitions(tmp_path, jobs=4)
     assert len(list_jobs(settings, JobFilter()).rows) == 4
-    path = store_path(tmp_path, settings.namespace, 0)
+    path = view_store_path(tmp_path, settings.namespace, 0)
     store = open_store(path)  # the writer goes on while the reader stays open
     batch = Batch(store)
     for offset, ev in enumerate(lifecycle("job-100", "t9", "type9", 5_000_000, end="running"),
@@ -225,7 +225,7 @@ def test_a_reader_kept_open_sees_later_commits_and_a_replaced_store(tmp_path: Pa
 
 def test_a_store_made_before_the_catalog_is_listed_record_by_record(tmp_path: Path) -> None:
     settings = two_partitions(tmp_path, jobs=20)
-    path = store_path(tmp_path, settings.namespace, 1)
+    path = view_store_path(tmp_path, settings.namespace, 1)
     store = open_store(path)
     old = {key: None for key, _ in store.items() if key.startswith(CATALOG + COUNTERS) or key == LISTING_INDEXED}
     store.commit(old, store.applied_offset())  # as a store folded before the catalog existed

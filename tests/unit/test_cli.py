@@ -108,9 +108,9 @@ def test_freshness_names_missing_partitions_and_those_behind_the_log() -> None:
     settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns", state_dir="/state")
     ends = {0: 10, 1: 20, 2: 30}
     assert freshness(settings, {0: 8, 1: 18, 2: 28}, ends) == \
-        "from the projections in /state: 3 of 3 partition(s); up to date"  # one commit marker after each
+        "from the view in /state: 3 of 3 partition(s); up to date"  # one commit marker after each
     line = freshness(settings, {0: 8, 2: 5}, ends)
-    assert line == ("from the projections in /state: 2 of 3 partition(s); partition(s) 1 not here, their jobs are "
+    assert line == ("from the view in /state: 2 of 3 partition(s); partition(s) 1 not here, their jobs are "
                     "left out; behind the log: partition 2 by 24 record(s)")
     assert "could not be read" in freshness(settings, {0: 8}, {})
 

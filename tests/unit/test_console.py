@@ -80,7 +80,7 @@ def test_every_page_answers_with_a_line_for_what_it_cannot_read(web: TestClient,
     assert response.status_code == 200, response.text
     assert "Traceback" not in response.text
     if "live" not in path:  # a part htmx swaps in has no page around it
-        assert 'id="notice"' in response.text and "no projections in" in response.text
+        assert 'id="notice"' in response.text and "no view in" in response.text
     if path in ("/", "/overview/live", "/workers", "/lateness", "/tenants"):  # these read the log too
         assert "the log is unreachable" in response.text
 

@@ -1,0 +1,108 @@
+"""How far the view trails the log: per partition, the records not folded yet and the age of the newest folded."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaException
+
+from engine.config import Settings
+from engine.errors import EpochqError
+from engine.runtime import kafka
+from engine.runtime.view.follow import newest_folded
+from projections.lock import holder_of
+from projections.readers import READERS
+from projections.store import view_root
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One events partition as the view has folded it."""
+
+    partition: int
+    end_offset: int  # the offset after the partition's last record now
+    applied_offset: int  # the last offset the view folded (-1: none; no store: -1 too)
+    newest_event_us: int  # occurred_at of the newest event folded (0: unknown)
+
+    @property
+    def lag(self) -> int:
+        """Records (and transaction markers) of the log the view has not folded yet."""
+        return max(0, self.end_offset - (self.applied_offset + 1))
+
+    def age_s(self, now_us: int) -> float | None:
+        """Seconds since the newest folded event happened (None when unknown)."""
+        return max(0.0, (now_us - self.newest_event_us) / 1e6) if self.newest_event_us else None
+
+
+@dataclass(frozen=True)
+class ViewStatus:
+    """The view of a state directory: who folds it, and how far behind the log each partition is."""
+
+    directory: str
+    holder: str | None  # the process folding it as its lock says (None: no view runs there)
+    partitions: list[PartitionLag]
+
+    @property
+    def lag(self) -> int:
+        """Records not folded yet, over every partition."""
+        return sum(p.lag for p in self.partitions)
+
+    def as_json(self, now_us: int) -> dict[str, object]:
+        """The stable ``view status --json`` document."""
+        return {"directory": self.directory, "running": self.holder is not None, "holder": self.holder,
+                "lag": self.lag,
+                "partitions": [{"partition": p.partition, "end_offset": p.end_offset,
+                                "applied_offset": p.applied_offset, "lag": p.lag,
+                                "newest_event_age_s": _rounded(p.age_s(now_us))} for p in self.partitions]}
+
+
+def view_status(settings: Settings) -> ViewStatus:
+    """The view of ``settings.state_dir`` against the end of every events partition now."""
+    applied = {p: store.applied_offset() for p, store in READERS.stores(settings)}
+    reader = kafka.events_reader(settings, "view-status")
+    try:
+        partitions = kafka.topic_partitions(reader, settings.events_topic, "read")
+        ends = kafka.end_offsets(reader, settings.events_topic, partitions)
+    finally:
+        reader.close()
+    newest = newest_folded(settings)
+    root = view_root(settings.state_dir, settings.namespace)
+    rows = [PartitionLag(p, ends[p], applied.get(p, -1), newest.get(p, 0)) for p in partitions]
+    return ViewStatus(str(root), holder_of(root), rows)
+
+
+MARKER_SLACK = 1
+"""The commit marker after a partition's last record: the view has folded everything before it."""
+CATCH_UP_S = 3.0
+"""How long a question waits for a running view to fold what the log held when it was asked."""
+
+
+def await_view(settings: Settings, timeout_s: float = CATCH_UP_S) -> None:
+    """Wait (up to ``timeout_s``) until a running view has folded every record the log held now, so an
+    answer includes what was committed before the question (read your writes); nothing without a view process."""
+    if holder_of(view_root(settings.state_dir, settings.namespace)) is None:
+        return
+    try:
+        ends = _ends(settings, timeout_s)
+    except (EpochqError, KafkaException):
+        return  # the log does not answer: the view's answer stands, as it is
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        applied = {p: store.applied_offset() for p, store in READERS.stores(settings)}
+        if all(applied.get(p, -1) + 1 >= end - MARKER_SLACK for p, end in ends.items() if end > 0):
+            return
+        time.sleep(0.02)
+
+
+def _ends(settings: Settings, timeout_s: float) -> dict[int, int]:
+    reader = kafka.events_reader(settings, "view-status")
+    try:
+        partitions = kafka.topic_partitions(reader, settings.events_topic, "read", timeout_s)
+        return kafka.end_offsets(reader, settings.events_topic, partitions, timeout_s)
+    finally:
+        reader.close()
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
