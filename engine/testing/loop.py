@@ -1,0 +1,198 @@
+"""The engine loop's steps on a virtual clock: one partition, owned at epoch 1, its log in a list.
+
+The steps are the engine's own objects, called in the engine's order (``engine.runtime.loop.engine``)::
+
+    results   outcomes.record: each finished attempt becomes its events (retry, dead letter, breaker)
+    commands  Admission.admit: decode each command and decide it (backpressure, schedules, pauses)
+    timers    PartitionTimers.tick: due jobs, schedule occurrences, breaker cool-downs, pings
+    dispatch  Dispatcher.deal: free slots per lane, fairly across tenants
+    commit    each staged event gets the next position in the log and its history entry; the batch commits
+    start     the attempts whose JobStarted committed run inline (engine.testing.runner)
+
+Only the Kafka transaction and RocksDB are absent: a tick's events are numbered in a list (the
+log), its folded state lands in a dict (``MemoryStore``), and the commands it sends (a scoped
+job's children, a schedule's occurrence) wait in a queue for the next tick. Every event is
+encoded to Avro and decoded back, as a reader of the log would see it.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from engine.app import App
+from engine.contract import messages as m
+from engine.contract.codec import decode_event_at, encode_command
+from engine.domain.decide import DecideContext, Emit
+from engine.domain.lanes import RUNNABLE_LANES, Lane
+from engine.domain.timerouter import SECOND, Windows
+from engine.runtime.execution.verdicts import RunRequest
+from engine.runtime.loop import outcomes
+from engine.runtime.loop.admit import Admission
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.dispatch import Dispatcher, slots_spoken_for
+from engine.runtime.loop.options import DEFAULT_SLOTS
+from engine.runtime.loop.partition import Partition, Staged, State
+from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.timers import PartitionTimers
+from engine.runtime.read.logged import LoggedEvent
+from engine.testing.runner import InlineRunner
+from engine.testing.store import MemoryStore
+from projections.evolve import FENCED, record_position
+from projections.views import keys as k
+from projections.views.breakers import all_breakers
+from projections.views.counters import fair_state
+from projections.views.schedules import SCHEDULE_DUE
+
+OWNER = "test-engine"
+COMMANDS_TOPIC, EVENTS_TOPIC = "test.commands", "test.events"
+WINDOWS = Windows(horizon_us=100 * 365 * 86_400 * SECOND, sweep_interval_us=SECOND,
+                  overdue_sweep_interval_us=30 * SECOND)
+"""Every timer is held in memory (a test's jobs are few), so the next due time is always known."""
+MAX_TICKS = 100_000
+DUE_INDEXES = (k.DUE, SCHEDULE_DUE, k.BREAKER_DUE)
+
+
+class BusyError(RuntimeError):
+    """The engine did not become idle: something decides anew on every tick (a loop in the test's handlers)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a real engine would read from its options and the tenants table."""
+
+    lane_slots: Mapping[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
+    lane_limits: Mapping[Lane, int] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    max_queued: Mapping[str, int] = field(default_factory=dict)
+    fair: bool = True
+    max_payload_bytes: int = 512 * 1024
+
+
+class VirtualLoop:
+    """One job partition driven tick by tick at ``now`` (µs, UTC), which only the test moves."""
+
+    def __init__(self, app: App, settings: Settings, now: int):
+        self.app, self.settings, self.now = app, settings, now
+        self.store = MemoryStore()
+        self.partition = p = Partition(0, OWNER)
+        p.open(cast(Any, self.store), cast(Any, None))  # a ProjectionStore's interface; no producer
+        self.log: list[LoggedEvent] = []
+        self.by_job: dict[str, list[LoggedEvent]] = collections.defaultdict(list)
+        self.commands: collections.deque[tuple[int, bytes]] = collections.deque()
+        self.poisoned: list[str] = []
+        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
+        self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
+        self.poison = PoisonDesk(self.poisoned.append)
+        self.timers = PartitionTimers(p, WINDOWS, self.board, self.poison.job)
+        self.admission = Admission(COMMANDS_TOPIC, 1, self.base_ctx.tasks, dict(settings.lane_limits),  # type: ignore[arg-type]
+                                   settings.max_queued.get, self._scope, self.poison, lambda _p: self.timers.desk)
+        self.dispatcher = Dispatcher(self.board, self._weight, OWNER, self.poison.job, settings.fair)
+        self.runner = InlineRunner(app)
+        self._sent = 0
+        self._claim()
+
+    # --- taking the partition (engine.runtime.loop.lifecycle: claim, then activate) ---------------
+
+    def _claim(self) -> None:
+        p = self.partition
+        p.move(State.RESTORING)
+        p.epoch, p.seq = p.last_epoch() + 1, 0
+        p.stage(Emit(None, None, m.OwnershipClaimed(p.number, OWNER)), self.now)
+        p.move(State.CLAIMING)
+        self._commit(p.take_staged())
+        p.move(State.ACTIVE)
+        store = cast(Any, self.store)
+        p.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
+        for record in all_breakers(store):
+            self.board.resume(record)
+        self.timers.desk.load(self.now)
+        p.observer = self.timers.observe
+
+    # --- one tick ----------------------------------------------------------------------------
+
+    def tick(self) -> bool:
+        """Results, commands, timers, dispatch, commit, start; whether anything was decided."""
+        p = self.partition
+        ctx = p.context(self.base_ctx, self.now)
+        if p.results:
+            results, p.results = p.results, []
+            outcomes.record({p.number: p}, results, self.board, self.poison, {p.number: ctx})
+        while self.commands:
+            offset, raw = self.commands.popleft()
+            self.admission.admit(p, offset, raw, ctx)
+        self.timers.tick(ctx)
+        self._dispatch(ctx)
+        staged = p.take_staged()
+        if not staged:
+            return False
+        self._commit(staged)
+        self._start(staged)
+        return True
+
+    def run_until_idle(self) -> int:
+        """Tick until a tick decides nothing; how many ticks decided something."""
+        for n in range(MAX_TICKS):
+            if not self.tick():
+                return n
+        raise BusyError(f"still deciding after {MAX_TICKS} ticks at the same instant: does a handler submit "
+                        "a job every time it runs?")
+
+    def _dispatch(self, ctx: DecideContext) -> None:
+        taken = slots_spoken_for([self.partition], [])
+        for lane in RUNNABLE_LANES:
+            free = self.settings.lane_slots.get(lane, 0) - taken[lane.value]
+            if free > 0:
+                self.dispatcher.deal(lane.value, free, [self.partition], lambda _p: ctx)
+
+    def _commit(self, staged: Staged) -> None:
+        """What the write and apply steps do once a transaction committed: positions, history, the batch."""
+        batch = self.partition.batch
+        for event, folded, raw in zip(staged.events, staged.folds, staged.raws):
+            offset = len(self.log)
+            record_position(batch, event, folded.status, offset)
+            logged = LoggedEvent(offset, decode_event_at(raw, EVENTS_TOPIC, 0, offset), folded.status == FENCED)
+            self.log.append(logged)
+            if event.job_id:
+                self.by_job[event.job_id].append(logged)
+        batch.commit()
+        for command in staged.commands:
+            self.send(command)
+
+    def _start(self, staged: Staged) -> None:
+        for event, job in staged.starts:
+            attempt: int = event.body.attempt  # type: ignore[union-attr]
+            request = RunRequest(self.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
+                                 attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
+                                 job.queued_at or job.submitted_at)
+            self.partition.results.append(self.runner.run(request))
+
+    # --- around the ticks ----------------------------------------------------------------------
+
+    def send(self, command: m.Command) -> None:
+        """Queue a command for the next tick, encoded as a producer would."""
+        self.commands.append((self._sent, encode_command(command)))
+        self._sent += 1
+
+    def next_due(self) -> int | None:
+        """The earliest time after ``now`` at which something is due: a job, a schedule, a breaker, a ping,
+        a rate limit's next token."""
+        token, self.dispatcher.wake.at = self.dispatcher.wake.at, None
+        dues = [self.timers.next_due(), token, *(self._first_due(prefix) for prefix in DUE_INDEXES)]
+        later = [d for d in dues if d is not None and d > self.now]
+        return min(later, default=None)
+
+    def _first_due(self, prefix: bytes) -> int | None:
+        key = next(self.store.keys(prefix, prefix + k.num(self.now + 1)), None)
+        return None if key is None else int(key[len(prefix):len(prefix) + 20])
+
+    def _weight(self, tenant: str) -> float:
+        return self.settings.weights.get(tenant, 1.0)
+
+    def _scope(self, scope: str | None) -> tuple[str, ...]:
+        """A global job's tenants: those given weights (a test names its tenants)."""
+        return tuple(sorted(self.settings.weights)) if scope == "global" else ()
+
