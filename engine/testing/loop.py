@@ -111,6 +111,7 @@ class VirtualLoop:
             self.board.resume(record)
         self.timers.desk.load(self.now)
         p.observer = self.timers.observe
+        self.timers.tick(p.context(self.base_ctx, self.now))  # the first sweeps: every timer folded from now on is held
 
     # --- one tick ----------------------------------------------------------------------------
 
