@@ -140,11 +140,13 @@ class TestEngine:
         return self._job_command(job_id, tenant, m.ReplayDeadJob(reason, requested_by), "replay")
 
     def reschedule(self, job_id: str, run_at: datetime | float | None = None, delay: float | None = None, *,
-                   tenant: str = "", reason: str = "") -> Receipt:
-        """Move a waiting job to another due time (on the virtual clock), as ``Client.reschedule``."""
+                   tenant: str | None = None, reason: str = "") -> Receipt:
+        """Move a waiting job to another due time (on the virtual clock), as ``Client.reschedule``; decided
+        at once (``receipt.armed``: the new due time). Without ``tenant``, the job's own."""
         when = due_us(run_at, delay, self._loop.now)
         if when is None:
             raise ValidationError("run_at: give run_at or delay", "run_at")
+        tenant = self._tenant_of(job_id, "reschedule") if tenant is None else tenant
         command = self._command(job_id, tenant, m.RescheduleJob(when, reason))
         check_job_command(command, self._loop.now)
         return self._decided(job_id, command)

@@ -172,3 +172,59 @@ def test_engine_testing_imports_no_kafka_client_and_no_rocksdb() -> None:
     code = "import sys, engine.testing; print(sorted(m for m in ('confluent_kafka', 'rocksdict') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_breaker_opens_then_lets_one_job_through_after_its_cool_down() -> None:
+    from engine.domain.breaker import BreakerPolicy
+
+    app, healthy = App(), [False]
+
+    @app.task("sms.send", retry=RetryPolicy(max_attempts=1), breaker=BreakerPolicy(2, 60.0, 30.0))
+    def send(ctx: JobContext, payload: dict) -> None:
+        if not healthy[0]:
+            raise ConnectionError("carrier down")
+
+    with TestEngine(app, lane_slots={"NORMAL": 1}) as t:
+        first = [t.submit("sms.send", {"n": n}, tenant="acme") for n in range(2)]
+        t.run_until_idle()
+        waiting = t.submit("sms.send", {"n": 2}, tenant="acme")
+        t.run_until_idle()
+        assert [t.status(j.job_id).status for j in first] == ["dead", "dead"]
+        assert t.status(waiting.job_id).status == "queued"  # held by the open breaker
+        healthy[0] = True
+        t.advance(seconds=30)
+        assert t.status(waiting.job_id).status == "completed"
+        assert [type(e.body).__name__ for e in t.events() if type(e.body).__name__.startswith("Breaker")] == \
+            ["BreakerOpened", "BreakerHalfOpened", "BreakerClosed"]
+
+
+def test_replay_reschedule_and_pausing_a_schedule() -> None:
+    app, runs = App(), []
+
+    @app.task("job", retry=RetryPolicy(max_attempts=1))
+    def job(ctx: JobContext, payload: dict) -> None:
+        runs.append(payload)
+        if payload.get("fail") and len(runs) == 1:
+            raise ConnectionError("once")
+
+    with TestEngine(app, start=START) as t:
+        dead = t.submit("job", {"fail": True}, tenant="acme")
+        t.run_until_idle()
+        assert t.status(dead.job_id).status == "dead"
+        t.replay(dead.job_id, reason="fixed")
+        t.run_until_idle()
+        assert t.status(dead.job_id).status == "completed"
+
+        later = t.submit("job", {"later": True}, tenant="acme", delay=3600)
+        t.run_until_idle()
+        assert t.reschedule(later.job_id, delay=60).accepted
+        t.advance(minutes=1)
+        assert t.status(later.job_id).status == "completed"
+
+        assert t.add_schedule("hourly", "job", "0 * * * *", tenant="acme", payload={"s": 1}).accepted
+        assert t.pause_schedule("hourly").accepted
+        t.advance(hours=3)
+        assert t.schedule("hourly") is not None and not t.schedule("hourly").enabled  # type: ignore[union-attr]
+        assert {"s": 1} not in runs
+        assert t.resume_schedule("hourly").accepted and t.remove_schedule("hourly").accepted
+        assert t.schedules() == []
