@@ -26,7 +26,8 @@ from engine.domain.timerouter import SECOND
 from engine.errors import NotFoundError, ValidationError
 from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.read.outcome import Outcome
-from engine.testing.loop import Settings, VirtualLoop
+from engine.testing.loop import Setup, VirtualLoop
+from engine.testing.runner import InlineRunner
 from projections.views.schedules import all_schedules, read_schedule
 
 
@@ -66,9 +67,11 @@ class TestEngine:
                  weights: Mapping[str, float] | None = None, max_queued: Mapping[str, int] | None = None,
                  fair: bool = True, max_payload_bytes: int = 512 * 1024):
         slots = {**DEFAULT_SLOTS, **_by_lane(lane_slots or {}, "lane_slots")}
-        settings = Settings(slots, _by_lane(lane_limits or {}, "lane_limits"), dict(weights or {}),
+        settings = Setup(slots, _by_lane(lane_limits or {}, "lane_limits"), dict(weights or {}),
                             dict(max_queued or {}), fair, max_payload_bytes)
-        self._loop = VirtualLoop(app, settings, _start_us(start))
+        self._runner = InlineRunner(app)
+        breakers = {n: b for n in app.task_types if (b := app.spec(n).breaker)}
+        self._loop = VirtualLoop(settings, _start_us(start), self._runner, app.policies(), breakers)
 
     def __enter__(self) -> TestEngine:
         return self
@@ -78,7 +81,7 @@ class TestEngine:
 
     def close(self) -> None:
         """Release the event loop of async handlers, if one was made."""
-        self._loop.runner.close()
+        self._runner.close()
 
     # --- the clock ---------------------------------------------------------------------------
 
@@ -105,13 +108,7 @@ class TestEngine:
         delta = round((seconds + 60 * minutes + 3600 * hours + 86_400 * days) * SECOND)
         if delta < 0:
             raise ValidationError(f"advance: the clock only moves forward, got {delta / SECOND:g} s", "seconds")
-        loop, target = self._loop, self._loop.now + delta
-        loop.run_until_idle()
-        while (due := loop.next_due()) is not None and due <= target:
-            loop.now = due
-            loop.run_until_idle()
-        loop.now = target
-        loop.run_until_idle()
+        self._loop.advance_to(self._loop.now + delta)
 
     # --- commands, as Client sends them --------------------------------------------------------
 

@@ -7,7 +7,8 @@ The steps are the engine's own objects, called in the engine's order (``engine.r
     timers    PartitionTimers.tick: due jobs, schedule occurrences, breaker cool-downs, pings
     dispatch  Dispatcher.deal: free slots per lane, fairly across tenants
     commit    each staged event gets the next position in the log and its history entry; the batch commits
-    start     the attempts whose JobStarted committed run inline (engine.testing.runner)
+    start     the attempts whose JobStarted committed go to the runner: run inline for TestEngine
+              (engine.testing.runner), or held for a recorded duration by a simulation
 
 Only the Kafka transaction and RocksDB are absent: a tick's events are numbered in a list (the
 log), its folded state lands in a dict (``MemoryStore``), and the commands it sends (a scoped
@@ -21,15 +22,15 @@ import collections
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
-from engine.app import App
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_command
-from engine.domain.decide import DecideContext, Emit
+from engine.domain.breaker import BreakerPolicy
+from engine.domain.decide import DecideContext, Emit, TaskPolicy
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.domain.timerouter import SECOND, Windows
-from engine.runtime.execution.verdicts import RunRequest
+from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import outcomes
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.breakers import BreakerBoard
@@ -39,7 +40,6 @@ from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
 from engine.runtime.read.logged import LoggedEvent
-from engine.testing.runner import InlineRunner
 from engine.testing.store import MemoryStore
 from projections.evolve import FENCED, record_position
 from projections.views import keys as k
@@ -61,7 +61,7 @@ class BusyError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Settings:
+class Setup:
     """What a real engine would read from its options and the tenants table."""
 
     lane_slots: Mapping[Lane, int] = field(default_factory=lambda: dict(DEFAULT_SLOTS))
@@ -72,11 +72,32 @@ class Settings:
     max_payload_bytes: int = 512 * 1024
 
 
-class VirtualLoop:
-    """One job partition driven tick by tick at ``now`` (µs, UTC), which only the test moves."""
+class Runner(Protocol):
+    """Where started attempts go, and when they end (virtual µs)."""
 
-    def __init__(self, app: App, settings: Settings, now: int):
-        self.app, self.settings, self.now = app, settings, now
+    def start(self, request: RunRequest, now: int) -> None:
+        """Begin ``request``'s attempt at ``now``."""
+
+    def finished(self, now: int) -> list[RunResult]:
+        """The attempts ended by ``now``, each once."""
+
+    def running(self, lane: Lane) -> int:
+        """Attempts under way in ``lane`` (each holds a slot)."""
+
+    def next_finish(self) -> int | None:
+        """When the next attempt under way ends, or None."""
+
+
+class VirtualLoop:
+    """One job partition driven tick by tick at ``now`` (µs, UTC), which only the caller moves.
+
+    ``policies``: the task types' retry policies and lanes (None: any task type, default policy);
+    ``breakers``: the task types' circuit breakers."""
+
+    def __init__(self, setup: Setup, now: int, runner: Runner, policies: dict[str, TaskPolicy] | None,
+                 breakers: Mapping[str, BreakerPolicy]):
+        self.settings, self.now, self.runner = setup, now, runner
+        settings = setup
         self.store = MemoryStore()
         self.partition = p = Partition(0, OWNER)
         p.open(cast(Any, self.store), cast(Any, None))  # a ProjectionStore's interface; no producer
@@ -84,14 +105,13 @@ class VirtualLoop:
         self.by_job: dict[str, list[LoggedEvent]] = collections.defaultdict(list)
         self.commands: collections.deque[tuple[int, bytes]] = collections.deque()
         self.poisoned: list[str] = []
-        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
-        self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
+        self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, policies)
+        self.board = BreakerBoard(dict(breakers))
         self.poison = PoisonDesk(self.poisoned.append)
         self.timers = PartitionTimers(p, WINDOWS, self.board, self.poison.job)
         self.admission = Admission(COMMANDS_TOPIC, 1, self.base_ctx.tasks, dict(settings.lane_limits),  # type: ignore[arg-type]
                                    settings.max_queued.get, self._scope, self.poison, lambda _p: self.timers.desk)
         self.dispatcher = Dispatcher(self.board, self._weight, OWNER, self.poison.job, settings.fair)
-        self.runner = InlineRunner(app)
         self._sent = 0
         self._claim()
 
@@ -119,6 +139,7 @@ class VirtualLoop:
         """Results, commands, timers, dispatch, commit, start; whether anything was decided."""
         p = self.partition
         ctx = p.context(self.base_ctx, self.now)
+        p.results.extend(self.runner.finished(self.now))
         if p.results:
             results, p.results = p.results, []
             outcomes.record({p.number: p}, results, self.board, self.poison, {p.number: ctx})
@@ -145,7 +166,7 @@ class VirtualLoop:
     def _dispatch(self, ctx: DecideContext) -> None:
         taken = slots_spoken_for([self.partition], [])
         for lane in RUNNABLE_LANES:
-            free = self.settings.lane_slots.get(lane, 0) - taken[lane.value]
+            free = self.settings.lane_slots.get(lane, 0) - self.runner.running(lane) - taken[lane.value]
             if free > 0:
                 self.dispatcher.deal(lane.value, free, [self.partition], lambda _p: ctx)
 
@@ -169,7 +190,7 @@ class VirtualLoop:
             request = RunRequest(self.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
                                  job.queued_at or job.submitted_at)
-            self.partition.results.append(self.runner.run(request))
+            self.runner.start(request, self.now)
 
     # --- around the ticks ----------------------------------------------------------------------
 
@@ -178,11 +199,21 @@ class VirtualLoop:
         self.commands.append((self._sent, encode_command(command)))
         self._sent += 1
 
+    def advance_to(self, target: int) -> None:
+        """Move the clock to ``target``, stopping at each due time on the way, running until idle at each."""
+        self.run_until_idle()
+        while (due := self.next_due()) is not None and due <= target:
+            self.now = due
+            self.run_until_idle()
+        self.now = max(self.now, target)
+        self.run_until_idle()
+
     def next_due(self) -> int | None:
         """The earliest time after ``now`` at which something is due: a job, a schedule, a breaker, a ping,
-        a rate limit's next token."""
+        a rate limit's next token, the end of an attempt under way."""
         token, self.dispatcher.wake.at = self.dispatcher.wake.at, None
-        dues = [self.timers.next_due(), token, *(self._first_due(prefix) for prefix in DUE_INDEXES)]
+        dues = [self.timers.next_due(), token, self.runner.next_finish(),
+                *(self._first_due(prefix) for prefix in DUE_INDEXES)]
         later = [d for d in dues if d is not None and d > self.now]
         return min(later, default=None)
 

@@ -14,6 +14,7 @@ import itertools
 import time
 
 from engine.app import App
+from engine.domain.lanes import Lane
 from engine.errors import ValidationError
 from engine.runtime.execution.attempt import run_attempt, run_attempt_async
 from engine.runtime.execution.context import JobContext
@@ -28,6 +29,24 @@ class InlineRunner:
         self._tokens = itertools.count()
         self._cancels: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: list[RunResult] = []
+
+    def start(self, request: RunRequest, now: int) -> None:
+        """Run the attempt now, to its end; its result is ready at once (``finished``)."""
+        self._done.append(self.run(request))
+
+    def finished(self, now: int) -> list[RunResult]:
+        """The attempts run since the last call."""
+        done, self._done = self._done, []
+        return done
+
+    def running(self, lane: Lane) -> int:
+        """None: an attempt ends before ``start`` returns."""
+        return 0
+
+    def next_finish(self) -> int | None:
+        """None: nothing is ever under way."""
+        return None
 
     def run(self, request: RunRequest) -> RunResult:
         """The attempt's result: the handler's outcome, ``invalid`` for an unknown task type, or a timeout."""
