@@ -92,11 +92,12 @@ class VirtualLoop:
     """One job partition driven tick by tick at ``now`` (µs, UTC), which only the caller moves.
 
     ``policies``: the task types' retry policies and lanes (None: any task type, default policy);
-    ``breakers``: the task types' circuit breakers."""
+    ``breakers``: the task types' circuit breakers; ``decode``: keep each event as decoded back from its
+    Avro encoding (False: as decided, which a simulation of many jobs does to save the decoding)."""
 
     def __init__(self, setup: Setup, now: int, runner: Runner, policies: dict[str, TaskPolicy] | None,
-                 breakers: Mapping[str, BreakerPolicy]):
-        self.settings, self.now, self.runner = setup, now, runner
+                 breakers: Mapping[str, BreakerPolicy], decode: bool = True):
+        self.settings, self.now, self.runner, self.decode = setup, now, runner, decode
         settings = setup
         self.store = MemoryStore()
         self.partition = p = Partition(0, OWNER)
@@ -176,7 +177,8 @@ class VirtualLoop:
         for event, folded, raw in zip(staged.events, staged.folds, staged.raws):
             offset = len(self.log)
             record_position(batch, event, folded.status, offset)
-            logged = LoggedEvent(offset, decode_event_at(raw, EVENTS_TOPIC, 0, offset), folded.status == FENCED)
+            read = decode_event_at(raw, EVENTS_TOPIC, 0, offset) if self.decode else event
+            logged = LoggedEvent(offset, read, folded.status == FENCED)
             self.log.append(logged)
             if event.job_id:
                 self.by_job[event.job_id].append(logged)

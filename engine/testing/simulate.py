@@ -2,7 +2,9 @@
 
 From a recorded log (every event of the jobs submitted in a window) this takes each job's
 submission (time, tenant, task type, priority, due time, lane) and each attempt's recorded
-outcome and duration. :func:`simulate` submits the same jobs at the same instants to a
+outcome and how long it held its slot: from the decision that started it to the decision that
+recorded its result, so the engine's own round trips (the transaction that commits the start,
+the one that records the result) count as they did, not only the handler's run. :func:`simulate` submits the same jobs at the same instants to a
 :class:`~engine.testing.loop.VirtualLoop` — the engine's own admission, lanes, fair queuing,
 rate limits, retries — whose runner holds a slot for each attempt's recorded duration instead
 of calling a handler; :func:`compare` sets the recorded and the simulated waits (ready → first
@@ -42,7 +44,7 @@ class RecordedJob:
     max_attempts: int
     submitted_at: int
     run_at: int | None
-    attempts: dict[int, Attempt] = field(default_factory=dict)
+    attempts: dict[int, Attempt] = field(default_factory=dict)  # attempt -> (outcome kind, slot held µs)
     first_start: int | None = None  # occurred_at of the first JobStarted
     ready_at: int | None = None  # that JobStarted's due_at: when the job could have started
     starts: list[int] = field(default_factory=list)  # every attempt's start
@@ -74,10 +76,18 @@ def _take(job: RecordedJob, event: m.Event) -> None:
         if job.first_start is None:
             job.first_start, job.ready_at = event.occurred_at, body.due_at
     elif isinstance(body, m.JobSucceeded):
-        job.attempts[body.attempt] = (OutcomeKind.SUCCEEDED.value, body.duration_us)
+        job.attempts[body.attempt] = (OutcomeKind.SUCCEEDED.value, _held(job, body.attempt, event, body.duration_us))
     elif isinstance(body, m.JobFailed):
         kind = OutcomeKind.FAILED if body.retryable else OutcomeKind.INVALID
-        job.attempts[body.attempt] = (kind.value, body.duration_us)
+        job.attempts[body.attempt] = (kind.value, _held(job, body.attempt, event, body.duration_us))
+
+
+def _held(job: RecordedJob, attempt: int, result: m.Event, duration_us: int) -> int:
+    """How long the attempt held its slot: its start's decision to its result's (the handler's duration if
+    the start is not in the log)."""
+    if 0 < attempt <= len(job.starts):
+        return max(duration_us, result.occurred_at - job.starts[attempt - 1])
+    return duration_us
 
 
 class RecordedRunner:
@@ -146,7 +156,8 @@ def simulate(jobs: list[RecordedJob], scenario: Scenario) -> Simulated:
     """Submit ``jobs`` at their recorded instants under ``scenario`` and run until every one has ended."""
     if not jobs:
         return Simulated()
-    loop = VirtualLoop(scenario.setup, jobs[0].submitted_at, RecordedRunner(jobs), scenario.policies, {})
+    loop = VirtualLoop(scenario.setup, jobs[0].submitted_at, RecordedRunner(jobs), scenario.policies, {},
+                       decode=False)
     for n, (task_type, (rate, burst)) in enumerate(sorted(scenario.rates.items())):
         body = m.SetRateLimit(task_type, rate, burst, "simulate", "simulate")
         loop.send(m.Command(f"rate-{n}", limit_envelope(task_type, 0, 1), "", loop.now, body))
