@@ -50,7 +50,8 @@ def fidelity(bootstrap: str, seconds: int) -> None:
         rec = (row.recorded_p50_ms or 0.0, row.recorded_p99_ms or 0.0)
         simd = (row.simulated_p50_ms or 0.0, row.simulated_p99_ms or 0.0)
         ratios = "/".join(f"{s / r:.2f}" if r else "-" for s, r in zip(simd, rec))
-        print(f"   {row.tenant:8} {row.jobs:5d}  {rec[0]:9.0f} {rec[1]:10.0f}  {simd[0]:10.0f} {simd[1]:10.0f}  {ratios}")
+        print(f"   {row.tenant:8} {row.jobs:5d}  {rec[0]:9.0f} {rec[1]:10.0f}  "
+              f"{simd[0]:10.0f} {simd[1]:10.0f}  {ratios}")
 
 
 def speed(n: int) -> None:

@@ -4,10 +4,11 @@ From a recorded log (every event of the jobs submitted in a window) this takes e
 submission (time, tenant, task type, priority, due time, lane) and each attempt's recorded
 outcome and how long it held its slot: from the decision that started it to the decision that
 recorded its result, so the engine's own round trips (the transaction that commits the start,
-the one that records the result) count as they did, not only the handler's run. :func:`simulate` submits the same jobs at the same instants to a
+the one that records the result) count as they did, not only the handler's run.
+:func:`simulate` submits the same jobs at the same instants to a
 :class:`~engine.testing.loop.VirtualLoop` — the engine's own admission, lanes, fair queuing,
-rate limits, retries — whose runner holds a slot for each attempt's recorded duration instead
-of calling a handler; :func:`compare` sets the recorded and the simulated waits (ready → first
+rate limits, retries — whose runner holds a slot for each attempt's recorded time instead of
+calling a handler; :func:`compare` sets the recorded and the simulated waits (ready → first
 start) and served shares side by side, per tenant and task type. ``epochq simulate`` is the
 command (docs/testing.md, "Simulating other settings").
 """
