@@ -228,3 +228,25 @@ def test_replay_reschedule_and_pausing_a_schedule() -> None:
         assert {"s": 1} not in runs
         assert t.resume_schedule("hourly").accepted and t.remove_schedule("hourly").accepted
         assert t.schedules() == []
+
+
+def test_tenant_limits_duplicates_and_a_global_job() -> None:
+    app = App()
+
+    @app.task("sync")
+    def sync(ctx: JobContext, payload: dict) -> dict:
+        return {"tenant": ctx.tenant}
+
+    with TestEngine(app, weights={"a": 1.0, "b": 2.0}, max_queued={"c": 1}, lane_slots={"NORMAL": 0}) as t:
+        first, second = t.submit("sync", {}, tenant="c"), t.submit("sync", {}, tenant="c")
+        once, again = (t.submit("sync", {}, tenant="a", idempotency_key="k") for _ in range(2))
+        t.run_until_idle()
+        assert t.status(first.job_id).status == "queued"  # no slot: it waits
+        assert (t.status(second.job_id).status, t.status(second.job_id).reason) == ("rejected", "tenant_queue_full")
+        assert once.job_id == again.job_id and t.status(once.job_id).duplicate
+    with TestEngine(app, weights={"a": 1.0, "b": 2.0}) as t:
+        parent = t.submit("sync", {}, tenant="ops", scope="global")
+        t.run_until_idle()
+        outcome = t.status(parent.job_id)
+    assert outcome.status == "completed" and sorted(outcome.children) == ["a", "b"]
+    assert {child["status"] for child in outcome.children.values()} == {"completed"}
