@@ -114,6 +114,7 @@ class VirtualLoop:
                                    settings.max_queued.get, self._scope, self.poison, lambda _p: self.timers.desk)
         self.dispatcher = Dispatcher(self.board, self._weight, OWNER, self.poison.job, settings.fair)
         self._sent = 0
+        self._idle = False  # True: nothing more happens at ``now`` until a command is sent or the clock moves
         self._claim()
 
     # --- taking the partition (engine.runtime.loop.lifecycle: claim, then activate) ---------------
@@ -160,6 +161,7 @@ class VirtualLoop:
         """Tick until a tick decides nothing; how many ticks decided something."""
         for n in range(MAX_TICKS):
             if not self.tick():
+                self._idle = True
                 return n
         raise BusyError(f"still deciding after {MAX_TICKS} ticks at the same instant: does a handler submit "
                         "a job every time it runs?")
@@ -200,15 +202,18 @@ class VirtualLoop:
         """Queue a command for the next tick, encoded as a producer would."""
         self.commands.append((self._sent, encode_command(command)))
         self._sent += 1
+        self._idle = False
 
     def advance_to(self, target: int) -> None:
         """Move the clock to ``target``, stopping at each due time on the way, running until idle at each."""
-        self.run_until_idle()
+        if not self._idle:
+            self.run_until_idle()
         while (due := self.next_due()) is not None and due <= target:
             self.now = due
             self.run_until_idle()
-        self.now = max(self.now, target)
-        self.run_until_idle()
+        if target > self.now:
+            self.now, self._idle = target, False  # the clock moved: sweeps and buckets look again
+            self.run_until_idle()
 
     def next_due(self) -> int | None:
         """The earliest time after ``now`` at which something is due: a job, a schedule, a breaker, a ping,

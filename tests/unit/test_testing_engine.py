@@ -250,3 +250,16 @@ def test_tenant_limits_duplicates_and_a_global_job() -> None:
         outcome = t.status(parent.job_id)
     assert outcome.status == "completed" and sorted(outcome.children) == ["a", "b"]
     assert {child["status"] for child in outcome.children.values()} == {"completed"}
+
+
+def test_the_memory_store_scans_like_rocksdb() -> None:
+    from engine.testing.store import MemoryStore
+
+    store = MemoryStore()
+    store.commit({b"r:b": b"2", b"r:a": b"1", b"r:c": b"3", b"d:x": b"", b"j:1": b"job"}, 4)
+    assert [k for k, _ in store.scan(b"r:")] == [b"r:a", b"r:b", b"r:c"]
+    assert list(store.keys(b"r:", b"r:b")) == [b"r:b", b"r:c"] and list(store.scan(b"d:")) == [(b"d:x", b"")]
+    store.commit({b"r:b": None, b"r:d": b"4", b"d:x": None}, 5)
+    assert [k for k, _ in store.scan(b"r:")] == [b"r:a", b"r:c", b"r:d"] and list(store.scan(b"d:")) == []
+    assert store.applied_offset() == 5 and store.get(b"j:1") == b"job" and store.get(b"r:b") is None
+    assert [k for k, _ in store.items()] == [b"j:1", b"r:a", b"r:c", b"r:d"]
