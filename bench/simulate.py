@@ -23,7 +23,7 @@ from engine.client import Client
 from engine.domain.lanes import Lane
 from engine.runtime.read.recorded import recorded_events
 from engine.testing.loop import Setup
-from engine.testing.simulate import RecordedJob, Scenario, compare, recorded_jobs, simulate
+from engine.testing.simulate import RecordedJob, Scenario, Simulated, compare, recorded_jobs, simulate
 
 RATES = {"heavy": 70, "medium": 20, "light": 10}
 
@@ -44,7 +44,13 @@ def fidelity(bootstrap: str, seconds: int) -> None:
     print(f"1. fidelity: {len(handles)} jobs, {sum(o.status == 'completed' for o in outcomes)} completed on a real "
           "engine (4 NORMAL slots, 50 ms each); replayed with the recorded settings:")
     jobs = recorded_jobs(recorded_events(settings))
-    sim = simulate(jobs, Scenario(Setup(lane_slots={Lane.NORMAL: 4})))
+    for partitions in (1, 3):
+        sim = simulate(jobs, Scenario(Setup(lane_slots={Lane.NORMAL: 4}, partitions=partitions)))
+        _table(jobs, sim, partitions)
+
+
+def _table(jobs: list[RecordedJob], sim: Simulated, partitions: int) -> None:
+    print(f"   replayed as {partitions} partition(s):")
     print(f"   {'tenant':8} {'jobs':>5}  {'recorded p50/p99 ms':>20}  {'simulated p50/p99 ms':>21}  ratio p50/p99")
     for row in compare(jobs, sim):
         rec = (row.recorded_p50_ms or 0.0, row.recorded_p99_ms or 0.0)

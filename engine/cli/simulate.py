@@ -15,6 +15,7 @@ from engine.errors import ConfigError, ValidationError
 from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.read.recorded import recorded_events
 from engine.runtime.tenants import TenantDirectory
+from engine.runtime.topics import partition_count
 from engine.testing.loop import Setup
 from engine.testing.simulate import Row, Scenario, compare, recorded_jobs, simulate
 
@@ -37,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="a task type's rate limit, e.g. email.send=10/s")
     parser.add_argument("--priority", action="append", default=[], metavar="TASK=P",
                         help="the priority every job of a task type gets (0-9 or an alias)")
+    parser.add_argument("--partitions", type=int, metavar="N",
+                        help="job partitions, each with its own fair queues (default: the events topic's)")
     parser.add_argument("--app", help="module:attribute of the App whose retry policies and lanes apply")
     parser.add_argument("--json", action="store_true")
     add_connection_flags(parser)
@@ -80,7 +83,11 @@ def _scenario(args: argparse.Namespace, settings: Any) -> Scenario:
         from engine.cli.engine import load_app
 
         policies = load_app(args.app).policies()
-    return Scenario(Setup(lane_slots=slots, weights=weights, max_queued=max_queued), rates, priorities, policies)
+    partitions = args.partitions if args.partitions is not None else partition_count(settings)
+    if partitions < 1:
+        raise ConfigError(f"--partitions: must be >= 1, got {partitions}")
+    setup = Setup(lane_slots=slots, weights=weights, max_queued=max_queued, partitions=partitions)
+    return Scenario(setup, rates, priorities, policies)
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:

@@ -135,8 +135,9 @@ class RecordedRunner:
 
 @dataclass(frozen=True)
 class Scenario:
-    """The settings to replay under: lane slots (the whole cluster's), tenants' weights and limits, per task
-    type rate limits (per second, burst) and priorities, and the task types' policies (None: defaults)."""
+    """The settings to replay under: lane slots (the whole cluster's), job partitions, tenants' weights and
+    limits (``setup``), per task type rate limits (per second across the cluster, burst) and priorities, and
+    the task types' policies (None: defaults)."""
 
     setup: Setup = field(default_factory=Setup)
     rates: Mapping[str, tuple[float, int]] = field(default_factory=dict)
@@ -159,9 +160,11 @@ def simulate(jobs: list[RecordedJob], scenario: Scenario) -> Simulated:
         return Simulated()
     loop = VirtualLoop(scenario.setup, jobs[0].submitted_at, RecordedRunner(jobs), scenario.policies, {},
                        decode=False)
-    for n, (task_type, (rate, burst)) in enumerate(sorted(scenario.rates.items())):
-        body = m.SetRateLimit(task_type, rate, burst, "simulate", "simulate")
-        loop.send(m.Command(f"rate-{n}", limit_envelope(task_type, 0, 1), "", loop.now, body))
+    count = len(loop.held)
+    for task_type, (rate, burst) in sorted(scenario.rates.items()):
+        body = m.SetRateLimit(task_type, rate, burst, "simulate", "simulate")  # each partition takes its share
+        for p in range(count):
+            loop.send(m.Command(f"rate-{task_type}-{p}", limit_envelope(task_type, p, count), "", loop.now, body))
     for job in jobs:
         loop.advance_to(job.submitted_at)
         loop.send(_resubmitted(job, scenario))

@@ -81,3 +81,14 @@ def test_recorded_jobs_read_a_log_and_replaying_it_unchanged_gives_the_recorded_
     assert sim.waits == {j.job_id: j.wait for j in jobs}
     for row in compare(jobs, sim):
         assert (row.simulated_p50_ms, row.simulated_p99_ms) == (row.recorded_p50_ms, row.recorded_p99_ms)
+
+
+def test_replayed_over_several_partitions_each_with_its_own_fair_queue() -> None:
+    jobs = burst("acme", 30) + burst("zeta", 3)
+    one = simulate(jobs, one_slot())
+    three = simulate(jobs, Scenario(Setup(lane_slots={Lane.NORMAL: 1}, partitions=3),
+                                    rates={"render": (100.0, 10)}))
+    assert one.unstarted == three.unstarted == 0 and len(three.starts) == 33
+    zeta = [j.job_id for j in jobs if j.tenant == "zeta"]
+    # one cluster-wide queue serves zeta at once; per-partition queues make it wait for its partitions' turns
+    assert max(one.waits[j] for j in zeta) <= max(three.waits[j] for j in zeta)
