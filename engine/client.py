@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from engine.commands import due_us, encode_payload, new_command, now_us
+from engine.commands import new_command, now_us, submit_command
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.bounds import check_bounds
 from engine.contract.codec import encode_command
-from engine.contract.ids import job_id_for_key, new_uuid4s
+from engine.contract.ids import new_uuid4s
 from engine.contract.partitioner import partition_for
-from engine.contract.validation import check_job_command, check_schedule_command, check_submit
+from engine.contract.validation import check_job_command, check_schedule_command
 from engine.domain.lanes import parse_priority
 from engine.domain.pauses import check_task_command, is_task_command, task_envelope
 from engine.domain.ratelimits import check_limit_command, is_limit_command, limit_envelope, parse_rate
@@ -233,13 +233,9 @@ class Client(ScheduleMethods, QueryMethods):
                         max_attempts: int | None = None, correlation_id: str | None = None,
                         scope: str | None = None, labels: Mapping[str, str] | None = None) -> m.Command:
         """A checked SubmitJob: the engine's admission rules, before anything is produced."""
-        if idempotency_key is not None:
-            job_id = job_id_for_key(tenant, idempotency_key)
-        body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
-                           idempotency_key, lane, max_attempts, _labels(labels), scope)
-        command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
-        check_submit(check_bounds(command), now, self.settings.max_payload_bytes)
-        return command
+        return submit_command(job_id, command_id, now, task_type, payload, tenant, priority, run_at, delay,
+                              idempotency_key, lane, max_attempts, correlation_id, scope, labels,
+                              max_payload_bytes=self.settings.max_payload_bytes)
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         """Produce ``commands`` and wait until the broker has them all (acks=all)."""
@@ -344,13 +340,6 @@ def _submit_kwargs(job: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise ValidationError(f"missing key(s) {', '.join(map(repr, missing))}", missing[0])
     return {"payload": None, **job}
-
-
-def _labels(labels: object) -> Any:
-    """A copy of a mapping of labels ({} for None); anything else as it is, for check_labels to name."""
-    if labels is None:
-        return {}
-    return dict(labels) if isinstance(labels, Mapping) else labels
 
 
 def _check(command: m.Command) -> None:

@@ -10,11 +10,17 @@ import json
 import math
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.contract import messages as m
-from engine.contract.validation import check_delay, check_run_at, invalid
+from engine.contract.bounds import check_bounds
+from engine.contract.ids import job_id_for_key
+from engine.contract.validation import check_delay, check_run_at, check_submit, invalid
+from engine.domain.cron import Schedule
+from engine.domain.lanes import parse_priority
 from engine.errors import ValidationError
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -76,3 +82,79 @@ def encode_payload(value: Any) -> m.Payload:
         return m.Payload(text.encode())
     except (TypeError, ValueError, RecursionError) as e:
         raise ValidationError(f"payload: cannot be encoded as JSON: {e}", "payload") from e
+
+
+def submit_command(job_id: str, command_id: str, now: int, task_type: str, payload: Any, tenant: str,
+                   priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
+                   idempotency_key: str | None = None, lane: str | None = None, max_attempts: int | None = None,
+                   correlation_id: str | None = None, scope: str | None = None,
+                   labels: Mapping[str, str] | None = None, *, max_payload_bytes: int) -> m.Command:
+    """A checked SubmitJob issued at ``now``: the engine's admission rules, before anything is sent
+    (``Client.submit`` and ``engine.testing.TestEngine.submit`` both build theirs here)."""
+    if idempotency_key is not None:
+        job_id = job_id_for_key(tenant, idempotency_key)
+    body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
+                       idempotency_key, lane, max_attempts, _labels(labels), scope)
+    command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
+    check_submit(check_bounds(command), now, max_payload_bytes)
+    return command
+
+
+def _labels(labels: object) -> Any:
+    """A copy of a mapping of labels ({} for None); anything else as it is, for check_labels to name."""
+    if labels is None:
+        return {}
+    return dict(labels) if isinstance(labels, Mapping) else labels
+
+
+def upsert_schedule(schedule_id: str, task_type: str, cron: str, tenant: str, payload: Any = None,
+                    timezone: str = "UTC", priority: int | str = 5, enabled: bool = True,
+                    misfire_policy: str = "skip", max_catch_up: int = 10,
+                    dst_policy: str = "first") -> m.UpsertSchedule:
+    """A checked UpsertSchedule (``ValidationError`` naming the field): what ``add_schedule`` sends."""
+    data = encode_payload(payload)
+    schedule = Schedule(schedule_id=schedule_id, tenant_id=tenant, task_type=task_type, cron=cron,
+                        timezone=timezone, payload=data.data, content_type=data.content_type,
+                        priority=parse_priority(priority), enabled=enabled,
+                        misfire_policy=misfire_policy, max_catch_up=max_catch_up,  # type: ignore[arg-type]
+                        dst_policy=dst_policy)  # type: ignore[arg-type]
+    return m.UpsertSchedule(schedule_id, tenant, task_type, cron, data, timezone, schedule.priority, enabled,
+                            schedule.misfire_policy.value, max_catch_up, schedule.dst_policy.value)
+
+
+@dataclass
+class Receipt:
+    """What the owner decided about one command (schedule or reschedule): accepted, refused, or not seen in time."""
+
+    subject: str  # the schedule id, or the job id of a reschedule
+    command_id: str
+    status: str = "sent"  # sent (not waited for / not decided in time) | accepted | refused
+    reason: str = ""
+    armed: int | None = None  # the occurrence a schedule decision armed, or a reschedule's new due time (µs, UTC)
+    paused: bool = False  # an upsert left (or made) the schedule paused
+    events: list[m.Event] = field(default_factory=list)
+
+    @property
+    def schedule_id(self) -> str:
+        """The subject of a schedule command."""
+        return self.subject
+
+    @property
+    def accepted(self) -> bool:
+        """Whether the owner applied the command."""
+        return self.status == "accepted"
+
+    def take(self, event: m.Event) -> None:
+        """Take one event the command caused into account."""
+        self.events.append(event)
+        body = event.body
+        if isinstance(body, m.CommandRefused):
+            self.status, self.reason = "refused", body.reason
+            return
+        self.status = "accepted"
+        if isinstance(body, m.ScheduleArmed):
+            self.armed = body.occurrence_at
+        elif isinstance(body, m.ScheduleUpserted):
+            self.paused = not body.enabled
+        elif isinstance(body, m.JobRescheduled):
+            self.armed = body.due_at

@@ -8,17 +8,15 @@ decision is in the log and return it as a :class:`Receipt`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import TopicPartition
 
-from engine.commands import due_us, encode_payload, new_command
+from engine.commands import Receipt as Receipt  # re-exported: its home before engine.testing shared it
+from engine.commands import due_us, new_command, upsert_schedule
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
-from engine.domain.cron import Schedule
-from engine.domain.lanes import parse_priority
 from engine.domain.schedules import ScheduleView, envelope_id
 from engine.errors import ValidationError
 from engine.runtime import kafka
@@ -26,29 +24,6 @@ from engine.runtime import kafka
 if TYPE_CHECKING:
     from engine.client import JobHandle
     from engine.config import Settings
-
-
-@dataclass
-class Receipt:
-    """What the owner decided about one command (schedule or reschedule): accepted, refused, or not seen in time."""
-
-    subject: str  # the schedule id, or the job id of a reschedule
-    command_id: str
-    status: str = "sent"  # sent (not waited for / not decided in time) | accepted | refused
-    reason: str = ""
-    armed: int | None = None  # the occurrence a schedule decision armed, or a reschedule's new due time (µs, UTC)
-    paused: bool = False  # an upsert left (or made) the schedule paused
-    events: list[m.Event] = field(default_factory=list)
-
-    @property
-    def schedule_id(self) -> str:
-        """The subject of a schedule command."""
-        return self.subject
-
-    @property
-    def accepted(self) -> bool:
-        """Whether the owner applied the command."""
-        return self.status == "accepted"
 
 
 class ScheduleMethods:
@@ -72,14 +47,8 @@ class ScheduleMethods:
         a task type it has no handler for. Replacing a paused schedule leaves it paused
         (``receipt.paused``); ``resume_schedule`` fires it again.
         """
-        data = encode_payload(payload)
-        schedule = Schedule(schedule_id=schedule_id, tenant_id=tenant, task_type=task_type, cron=cron,
-                            timezone=timezone, payload=data.data, content_type=data.content_type,
-                            priority=parse_priority(priority), enabled=enabled,
-                            misfire_policy=misfire_policy, max_catch_up=max_catch_up,  # type: ignore[arg-type]
-                            dst_policy=dst_policy)  # type: ignore[arg-type]
-        body = m.UpsertSchedule(schedule_id, tenant, task_type, cron, data, timezone, schedule.priority, enabled,
-                                schedule.misfire_policy.value, max_catch_up, schedule.dst_policy.value)
+        body = upsert_schedule(schedule_id, task_type, cron, tenant, payload, timezone, priority, enabled,
+                               misfire_policy, max_catch_up, dst_policy)
         return self._schedule_command(schedule_id, tenant, body, wait)
 
     def pause_schedule(self, schedule_id: str, *, tenant: str = "", reason: str = "",
@@ -158,22 +127,7 @@ def _await_decision(settings: Settings, partition: int, start: int, receipt: Rec
                     continue
                 event = decode_event_at(msg.value(), topic, partition, msg.offset())  # type: ignore[arg-type]
                 if event.causation_id == receipt.command_id:
-                    _take(receipt, event)
+                    receipt.take(event)
                     settle = settle or time.monotonic() + 0.3  # the rest of the decision's transaction
     finally:
         consumer.close()
-
-
-def _take(receipt: Receipt, event: m.Event) -> None:
-    receipt.events.append(event)
-    body = event.body
-    if isinstance(body, m.CommandRefused):
-        receipt.status, receipt.reason = "refused", body.reason
-        return
-    receipt.status = "accepted"
-    if isinstance(body, m.ScheduleArmed):
-        receipt.armed = body.occurrence_at
-    elif isinstance(body, m.ScheduleUpserted):
-        receipt.paused = not body.enabled
-    elif isinstance(body, m.JobRescheduled):
-        receipt.armed = body.due_at

@@ -13,14 +13,16 @@ poison record is set aside without leaving half its changes behind.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.domain.jobs import JobView
 from projections.profile import FULL, Profile
-from projections.store import ProjectionStore
 from projections.views.jobs import encode_job, remember
 from projections.views.keys import job_key
 from projections.views.listing import catalog_changes, rolled_up
+
+if TYPE_CHECKING:  # types only: a batch folds over any store with this interface (engine.testing's in memory)
+    from projections.store import ProjectionStore
 
 Watch = Callable[[bytes, "bytes | None"], None]
 _ABSENT: Any = object()

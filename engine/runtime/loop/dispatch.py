@@ -12,6 +12,7 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.domain.decide import DecideContext, Emit, StartAttempt
 from engine.domain.fairness import FairState, TenantHead, advance, pick, service_units
@@ -19,10 +20,12 @@ from engine.domain.lifecycle import JobState
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.timers import SetAside
-from engine.runtime.loop.write import Written
 from projections.views import keys as k
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
+
+if TYPE_CHECKING:  # the write step brings in the Kafka producer
+    from engine.runtime.loop.write import Written
 
 MAX_SKIPPED = 256  # blocked jobs (breaker open, paused, rate-limited) passed over per tenant per tick
 

@@ -24,9 +24,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
-
-from confluent_kafka import Producer
+from typing import TYPE_CHECKING, Any
 
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
@@ -38,11 +36,15 @@ from engine.errors import ProjectionCorruptedError, ValidationError
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
 from projections.profile import WRITE_MODEL, Profile
-from projections.store import ProjectionStore
 from projections.views import keys as k
 from projections.views.ended import read_ended
 from projections.views.jobs import read_job
 from projections.views.ready import ReadyView
+
+if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
+    from confluent_kafka import Producer
+
+    from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.partition")
 

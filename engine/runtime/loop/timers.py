@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from engine.contract import messages as m
 from engine.domain.decide import DecideContext, Emit, TimerFired
@@ -39,9 +40,11 @@ from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.schedules import ScheduleDesk
 from projections.evolve import APPLIED, Folded
-from projections.store import ProjectionStore
 from projections.views import keys as k
 from projections.views.schedules import SCHEDULE_DUE
+
+if TYPE_CHECKING:  # types only: engine.testing runs the timers over an in-memory store
+    from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.timers")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from confluent_kafka import Consumer
 
@@ -16,15 +15,7 @@ from engine.errors import DecodeError
 from engine.domain import fence
 from engine.runtime import kafka
 from engine.runtime.kafka import records_at, scan_partition
-
-
-@dataclass(frozen=True, slots=True)
-class LoggedEvent:
-    """An event with its place in the log and the fold's verdict on it."""
-
-    offset: int
-    event: m.Event
-    fenced: bool = False
+from engine.runtime.read.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
 
 
 def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.contract import messages as m
-from engine.runtime.read.joblog import LoggedEvent
+from engine.runtime.read.logged import LoggedEvent
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
 STATUS_OF = {

@@ -1,0 +1,80 @@
+"""Running an attempt inline: the executor's handler-calling code, on the caller's thread.
+
+The engine's executor hands each attempt to a lane thread (or the event loop, or a process
+pool) which calls ``engine.runtime.execution.attempt.run_attempt``; here the same function
+is called at once, so an attempt ends before the test's next line. The handler gets the same
+``JobContext``; the attempt's deadline is wall-clock time (``ctx.deadline``), and an attempt
+that ran past its task type's timeout is reported as timed out, as the executor reports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from engine.app import App
+from engine.domain.lanes import Lane
+from engine.errors import ValidationError
+from engine.runtime.execution.attempt import run_attempt, run_attempt_async
+from engine.runtime.execution.context import JobContext
+from engine.runtime.execution.verdicts import Outcome, RunRequest, RunResult
+
+
+class InlineRunner:
+    """Runs one attempt to its end on the calling thread and says how it ended."""
+
+    def __init__(self, app: App):
+        self.app = app
+        self._tokens = itertools.count()
+        self._cancels: set[int] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: list[RunResult] = []
+
+    def start(self, request: RunRequest, now: int) -> None:
+        """Run the attempt now, to its end; its result is ready at once (``finished``)."""
+        self._done.append(self.run(request))
+
+    def finished(self, now: int) -> list[RunResult]:
+        """The attempts run since the last call."""
+        done, self._done = self._done, []
+        return done
+
+    def running(self, lane: Lane) -> int:
+        """None: an attempt ends before ``start`` returns."""
+        return 0
+
+    def next_finish(self) -> int | None:
+        """None: nothing is ever under way."""
+        return None
+
+    def run(self, request: RunRequest) -> RunResult:
+        """The attempt's result: the handler's outcome, ``invalid`` for an unknown task type, or a timeout."""
+        try:
+            spec = self.app.spec(request.task_type)
+        except ValidationError as e:
+            return RunResult(request, Outcome.from_exception(e, 0))
+        started = time.time()
+        deadline = min(request.deadline, started + spec.timeout)
+        ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
+                         request.partition, request.idempotency_key, deadline, None, next(self._tokens),
+                         self._cancels, None)
+        if spec.is_async:
+            outcome = self._event_loop().run_until_complete(
+                run_attempt_async(spec.handler, spec.model, ctx, request.payload))
+        else:
+            outcome = run_attempt(spec.handler, spec.model, ctx, request.payload)
+        if time.time() > deadline:
+            outcome = Outcome.timed_out(deadline - started, outcome.duration_us)
+        return RunResult(request, outcome)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def close(self) -> None:
+        """Close the event loop of async handlers, if one was made."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
