@@ -7,8 +7,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, TypeVar
 
 import pytest
 
@@ -18,6 +19,33 @@ from engine.runtime.schemas import stop_reading_through
 from engine.runtime.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def eventually(check: Callable[[], T], timeout: float = 30.0, every: float = 0.2) -> T:
+    """What ``check`` returns once it stops raising AssertionError; its last AssertionError after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(every)
+
+
+def stop_process(proc: subprocess.Popen[bytes], log: IO[str], timeout: float = 30.0) -> int:
+    """SIGTERM (after SIGCONT, in case it was stopped), then wait; SIGKILL if it does not leave in time."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    log.close()
+    return proc.returncode
 
 
 @pytest.fixture(autouse=True)
@@ -84,16 +112,7 @@ class EngineProcess:
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM, then wait; SIGKILL if it does not leave in time."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+        return stop_process(self.proc, self.log, timeout)
 
 
 @pytest.fixture

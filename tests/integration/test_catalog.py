@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import start_engine, verify_partition
+from tests.integration.conftest import eventually, start_engine, verify_partition
 
 
 def cli(settings: Settings, *args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -25,17 +24,6 @@ def listed(settings: Settings, state_dir: Path, *args: str) -> dict[str, Any]:
     run = cli(settings, "jobs", "list", "--json", *args, state_dir=state_dir)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)  # type: ignore[no-any-return]
-
-
-def eventually(check, timeout: float = 30.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.3)
 
 
 def test_jobs_list_shows_every_status_with_counts_filters_and_pages(  # type: ignore[no-untyped-def]

@@ -8,9 +8,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -18,9 +18,8 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from engine.client import Client
 from engine.config import Settings
 from projections.store import view_root
-from tests.integration.conftest import ROOT, EngineProcess, start_engine
+from tests.integration.conftest import ROOT, EngineProcess, eventually, start_engine, stop_process
 
-T = TypeVar("T")
 
 
 def cli(settings: Settings, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -28,17 +27,6 @@ def cli(settings: Settings, state_dir: Path, *args: str) -> subprocess.Completed
              "--state-dir", str(state_dir)]
     return subprocess.run([sys.executable, "-m", "engine.cli.main", *args, *flags], capture_output=True, text=True,
                           cwd=ROOT)
-
-
-def eventually(check: Callable[[], T], timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return check()
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 class ViewProcess:
@@ -56,15 +44,7 @@ class ViewProcess:
         return self.log_path.read_text()
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+        return stop_process(self.proc, self.log)
 
 
 @pytest.fixture
