@@ -27,46 +27,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from confluent_kafka import Producer
 
 from bench.harness import ROOT, fresh_settings, local_broker
-from bench.restore_rate import job_events
-from bench.takeover import PARTITIONS, probe_starts
+from bench.takeover import PARTITIONS, probe_starts, write_log
 from engine.client import Client
 from engine.config import Settings, load_settings
-from engine.contract import messages as m
-from engine.contract.codec import encode_event
-from engine.contract.partitioner import partition_for
 
 
 def write_finished(settings: Settings, jobs: int) -> int:
     """A claim per partition, then ``jobs`` finished jobs (submitted, queued, started, succeeded)."""
-    producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "linger.ms": 20,
-                         "batch.size": 1_000_000, "compression.type": "lz4", "acks": "all"})
-    now, topic, seqs, count = time.time_ns() // 1000, settings.events_topic, [0] * PARTITIONS, 0
-
-    def produce(p: int, event: m.Event, key: bytes | None) -> None:
-        while True:
-            try:
-                producer.produce(topic, encode_event(event), key=key, partition=p)
-                return
-            except BufferError:
-                producer.poll(0.05)
-
-    for p in range(PARTITIONS):
-        produce(p, m.Event(f"{p}-1-claim", None, None, 1, "seed", now, m.OwnershipClaimed(p, "seed")), None)
-        count += 1
-    for n in range(jobs):
-        events = job_events(2 * n + 1, now)  # odd: a finished job
-        p = partition_for(events[0].job_id, PARTITIONS)  # type: ignore[arg-type]
-        for event in events:
-            seqs[p] += 1
-            event = m.Event(f"{p}-1-{seqs[p]}", event.job_id, event.tenant_id, 1, "seed", event.occurred_at,
-                            event.body)
-            produce(p, event, event.job_id.encode())  # type: ignore[union-attr]
-            count += 1
-    producer.flush()
-    return count
+    return write_log(settings, jobs, lambda n: 2 * n + 1)  # odd: a finished job
 
 
 def start(settings: Settings, name: str, root: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,8 +52,9 @@ from projections.query import partition_dirs, read_store
 PARTITIONS = 6
 
 
-def write_log(settings: Settings, jobs: int) -> int:
-    """The held namespace: a claim per partition, then every job's events in its own partition."""
+def write_log(settings: Settings, jobs: int, number: Callable[[int], int] = lambda n: n) -> int:
+    """The held namespace: a claim per partition, then every job's events in its own partition
+    (job ``n`` is ``bench.restore_rate.job_events(number(n))``: odd numbers are finished jobs)."""
     producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "linger.ms": 20,
                          "batch.size": 1_000_000, "compression.type": "lz4", "acks": "all"})
     now, topic, count = time.time_ns() // 1000, settings.events_topic, 0
@@ -70,7 +72,7 @@ def write_log(settings: Settings, jobs: int) -> int:
         produce(p, m.Event(f"{p}-1-claim", None, None, 1, "seed", now, m.OwnershipClaimed(p, "seed")), None)
         count += 1
     for n in range(jobs):
-        events = job_events(n, now)
+        events = job_events(number(n), now)
         p = partition_for(events[0].job_id, PARTITIONS)  # type: ignore[arg-type]
         for event in events:
             seqs[p] += 1
