@@ -1,0 +1,16 @@
+"""What `pip install` ships: every Python package of the source tree is listed in pyproject.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_package_of_the_tree_is_in_the_wheel() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for top in ("engine", "projections") for init in (ROOT / top).rglob("__init__.py")}
+    assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
