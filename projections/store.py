@@ -56,6 +56,14 @@ def store_path(state_dir: Path, namespace: str, partition: int) -> Path:
     return Path(state_dir) / namespace / f"p{partition:04d}"
 
 
+def owner_partitions(state_dir: Path, namespace: str) -> set[int]:
+    """The partitions with an owner's store (a write model) in ``state_dir``; the view's are elsewhere."""
+    root = Path(state_dir) / namespace
+    if not root.is_dir():
+        return set()
+    return {int(d.name[1:]) for d in root.iterdir() if d.is_dir() and d.name[:1] == "p" and d.name[1:].isdigit()}
+
+
 VIEW_DIR = "view"
 """The folder of a state directory's namespace that holds the view's stores (beside the owner's ``pNNNN``)."""
 

@@ -12,8 +12,8 @@ from engine.errors import StoreLockedError, ValidationError
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.topics import partition_count
 from engine.runtime.rebuilds import default_workers, rebuild_each, verify_each
-from projections.query import partition_dirs
 from projections.rebuild import Verification, holding, replace_store, verify
+from projections.store import owner_partitions
 
 LOCKED_EXIT = 3
 """The exit status of a rebuild refused because an engine (or another process) holds a store."""
@@ -92,7 +92,7 @@ def _rebuild(args: argparse.Namespace) -> int:
 def _present(settings: Settings, partitions: list[int]) -> list[int]:
     """The partitions of ``partitions`` with a store in the state directory (what ``--all --verify`` can compare);
     the rest named on stderr, as left out (their stores are on another machine)."""
-    here = {p for p, _ in partition_dirs(settings)}
+    here = owner_partitions(settings.state_dir, settings.namespace)
     missing = [p for p in partitions if p not in here]
     if missing and len(missing) < len(partitions):
         print(f"epochq: partition(s) {','.join(map(str, missing))} have no store in {settings.state_dir}: "

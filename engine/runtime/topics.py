@@ -120,7 +120,7 @@ def _list(admin: AdminClient) -> set[str]:
     try:
         return set(admin.list_topics(timeout=TIMEOUT_S).topics)
     except KafkaException as e:
-        raise KafkaUnavailableError(f"cannot list topics: {e}") from e
+        raise KafkaUnavailableError(f"cannot list topics: {e.args[0].str() if e.args else e}") from e
 
 
 def _create(admin: AdminClient, topics: list[NewTopic]) -> None:

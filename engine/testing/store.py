@@ -57,14 +57,22 @@ class MemoryStore:
             i += 1
         return iter(chosen)
 
+    def key_range(self, start: bytes, stop: bytes) -> Iterator[bytes]:
+        """The keys in ``[start, stop)``, in order (a snapshot: commits may follow)."""
+        same = len(start) >= 2 and start[:2] == stop[:2]
+        ordered = self._ordered(start[:2]) if same else sorted(self._data)
+        i, j = bisect.bisect_left(ordered, start), bisect.bisect_left(ordered, stop)
+        return iter(ordered[i:j])
+
     def _ordered(self, group: bytes) -> list[bytes]:
         ordered = self._sorted.get(group)
         if ordered is None:
             ordered = self._sorted[group] = sorted(self._groups.get(group, ()))
         return ordered
 
-    def commit(self, changes: dict[bytes, bytes | None], offset: int) -> None:
-        """Apply ``changes`` (None deletes) and the applied ``offset`` together."""
+    def commit(self, changes: dict[bytes, bytes | None], offset: int, indexed: bool = True) -> None:
+        """Apply ``changes`` (None deletes) and the applied ``offset`` together (``indexed``: as
+        ``ProjectionStore.commit`` takes it; nothing here reads the markers it writes)."""
         data, groups, stale = self._data, self._groups, self._sorted
         for key, value in changes.items():
             group = key[:2]

@@ -76,7 +76,6 @@ class Engine:
         self.app, self.settings = app, settings
         self.options = options = options or EngineOptions()
         self.owner_id = owner_id or settings.owner_id or kafka.default_owner_id()
-        ensure_schemas_topic(settings)  # every schema this engine writes is in <ns>.schemas before it writes
         self.stopping = threading.Event()
         self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()
@@ -85,7 +84,8 @@ class Engine:
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
                  settings.tenants_topic, settings.require_bootstrap(), LOAD_TIMEOUT_S)
-        self.tenants = TenantDirectory(settings)
+        self.tenants = TenantDirectory(settings)  # patient: waits for a broker to answer, says so once
+        ensure_schemas_topic(settings)  # every schema this engine writes is in <ns>.schemas before it writes
         self.metrics = EngineMetrics(options.dlq_alert_threshold)
         self.board = BreakerBoard({n: b for n in app.task_types if (b := app.spec(n).breaker)})
         self.poison = PoisonDesk(self.metrics.poisoned)
