@@ -18,7 +18,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from engine.console import params
 from engine.console.got import get
-from engine.console.reads import job_record
+from engine.console.reads import caught_up, job_record
 from engine.console.security import CSRF_COOKIE, CSRF_FIELD, CSRF_HEADER, csrf_ok, requested_by
 from engine.console.web import access_of, problem_page, reads_of
 from engine.errors import NotFoundError, ValidationError
@@ -44,6 +44,7 @@ def _guarded(action: Action, request: Request, form: FormData) -> Response:
     """The action's response, or a page saying in one line why it was not sent."""
     result = get(lambda: action(request, form))
     if result.value is not None:
+        caught_up(reads_of(request).settings)  # the page it leads to shows what the action did
         return result.value
     return problem_page(request, 400, f"not sent: {result.problem}")
 

@@ -25,7 +25,7 @@ from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_job
 from projections.holdup_query import HoldupRows, holdup_rows
 from projections.lookup import jobs_with_id_prefix, task_type_counts
 from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
-from engine.runtime.view.status import ViewStatus, view_status
+from engine.runtime.view.status import ViewStatus, await_view, view_status
 from projections.query import partition_dirs
 from projections.store import view_root
 
@@ -84,6 +84,12 @@ def task_types(settings: Settings) -> dict[str, dict[str, int]]:
 def jobs_by_id(settings: Settings, prefix: str) -> list[JobRow]:
     """The jobs whose id is ``prefix`` or starts with it (a bounded number), by id."""
     return jobs_with_id_prefix(settings, prefix)
+
+
+def caught_up(settings: Settings) -> None:
+    """Wait (a few seconds at most) until the view has folded what the log holds now: after an action, the
+    page it leads to reads the decisions it caused (read your writes); nothing when no view process runs."""
+    await_view(settings)
 
 
 def view_lag_line(status: ViewStatus, now_us: int) -> str:
