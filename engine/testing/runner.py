@@ -5,6 +5,8 @@ pool) which calls ``engine.runtime.execution.attempt.run_attempt``; here the sam
 is called at once, so an attempt ends before the test's next line. The handler gets the same
 ``JobContext``; the attempt's deadline is wall-clock time (``ctx.deadline``), and an attempt
 that ran past its task type's timeout is reported as timed out, as the executor reports it.
+An async handler runs on an event loop of the runner's own, in a thread of its own, so a test that
+already runs a loop on its thread (pytest-asyncio, a notebook, a browser driver) can use it too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from engine.app import App
 from engine.domain.lanes import Lane
@@ -29,6 +32,7 @@ class InlineRunner:
         self._tokens = itertools.count()
         self._cancels: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: ThreadPoolExecutor | None = None
         self._done: list[RunResult] = []
 
     def start(self, request: RunRequest, now: int) -> None:
@@ -60,21 +64,30 @@ class InlineRunner:
                          request.partition, request.idempotency_key, deadline, None, next(self._tokens),
                          self._cancels, None)
         if spec.is_async:
-            outcome = self._event_loop().run_until_complete(
-                run_attempt_async(spec.handler, spec.model, ctx, request.payload))
+            outcome = self._on_loop_thread().submit(
+                lambda: self._event_loop().run_until_complete(
+                    run_attempt_async(spec.handler, spec.model, ctx, request.payload))).result()
         else:
             outcome = run_attempt(spec.handler, spec.model, ctx, request.payload)
         if time.time() > deadline:
             outcome = Outcome.timed_out(deadline - started, outcome.duration_us)
         return RunResult(request, outcome)
 
-    def _event_loop(self) -> asyncio.AbstractEventLoop:
+    def _on_loop_thread(self) -> ThreadPoolExecutor:
+        if self._loop_thread is None:
+            self._loop_thread = ThreadPoolExecutor(1, thread_name_prefix="testengine-async")
+        return self._loop_thread
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:  # called on the loop thread only
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
         return self._loop
 
     def close(self) -> None:
-        """Close the event loop of async handlers, if one was made."""
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        """Close the event loop of async handlers and its thread, if they were made."""
+        if self._loop_thread is not None:
+            loop, self._loop = self._loop, None
+            if loop is not None:
+                self._loop_thread.submit(loop.close).result()
+            self._loop_thread.shutdown()
+            self._loop_thread = None

@@ -16,7 +16,7 @@ from engine.domain.jobs import AttemptError, JobView, replace
 from engine.errors import ValidationError
 from projections.dead_query import DeadQuery, dead_page, error_group
 from projections.query import DeadFilter
-from projections.store import ProjectionStore, store_path
+from projections.store import ProjectionStore, view_store_path
 from projections.views import keys as k
 from projections.views.jobs import encode_job
 
@@ -55,7 +55,7 @@ def dead_dir(tmp_path: Path) -> Settings:
     jobs = [_dead(f"j{n:02d}", 1_000 + n, "acme" if n < 20 else "globex", "bad address" if n % 2 else "timeout")
             for n in range(25)]
     for p in (0, 1):
-        store = ProjectionStore(store_path(tmp_path, "dead-unit", p))
+        store = ProjectionStore(view_store_path(tmp_path, "dead-unit", p))  # questions read the view
         changes: dict[bytes, bytes | None] = {}
         for job in jobs[p::2]:
             changes[k.job_key(job.job_id)] = encode_job(job)

@@ -6,6 +6,7 @@ import inspect
 import subprocess
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -263,3 +264,22 @@ def test_the_memory_store_scans_like_rocksdb() -> None:
     assert [k for k, _ in store.scan(b"r:")] == [b"r:a", b"r:c", b"r:d"] and list(store.scan(b"d:")) == []
     assert store.applied_offset() == 5 and store.get(b"j:1") == b"job" and store.get(b"r:b") is None
     assert [k for k, _ in store.items()] == [b"j:1", b"r:a", b"r:c", b"r:d"]
+
+
+def test_an_async_handler_runs_while_the_test_itself_runs_an_event_loop() -> None:
+    import asyncio
+
+    app = App()
+
+    @app.task("ping")
+    async def ping(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return {"pong": payload["n"]}
+
+    async def a_test_on_a_loop() -> str:
+        with TestEngine(app) as t:
+            job = t.submit("ping", {"n": 1}, tenant="acme")
+            t.run_until_idle()
+            return t.status(job.job_id).status
+
+    assert asyncio.run(a_test_on_a_loop()) == "completed"
