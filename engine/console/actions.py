@@ -49,16 +49,19 @@ def _guarded(action: Action, request: Request, form: FormData) -> Response:
     return problem_page(request, 400, f"not sent: {result.problem}")
 
 
-def _who(request: Request) -> str:
+def who_asked(request: Request) -> str:
+    """Who asked for an action, as its command records it (the login, or the console on this host)."""
     return requested_by(getattr(request.state, "user", ""))
 
 
-def _field(form: FormData, name: str) -> str:
+def form_field(form: FormData, name: str) -> str:
+    """A form field's text, trimmed; empty when it is missing."""
     value = form.get(name)
     return value.strip() if isinstance(value, str) else ""
 
 
-def _client(request: Request) -> Any:
+def console_client(request: Request) -> Any:
+    """A client on the console's settings (a context manager: it closes when the action is done)."""
     from engine.client import Client
 
     return Client(reads_of(request).settings)
@@ -108,8 +111,8 @@ def cancel(request: Request, form: FormData) -> Response:
     """Cancel the job (a waiting one at once, a running one when its attempt stops)."""
     job_id = _job_id(request, "cancel")
     tenant = _tenant_of(request, job_id)
-    with _client(request) as client:
-        client.cancel(job_id, tenant=tenant, reason=_field(form, "reason"), requested_by=_who(request))
+    with console_client(request) as client:
+        client.cancel(job_id, tenant=tenant, reason=form_field(form, "reason"), requested_by=who_asked(request))
     return _to_job(job_id, "cancel")
 
 
@@ -119,9 +122,9 @@ def replay(request: Request, form: FormData) -> Response:
     job = _job_record(request, job_id)
     if job.state.value != "dead":
         raise ValidationError(f"job {job_id} is {job.state.value}, not dead: only a dead job is replayed")
-    with _client(request) as client:
-        client.replay(job_id, tenant=job.tenant_id, reason=_field(form, "reason") or "replayed from the console",
-                      requested_by=_who(request))
+    with console_client(request) as client:
+        client.replay(job_id, tenant=job.tenant_id, reason=form_field(form, "reason") or "replayed from the console",
+                      requested_by=who_asked(request))
     return _to_job(job_id, "replay")
 
 
@@ -129,8 +132,8 @@ def reschedule(request: Request, form: FormData) -> Response:
     """Move a waiting job to another due time (``delay`` seconds from now); the owner's decision is shown."""
     job_id = _job_id(request, "reschedule")
     tenant = _tenant_of(request, job_id)
-    delay = params.positive(_field(form, "delay"), "delay", 60.0)
-    with _client(request) as client:
+    delay = params.positive(form_field(form, "delay"), "delay", 60.0)
+    with console_client(request) as client:
         receipt = client.reschedule(job_id, delay=delay, tenant=tenant,
                                     reason=_reason(form, request), wait=10.0)
     if receipt.accepted:
@@ -141,8 +144,8 @@ def reschedule(request: Request, form: FormData) -> Response:
 
 def _reason(form: FormData, request: Request) -> str:
     """The reason given, with who asked (commands without a ``requested_by`` field carry it in the reason)."""
-    reason = _field(form, "reason")
-    return f"{reason} (by {_who(request)})" if reason else f"by {_who(request)}"
+    reason = form_field(form, "reason")
+    return f"{reason} (by {who_asked(request)})" if reason else f"by {who_asked(request)}"
 
 
 def pause_schedule(request: Request, form: FormData) -> Response:
@@ -157,7 +160,7 @@ def resume_schedule(request: Request, form: FormData) -> Response:
 
 def _schedule_change(request: Request, form: FormData, verb: str) -> Response:
     schedule_id = path_id(request, "actions", "schedules", None, verb)
-    with _client(request) as client:
+    with console_client(request) as client:
         change = client.pause_schedule if verb == "pause" else client.resume_schedule
         receipt = change(schedule_id, reason=_reason(form, request))
     if receipt.status == "refused":
@@ -170,7 +173,7 @@ def set_weight(request: Request, form: FormData) -> Response:
     from engine.runtime.tenants import TenantDirectory, set_tenant
 
     tenant = path_id(request, "actions", "tenants", None, "weight")
-    weight = params.positive(_field(form, "weight"), "weight", 0.0) if _field(form, "weight") else None
+    weight = params.positive(form_field(form, "weight"), "weight", 0.0) if form_field(form, "weight") else None
     if weight is None:
         raise ValidationError("weight: give a number > 0", "weight")
     settings = reads_of(request).settings

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.console import params
+from engine.console.actions import form_field
 from engine.console.got import get
 from engine.console.reads import dead_letter_jobs, dead_letter_page
 from engine.console.security import requested_by
@@ -60,14 +61,14 @@ def purge_filtered(request: Request, form: FormData) -> Response:
 def _bulk(request: Request, form: FormData, verb: str) -> Response:
     from engine.client import Client
 
-    query = {k: _field(form, k) for k in FIELDS}
+    query = {k: form_field(form, k) for k in FIELDS}
     jobs = dead_letter_jobs(reads_of(request).settings, params.dead_query(query))
-    confirmed = _field(form, "confirm")
+    confirmed = form_field(form, "confirm")
     if confirmed != str(len(jobs)):  # first ask, or the dead-letter queue changed since: ask (again)
         return render(request, "dlq_confirm.html", {"page": "dlq", "jobs": jobs, "q": query, "verb": verb,
-                                                    "changed": bool(confirmed), "reason": _field(form, "reason"),
+                                                    "changed": bool(confirmed), "reason": form_field(form, "reason"),
                                                     "filter_query": urlencode({k: v for k, v in query.items() if v})})
-    reason = _field(form, "reason") or f"{verb} from the console"
+    reason = form_field(form, "reason") or f"{verb} from the console"
     who = requested_by(getattr(request.state, "user", ""))
     with Client(reads_of(request).settings) as client:
         if verb == "replay":
@@ -77,8 +78,3 @@ def _bulk(request: Request, form: FormData, verb: str) -> Response:
             client.cancel_many([(j.job_id, j.tenant_id) for j in jobs], reason=f"purge: {reason}", requested_by=who)
     return render(request, "done.html", {"page": "dlq", "line": f"{len(jobs)} job(s) {VERBS[verb]}",
                                          "back": "/dlq?" + urlencode({k: v for k, v in query.items() if v})})
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""

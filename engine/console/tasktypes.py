@@ -11,10 +11,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from engine.console import params
-from engine.console.actions import path_id
+from engine.console.actions import console_client, form_field, path_id, who_asked
 from engine.console.got import get
 from engine.console.reads import holdups_now, task_types
-from engine.console.security import requested_by
 from engine.console.web import problem_page, reads_of, render
 from engine.errors import ValidationError
 
@@ -58,15 +57,6 @@ def tasks_page(request: Request) -> Response:
                                           "partitions": len(holdups.value.partitions) if holdups.value else 0})
 
 
-def _who(request: Request) -> str:
-    return requested_by(getattr(request.state, "user", ""))
-
-
-def _field(form: FormData, name: str) -> str:
-    value = form.get(name)
-    return value.strip() if isinstance(value, str) else ""
-
-
 def _done(request: Request, verb: str, task_type: str, outcomes: list[Any], changed: str) -> Response:
     """Back to the page, or a page saying what no partition decided."""
     decided = [o for o in outcomes if o.events]
@@ -79,16 +69,17 @@ def _done(request: Request, verb: str, task_type: str, outcomes: list[Any], chan
 def pause(request: Request, form: FormData) -> Response:
     """Pause a task type in every partition (queued jobs wait, running ones finish)."""
     task_type = path_id(request, "actions", "tasks", None, "pause")
-    with _client(request) as client:
-        outcomes = client.pause_task_type(task_type, reason=_field(form, "reason"), requested_by=_who(request))
+    with console_client(request) as client:
+        outcomes = client.pause_task_type(task_type, reason=form_field(form, "reason"), requested_by=who_asked(request))
     return _done(request, "pause", task_type, outcomes, "task-paused")
 
 
 def resume(request: Request, form: FormData) -> Response:
     """Resume a paused task type in every partition."""
     task_type = path_id(request, "actions", "tasks", None, "resume")
-    with _client(request) as client:
-        outcomes = client.resume_task_type(task_type, reason=_field(form, "reason"), requested_by=_who(request))
+    with console_client(request) as client:
+        outcomes = client.resume_task_type(task_type, reason=form_field(form, "reason"),
+                                           requested_by=who_asked(request))
     return _done(request, "resume", task_type, outcomes, "task-resumed")
 
 
@@ -97,26 +88,21 @@ def set_limit(request: Request, form: FormData) -> Response:
     from engine.domain.ratelimits import parse_rate
 
     task_type = path_id(request, "actions", "tasks", None, "limit")
-    raw = _field(form, "rate")
+    raw = form_field(form, "rate")
     if not raw:
         raise ValidationError("rate: give starts a second, e.g. 5 or 30/m", "rate")
     rate = parse_rate(raw)
-    burst = int(params.positive(_field(form, "burst"), "burst", 1.0))
-    with _client(request) as client:
-        outcomes = client.set_rate_limit(task_type, rate, burst=burst, reason=_field(form, "reason"),
-                                         requested_by=_who(request))
+    burst = int(params.positive(form_field(form, "burst"), "burst", 1.0))
+    with console_client(request) as client:
+        outcomes = client.set_rate_limit(task_type, rate, burst=burst, reason=form_field(form, "reason"),
+                                         requested_by=who_asked(request))
     return _done(request, "rate limit", task_type, outcomes, "limit-set")
 
 
 def clear_limit(request: Request, form: FormData) -> Response:
     """Remove a task type's rate limit in every partition."""
     task_type = path_id(request, "actions", "tasks", None, "unlimit")
-    with _client(request) as client:
-        outcomes = client.clear_rate_limit(task_type, reason=_field(form, "reason"), requested_by=_who(request))
+    with console_client(request) as client:
+        outcomes = client.clear_rate_limit(task_type, reason=form_field(form, "reason"),
+                                           requested_by=who_asked(request))
     return _done(request, "clear rate limit", task_type, outcomes, "limit-cleared")
-
-
-def _client(request: Request) -> Any:
-    from engine.client import Client
-
-    return Client(reads_of(request).settings)
