@@ -16,14 +16,11 @@ from playwright.sync_api import Page, expect
 
 from engine.client import JobHandle
 from engine.commands import now_us
+from tests.integration.browser.pages import shown_after_reload, tenant
 from tests.integration.browser.conftest import Stack
 
 Shoot = Callable[..., Path]
 
-
-def tenant(name: str) -> str:
-    """A tenant name no other test (or earlier run) uses."""
-    return f"{name}-{uuid.uuid4().hex[:4]}"
 
 
 def submit_as(stack: Stack, job_id: str, task_type: str, payload: Any, owner: str,
@@ -161,8 +158,7 @@ def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, 
     owner = tenant("kramerica")
     page.on("dialog", lambda dialog: dialog.accept())
     stack.client.submit("otp", {"n": 0}, tenant=owner).wait(30)  # the catalog knows the task type
-    page.goto(f"{stack.url}/tasks")
-    row = page.locator('#tasks-table tr[data-task-type="otp"]')
+    row = shown_after_reload(page, f"{stack.url}/tasks", '#tasks-table tr[data-task-type="otp"]')
     row.locator("form.pause-task input[name=reason]").fill("provider outage")
     row.locator("form.pause-task button").click()
     expect(page.locator("#flash")).to_contain_text("paused")

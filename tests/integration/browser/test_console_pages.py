@@ -18,29 +18,15 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from engine.client import JobHandle
+from tests.integration.browser.pages import shown_after_reload, tenant
 from tests.integration.browser.conftest import VIEWPORT, ConsoleProcess, Stack
 
 Shoot = Callable[..., Path]
 
 
-def tenant(name: str) -> str:
-    """A tenant name no other test (or earlier run) uses."""
-    return f"{name}-{uuid.uuid4().hex[:4]}"
-
-
-def shown_after_reload(page: Page, url: str, selector: str, timeout: float = 30.0) -> Locator:
-    """Reload ``url`` until ``selector`` is on the page (the state it shows changes server-side)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        page.goto(url)
-        found = page.locator(selector)
-        if found.count() or time.monotonic() > deadline:
-            expect(found.first).to_be_visible(timeout=1)
-            return found
-        time.sleep(0.5)
 
 
 def wait_status(stack: Stack, handle: JobHandle, status: str, timeout: float = 30.0) -> None:
