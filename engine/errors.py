@@ -15,6 +15,8 @@
 - ``BrokerError``: the local broker could not be fetched, started or reached.
 - ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
   cluster did not answer in time), ``TransactionAbortedError`` (abort, catch up, decide again).
+  ``OutputRefusedError``: a record a handler produced (``ctx.produce``) cannot be written;
+  its attempt fails, the other jobs of the partition's transaction are not touched.
 - ``FatalError``: the process cannot go on (a setting, a broken client); stop.
   ``AccessDeniedError``: the brokers refused this principal (credentials or ACLs); fix them.
 
@@ -131,6 +133,11 @@ class KafkaUnavailableError(RetryableError):
 
 class TransactionAbortedError(RetryableError):
     """A transaction failed in a way aborting fixes; none of its writes became visible."""
+
+
+class OutputRefusedError(RetryableError):
+    """A record a handler gave ``ctx.produce`` cannot be written (the topic is missing, or the engine may
+    not WRITE it, or the brokers refused it): the attempt fails with it, and may be retried once fixed."""
 
 
 class FatalError(EpochqError):

@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         apply.add_argument(f"--{role}", action="append", metavar="USER",
                            help=f"a {role} principal: a user name or Type:name; repeat for several "
                                 f"(default {default})")
+    apply.add_argument("--output-topic", action="append", metavar="PATTERN", default=[],
+                       help="a topic the engines' handlers produce to (ctx.produce): a name, or a prefix ending "
+                            "in * (e.g. 'billing.*'); repeat for several")
     apply.add_argument("--dry-run", action="store_true", help="print the rules, write nothing")
     apply.set_defaults(func=_apply)
     show = verbs.add_parser("list", help="the ACLs on the namespace's topics, groups and transactional ids")
@@ -40,7 +43,7 @@ def _apply(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _require_authorizer(settings)  # before any rule is printed: a broker without an authorizer keeps none
     rules = wanted_acls(settings.namespace, args.engine or ["engine"], args.service or ["service"],
-                        args.auditor or ["auditor"])
+                        args.auditor or ["auditor"], args.output_topic)
     for rule in rules:
         print(rule.row())
     if args.dry_run:

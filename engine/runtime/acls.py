@@ -7,7 +7,8 @@ Roles (docs/security.md):
   occurrences, reports to a parent job or a schedule, all inside its partition's transaction),
   reads and writes events, reads tenants (only admins write them), writes its heartbeats to
   workers, commits the engine group's offsets, reads with its reader groups, and uses the
-  transactional ids of its partitions;
+  transactional ids of its partitions; and, for each ``--output-topic`` (a name or ``prefix*``), WRITE,
+  DESCRIBE and DESCRIBE_CONFIGS: the topics its handlers produce to with ``ctx.produce``;
 - **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
   which a client does so that a job's handle can follow its events later;
 - **auditor**: reads events and the engines' heartbeats (``epochq workers``), with the reader groups.
@@ -66,9 +67,14 @@ def principal(name: str) -> str:
 
 
 def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
-                auditors: Sequence[str]) -> list[AclRule]:
-    """Every ALLOW rule the namespace's roles need, sorted; principals as given to :func:`principal`."""
+                auditors: Sequence[str], output_topics: Sequence[str] = ()) -> list[AclRule]:
+    """Every ALLOW rule the namespace's roles need, sorted; principals as given to :func:`principal`.
+
+    ``output_topics``: the topics engines' handlers produce to (``ctx.produce``), each a name or a
+    prefix ending in ``*`` (:func:`output_topic`)."""
     rules = [r for p in engines for r in _engine(namespace, principal(p))]
+    rules += [AclRule(principal(p), "TOPIC", pattern, name, op) for p in engines
+              for pattern, name in map(output_topic, output_topics) for op in OUTPUT_OPERATIONS]
     rules += [r for p in services for r in _service(namespace, principal(p))]
     rules += [r for p in auditors for r in _auditor(namespace, principal(p))]
     # every role reads the writer schemas by fingerprint; engines and services register theirs
@@ -76,6 +82,19 @@ def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
     rules += [r for p in [*engines, *services, *auditors]
               for r in _topic(principal(p), f"{namespace}.schemas", "READ", "DESCRIBE")]
     return sorted(set(rules))
+
+
+OUTPUT_OPERATIONS = ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")
+"""What an engine needs on a topic its handlers produce to: write it, and check it (exists, limit) first."""
+
+
+def output_topic(pattern: str) -> tuple[str, str]:
+    """(``LITERAL``, name) for a topic name, (``PREFIXED``, prefix) for ``prefix*``; ValidationError otherwise."""
+    name = pattern[:-1] if pattern.endswith("*") else pattern
+    if not name or not all(c.isalnum() or c in "._-" for c in name):
+        raise ValidationError(f"--output-topic: {pattern!r} is not a topic name or a prefix ending in *",
+                              "output_topic")
+    return ("PREFIXED" if pattern.endswith("*") else "LITERAL"), name
 
 
 def _topic(who: str, name: str, *operations: str) -> list[AclRule]:

@@ -76,6 +76,7 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
         "acks": "all",
         "linger.ms": 1,
         "compression.type": "lz4",
+        "partitioner": "murmur2_random",  # ctx.produce's records (events name their partition): as Java's
         "transaction.timeout.ms": 60000,
         "message.max.bytes": MAX_MESSAGE_BYTES,
     })

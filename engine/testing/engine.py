@@ -24,6 +24,7 @@ from engine.domain.lanes import Lane
 from engine.domain.schedules import ScheduleView, envelope_id
 from engine.domain.timerouter import SECOND
 from engine.errors import NotFoundError, ValidationError
+from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.read.outcome import Outcome
 from engine.testing.loop import Setup, VirtualLoop
@@ -192,6 +193,10 @@ class TestEngine:
     def history(self, job_id: str) -> list[m.Event]:
         """Every event of the job, in log order: the types of ``engine.contract.messages``, decoded from Avro."""
         return [logged.event for logged in self._loop.by_job.get(job_id, [])]
+
+    def produced(self, topic: str | None = None) -> list[OutputRecord]:
+        """The records handlers produced (``ctx.produce``) with their attempts' successes, in order (of ``topic``)."""
+        return [r for r in self._loop.produced if topic is None or r.topic == topic]
 
     def events(self) -> list[m.Event]:
         """Every event written so far, of every job (and the partition's claim), in log order."""

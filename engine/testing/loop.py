@@ -37,6 +37,7 @@ from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
 from engine.runtime.loop.options import DEFAULT_SLOTS
+from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
@@ -114,6 +115,7 @@ class VirtualLoop:
                  breakers: Mapping[str, BreakerPolicy], decode: bool = True):
         self.settings, self.now, self.runner, self.decode = setup, now, runner, decode
         self.log: list[LoggedEvent] = []
+        self.produced: list[OutputRecord] = []  # what handlers' ctx.produce wrote, with their successes
         self.by_job: dict[str, list[LoggedEvent]] = collections.defaultdict(list)
         self.poisoned: list[str] = []
         self.base_ctx = DecideContext(0, 0, setup.max_payload_bytes, policies)
@@ -214,6 +216,7 @@ class VirtualLoop:
         batch.commit()
         for command in staged.commands:
             self.send(command)
+        self.produced += [record for output in staged.outputs for record in output.records]
 
     def _start(self, held: Held, staged: Staged) -> None:
         for event, job in staged.starts:

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from engine.broker.config import NodeSpec, node_settings
 from engine.broker.secure import USERS, make_secure_setup, server_settings
 from engine.config import load_settings
-from engine.errors import ConfigError
+from engine.errors import ConfigError, ValidationError
 from engine.runtime.acls import AclRule, principal, wanted_acls
 
 SECRET = "s3cr3t-never-shown"
@@ -153,3 +153,17 @@ def test_env_files_are_private_and_load_as_settings(tmp_path: Path, monkeypatch:
     settings = load_settings()
     assert settings.sasl_username == "service" and settings.kafka_config()["ssl.ca.location"] == str(
         setup.tls.ca_file)
+
+
+def test_output_topics_are_granted_to_engines_only_by_name_or_prefix() -> None:
+    rules = wanted_acls("ns", ["engine"], ["billing"], ["auditor"], ["billing.invoices", "audit.*"])
+    outputs = {(r.principal, r.pattern, r.name, r.operation) for r in rules if not r.name.startswith("ns.")}
+    assert outputs == {("User:engine", pattern, name, op) for pattern, name in
+                       (("LITERAL", "billing.invoices"), ("PREFIXED", "audit.")) for op in
+                       ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")}
+
+
+@pytest.mark.parametrize("pattern", ["", "*", "bad topic", "a*b*"])
+def test_an_output_topic_that_is_no_name_or_prefix_is_refused_naming_the_flag(pattern: str) -> None:
+    with pytest.raises(ValidationError, match="--output-topic"):
+        wanted_acls("ns", ["engine"], [], [], [pattern])

@@ -285,3 +285,20 @@ def test_an_async_handler_runs_while_the_test_itself_runs_an_event_loop() -> Non
 
     with ThreadPoolExecutor(1) as pool:  # a thread of its own: the suite's browser tests keep a loop on this one
         assert pool.submit(asyncio.run, a_test_on_a_loop()).result() == "completed"
+
+
+def test_records_a_handler_produces_are_kept_only_with_its_success() -> None:
+    app = App()
+
+    @app.task("invoice", retry=RetryPolicy(max_attempts=2, base_delay=1.0))
+    def invoice(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce("billing.invoices", f"{ctx.job_id}/{ctx.attempt}", key=ctx.job_id)
+        if ctx.attempt == 1:
+            raise ConnectionError("ledger down")
+
+    with TestEngine(app, start=START) as t:
+        job = t.submit("invoice", {}, tenant="acme")
+        t.advance(minutes=1)
+        assert t.status(job.job_id).status == "completed"
+        produced = t.produced("billing.invoices")
+    assert [(r.key, r.value) for r in produced] == [(job.job_id.encode(), f"{job.job_id}/2".encode())]

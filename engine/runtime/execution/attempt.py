@@ -29,8 +29,8 @@ def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, pa
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         return Outcome.from_exception(e, since(started))
     if not is_class_handler(handler):
-        return _call(lambda: handler(ctx, value), started)
-    outcome = _call(lambda: _before_then_execute(handler, ctx, value), started)
+        return _call(lambda: handler(ctx, value), ctx, started)
+    outcome = _call(lambda: _before_then_execute(handler, ctx, value), ctx, started)
     _after_execute(handler, ctx, value, outcome)
     return outcome
 
@@ -48,12 +48,12 @@ def _before_then_execute(handler: Any, ctx: JobContext, value: Any) -> Any:
     return handler.execute(ctx, value)
 
 
-def _call(fn: Callable[[], Any], started_ns: int) -> Outcome:
+def _call(fn: Callable[[], Any], ctx: JobContext, started_ns: int) -> Outcome:
     try:
         result = encode_result(fn())
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         return Outcome.from_exception(e, since(started_ns))
-    return Outcome.succeeded(result, since(started_ns))
+    return Outcome.succeeded(result, since(started_ns), ctx._records)
 
 
 def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) -> None:
@@ -81,7 +81,7 @@ async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: Jo
             returned = await handler.execute(ctx, value)
         else:
             returned = await handler(ctx, value)
-        outcome = Outcome.succeeded(encode_result(returned), since(started))
+        outcome = Outcome.succeeded(encode_result(returned), since(started), ctx._records)
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
         outcome = Outcome.from_exception(e, since(started))
     if is_class_handler(handler):

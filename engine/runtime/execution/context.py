@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record
 
 LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
@@ -53,6 +55,39 @@ class JobContext:
     _token: int = field(default=-1, repr=False, compare=False)
     _cancels: AbstractSet[int] = field(default=NO_CANCELS, repr=False, compare=False)  # the executor's, shared
     _progress: dict[int, tuple[float | None, str]] | None = field(default=None, repr=False, compare=False)
+    _gate: TopicGate | None = field(default=None, repr=False, compare=False)  # the executor's, shared
+    _records: list[OutputRecord] | None = field(default=None, repr=False, compare=False)  # made by produce()
+
+    def produce(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
+                headers: Mapping[str, bytes | str | None] | Headers | None = None) -> None:
+        """Produce a record to ``topic`` in the transaction that records this attempt's success.
+
+        Nothing is written now: if the attempt succeeds, the record is written in the same Kafka
+        transaction as its ``JobSucceeded`` (read_committed consumers see it exactly once per
+        success); if it fails, times out, is cancelled or its engine loses the partition first,
+        the record is never seen. A topic that is missing or that the engine may not write, and a
+        record too large for Kafka, raise here (``OutputRefusedError``, ``ValidationError``), so
+        the attempt fails with that error (docs/handlers.md, "Effects exactly once").
+        """
+        record = output_record(topic, value, key, headers)
+        if self._gate is not None:
+            self._gate.check(record)
+        if self._records is None:
+            object.__setattr__(self, "_records", [])
+        self._records.append(record)  # type: ignore[union-attr]
+
+    @property
+    def produced(self) -> tuple[OutputRecord, ...]:
+        """The records this attempt produced so far (``ctx.produce``), in order."""
+        return tuple(self._records or ())
+
+    @property
+    def fencing_token(self) -> int:
+        """A number that grows with the partition's epoch, then with the job's attempt: give it to a
+        system the handler writes to, which keeps the highest token seen and refuses a write that
+        carries a lower one (``... WHERE token < :new``), so a fenced zombie's late write is
+        rejected (docs/handlers.md, "Fencing tokens")."""
+        return fencing_token(self.epoch, self.attempt)
 
     def progress(self, value: float | None = None, message: str = "") -> None:
         """Report how far the attempt got (``value``: a fraction, a count...; ``message``: text).
@@ -130,6 +165,11 @@ class JobContext:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.fields(),))
+
+
+def fencing_token(epoch: int, attempt: int) -> int:
+    """The token of ``attempt`` under ``epoch``: the epoch in the high bits, the attempt in the low 32."""
+    return (epoch << 32) | (attempt & 0xFFFFFFFF)
 
 
 def _rebuild(fields: dict[str, Any]) -> JobContext:

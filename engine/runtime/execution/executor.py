@@ -28,6 +28,7 @@ from engine.errors import ValidationError
 from engine.runtime.execution.aio import AsyncRunner
 from engine.runtime.execution.attempt import failed_attempt, run_attempt, run_attempt_async, run_in_process
 from engine.runtime.execution.context import JobContext
+from engine.runtime.execution.outputs import TopicGate
 from engine.runtime.execution.lanethreads import LaneThreads
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult, since
 
@@ -60,8 +61,10 @@ class Executor:
     """
 
     def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None,
-                 report: Callable[[tuple[int, Outcome, float]], None] | None = None) -> None:
+                 report: Callable[[tuple[int, Outcome, float]], None] | None = None,
+                 gate: TopicGate | None = None) -> None:
         self._app = app
+        self._gate = gate  # what ctx.produce asks before it stages a record for a topic
         self._slots = _check_slots(lane_slots)
         self._pools = {lane: LaneThreads(f"epochq-{lane.lower()}", 2 * n)
                        for lane, n in self._slots.items() if n > 0}
@@ -137,7 +140,7 @@ class Executor:
         self._running_in[request.lane] += 1
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, token, self._cancels,
-                         self._progress)
+                         self._progress, self._gate)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
                     failed_attempt)

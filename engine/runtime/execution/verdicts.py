@@ -15,6 +15,7 @@ from pydantic import ValidationError as PydanticValidationError
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ValidationError
+from engine.runtime.execution.outputs import OutputRecord
 
 TRACEBACK_FRAMES = 3
 MAX_TEXT = 2000
@@ -49,7 +50,9 @@ class RunRequest:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack."""
+    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack.
+
+    ``records``: what a successful attempt produced (``ctx.produce``), written with its success."""
 
     kind: OutcomeKind
     result: bytes | None = None
@@ -58,11 +61,20 @@ class Outcome:
     traceback: str = ""
     duration_us: int = 0
     retryable: bool = False
+    records: tuple[OutputRecord, ...] = ()
 
     @classmethod
-    def succeeded(cls, result: bytes | None, duration_us: int) -> Outcome:
-        """The handler returned ``result`` (already encoded)."""
-        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
+    def succeeded(cls, result: bytes | None, duration_us: int,
+                  records: list[OutputRecord] | None = None) -> Outcome:
+        """The handler returned ``result`` (already encoded), having produced ``records``."""
+        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us,
+                   records=tuple(records) if records else ())
+
+    def refused(self, error: str) -> Outcome:
+        """This success's outcome once the brokers refused a record it produced: a failure, retried."""
+        message = f"a record it produced was refused: {error}"
+        return Outcome(OutcomeKind.FAILED, None, "OutputRefusedError", clip(message), "", self.duration_us,
+                       retryable=True)
 
     @classmethod
     def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:

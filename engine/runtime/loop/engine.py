@@ -32,7 +32,7 @@ from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest
-from engine.runtime.loop import outcomes, refusals, sampling
+from engine.runtime.loop import effects, outcomes, refusals, sampling
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
@@ -48,6 +48,7 @@ from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
+from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
 from engine.runtime.topics import checkpoints_topic, ensure_schemas_topic, partition_count, topic_exists
@@ -79,7 +80,7 @@ class Engine:
         self.stopping = threading.Event()
         self.base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()
-        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result)
+        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings))
         self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
@@ -317,6 +318,8 @@ class Engine:
                 starts += self._requests(w)
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
+            if verdict in (Verdict.ABORTED, Verdict.REFUSED) and effects.refuse(w):
+                verdict = Verdict.ABORTED  # a handler's record was refused, not the partition's writes
             self._after(w, verdict)
         if starts:
             self.executor.submit_many(starts)

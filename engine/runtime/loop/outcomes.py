@@ -13,6 +13,7 @@ from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.decide import AttemptFinished, DecideContext, Emit, ProgressReported
 from engine.runtime.execution.executor import RunRequest, RunResult
+from engine.runtime.loop import effects
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.poison import PoisonDesk
@@ -41,6 +42,8 @@ def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ct
     given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result, out.error_type,
                             out.message, out.traceback, out.retryable)
     events = partition.decide(req.job_id, given, ctx)
+    if out.records:
+        effects.stage(partition, result, events)
     if events:
         log_failures(events, req.task_type)
         body = board.outcome(req.task_type, out.kind, ctx.now)

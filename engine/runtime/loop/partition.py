@@ -104,21 +104,22 @@ class Staged:
     commands: list[m.Command] = field(default_factory=list)
     starts: list[tuple[m.Event, JobView]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)  # the finished attempts decided here: kept if it aborts
+    outputs: list[Any] = field(default_factory=list)  # records handlers produced (loop/effects.py), with their success
     first_command_offset: int | None = None
     next_command_offset: int | None = None
 
     def __bool__(self) -> bool:
         return bool(self.events) or bool(self.commands) or self.next_command_offset is not None
 
-    def mark(self) -> tuple[int, int, int]:
+    def mark(self) -> tuple[int, int, int, int]:
         """Where the lists end now (to undo what one input staged)."""
-        return len(self.events), len(self.commands), len(self.starts)
+        return len(self.events), len(self.commands), len(self.starts), len(self.outputs)
 
-    def undo(self, mark: tuple[int, int, int]) -> None:
+    def undo(self, mark: tuple[int, int, int, int]) -> None:
         """Forget what was staged after ``mark``."""
-        events, commands, starts = mark
+        events, commands, starts, outputs = mark
         del self.events[events:], self.raws[events:], self.folds[events:]
-        del self.commands[commands:], self.starts[starts:]
+        del self.commands[commands:], self.starts[starts:], self.outputs[outputs:]
 
 
 def cancel_requests(staged: Staged) -> list[tuple[str, int]]:
@@ -272,7 +273,7 @@ class Partition:
             return e
         return None
 
-    def _undo(self, mark: tuple[int, int, int]) -> None:
+    def _undo(self, mark: tuple[int, int, int, int]) -> None:
         """Drop what one input staged: fold the tick's earlier events again into a fresh batch.
 
         Rare (a poison input), so nothing is journaled on the way for it: the batch holds

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Producer, TopicPartition
@@ -27,6 +27,7 @@ from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
 from engine.errors import AccessDeniedError, FencedError, TransactionAbortedError
 from engine.runtime import kafka
+from engine.runtime.loop import effects_kafka
 from engine.runtime.loop.partition import Partition, Staged
 from engine.runtime.signatures import CommandSigner
 
@@ -45,6 +46,7 @@ class Written:
     first: int | None = None  # offset of the first event
     last: int | None = None  # offset of the last event
     future: Future[None] | None = None  # the commit, on a commit thread
+    refused: dict[tuple[str, int], str] = field(default_factory=dict)  # (job, attempt) -> why a record of it was
 
     @property
     def done(self) -> bool:
@@ -113,6 +115,8 @@ class Writer:
                 value = encode_command(command)
                 kafka.produce_owned(producer, self.commands_topic, value, command.job_id.encode(), target,
                                     headers=self.signer.headers(value) if self.signer is not None else None)
+            if staged.outputs:
+                effects_kafka.produce(written, producer)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, self._refused(e, written))
         return written

@@ -1,0 +1,72 @@
+"""The records a handler asks to produce (``ctx.produce``), checked before they are staged.
+
+A record is kept with its attempt and written only in the partition transaction that records
+the attempt's ``JobSucceeded`` (``engine.runtime.loop.effects``). What can be checked before
+that transaction is checked here, in the handler's own thread, so that a record the brokers
+would refuse fails its attempt instead of aborting the partition's transaction for every job
+in it: the record's size (``MAX_OUTPUT_BYTES``), the topic's name, and, through a
+:class:`TopicGate`, that the topic exists and the engine may WRITE it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.errors import OutputRefusedError, ValidationError
+
+MAX_OUTPUT_BYTES = 1_000_000 - 16 * 1024
+"""The largest record ``ctx.produce`` takes (value, key and headers): under the brokers' default
+record limit, as the engine's own events. A topic set to a smaller ``max.message.bytes`` refuses a
+record inside the transaction; see ``engine.runtime.loop.effects`` for what happens then."""
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """One record a handler produced: written with its attempt's ``JobSucceeded``, or never."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers | None = None
+
+    def size(self) -> int:
+        """Bytes of value, key and headers: what counts against ``MAX_OUTPUT_BYTES``."""
+        extra = sum(len(k) + len(v or b"") for k, v in self.headers or ())
+        return len(self.value or b"") + len(self.key or b"") + extra
+
+
+class TopicGate(Protocol):
+    """Whether the engine may write a topic now; raises ``OutputRefusedError`` naming why not."""
+
+    def check(self, record: OutputRecord) -> None:
+        """Return if ``record``'s topic exists, is writable and takes it; raise ``OutputRefusedError`` otherwise."""
+
+
+def output_record(topic: str, value: bytes | str | None, key: bytes | str | None,
+                  headers: Mapping[str, bytes | str | None] | Headers | None) -> OutputRecord:
+    """The record ``ctx.produce`` was given, as bytes, checked for its name and size."""
+    if not isinstance(topic, str) or not TOPIC_NAME.match(topic) or topic in (".", ".."):
+        raise OutputRefusedError(f"ctx.produce: topic {topic!r} is not a Kafka topic name")
+    pairs = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    record = OutputRecord(topic, _bytes(value, "value"), _bytes(key, "key"),
+                          tuple((str(k), _bytes(v, f"header {k}")) for k, v in pairs) if headers else None)
+    if (size := record.size()) > MAX_OUTPUT_BYTES:
+        raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; at most {MAX_OUTPUT_BYTES} "
+                              "fit in one Kafka record", "value", "output_too_large")
+    return record
+
+
+def _bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise ValidationError(f"ctx.produce: {what} must be bytes, str or None, got {type(value).__name__}", what)

@@ -1,0 +1,94 @@
+"""Which user topics the engine may write now, as the brokers say: the gate ``ctx.produce`` checks.
+
+A record staged for a topic that is missing or that the engine may not WRITE would fail inside
+the partition's transaction and abort it for every job in it (a missing topic even holds the
+commit until the transaction times out). So a handler's first record for a topic asks the
+brokers once (``describe_topics`` with the authorized operations: it never creates a topic) and
+the answer is kept for a while, a refusal for a shorter while (so a topic created or an ACL
+granted is seen soon). The same question reads the topic's ``max.message.bytes``: a record
+larger than that (uncompressed: what it compresses to is known only once its batch is built)
+fails its attempt here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import KafkaException, TopicCollection
+from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, ResourceType
+
+from engine.config import Settings
+from engine.errors import OutputRefusedError, ValidationError
+from engine.runtime.execution.outputs import MAX_OUTPUT_BYTES, OutputRecord
+
+ALLOWED_FOR_S = 60.0
+REFUSED_FOR_S = 2.0
+TIMEOUT_S = 10.0
+WRITE_OPERATIONS = (AclOperation.WRITE, AclOperation.ALL)
+BATCH_OVERHEAD = 128
+"""Bytes a record batch adds around one record (its header, the record's own framing)."""
+
+
+class KafkaTopicGate:
+    """``check(record)``: its topic exists, this principal may WRITE it, and it takes a record that large."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._admin: AdminClient | None = None
+        self._lock = threading.Lock()
+        self._answers: dict[str, tuple[float, str | None, int]] = {}  # topic -> (until, refusal or None, limit)
+
+    def check(self, record: OutputRecord) -> None:
+        """Return if ``record`` may be written; ``OutputRefusedError`` (``ValidationError``: too large) if not."""
+        topic, now = record.topic, time.monotonic()
+        answer = self._answers.get(topic)
+        if answer is None or answer[0] < now:
+            refused, limit = self._ask(topic)
+            answer = (now + (REFUSED_FOR_S if refused else ALLOWED_FOR_S), refused, limit)
+            self._answers[topic] = answer
+        if answer[1] is not None:
+            raise OutputRefusedError(answer[1])
+        if (size := record.size()) > answer[2]:
+            raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; the topic takes at most "
+                                  f"{answer[2]} (its max.message.bytes)", "value", "output_too_large")
+
+    def _admin_client(self) -> AdminClient:
+        with self._lock:
+            if self._admin is None:
+                self._admin = AdminClient(self._settings.kafka_config())
+            return self._admin
+
+    def _ask(self, topic: str) -> tuple[str | None, int]:
+        """(why the engine may not write ``topic``, or None; the largest record it takes)."""
+        admin = self._admin_client()
+        try:
+            found = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                          request_timeout=TIMEOUT_S)
+            description = found[topic].result()
+        except KafkaException as e:
+            return refusal(topic, e.args[0].name() if e.args else str(e), e.args[0].str() if e.args else ""), 0
+        operations = description.authorized_operations
+        if operations is not None and not any(op in operations for op in WRITE_OPERATIONS):
+            return refusal(topic, "TOPIC_AUTHORIZATION_FAILED", ""), 0
+        return None, self._limit(admin, topic)
+
+    def _limit(self, admin: AdminClient, topic: str) -> int:
+        """The topic's ``max.message.bytes`` (less room for the batch's own bytes), capped at MAX_OUTPUT_BYTES."""
+        try:
+            configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=TIMEOUT_S)
+            entries = next(iter(configs.values())).result()
+            limit = int(entries["max.message.bytes"].value) - BATCH_OVERHEAD
+        except Exception:  # noqa: BLE001 - DESCRIBE_CONFIGS not granted, or no answer: the default limit
+            return MAX_OUTPUT_BYTES
+        return min(MAX_OUTPUT_BYTES, max(0, limit))
+
+
+def refusal(topic: str, name: str, text: str) -> str:
+    """What a handler is told when the brokers cannot describe ``topic`` (``name``: the Kafka error's)."""
+    if name == "UNKNOWN_TOPIC_OR_PART":
+        return f"ctx.produce: topic {topic} does not exist: create it first (`epochq topics` does not make it)"
+    if name == "TOPIC_AUTHORIZATION_FAILED":
+        return (f"ctx.produce: the engine may not WRITE topic {topic}: grant it with "
+                f"`epochq acl apply --engine NAME --output-topic {topic}` (docs/security.md)")
+    return f"ctx.produce: cannot check topic {topic} now ({name}: {text})"

@@ -1,0 +1,175 @@
+"""ctx.produce and ctx.fencing_token: what an attempt keeps, what it hands the owner, and what is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from engine.app import App
+from engine.contract import messages as m
+from engine.contract.messages import Payload
+from engine.domain.lanes import Lane
+from engine.errors import OutputRefusedError, ValidationError
+from engine.runtime.execution.context import JobContext, fencing_token
+from engine.runtime.execution.executor import Executor, RunRequest, RunResult
+from engine.runtime.execution.outputs import MAX_OUTPUT_BYTES, OutputRecord, output_record
+from engine.runtime.execution.verdicts import Outcome, OutcomeKind
+from engine.runtime.loop import effects
+from engine.runtime.loop.partition import Staged
+
+
+def request(task_type: str, job_id: str = "job-1", attempt: int = 2) -> RunRequest:
+    return RunRequest(partition=0, epoch=3, job_id=job_id, tenant="acme", task_type=task_type, attempt=attempt,
+                      lane=Lane.NORMAL, payload=Payload(json.dumps({}).encode()), idempotency_key=None,
+                      deadline=time.time() + 10, queued_at_us=0)
+
+
+class Gate:
+    """A topic gate that refuses the topics it is told to."""
+
+    def __init__(self, refused: set[str]) -> None:
+        self.refused = refused
+        self.asked: list[str] = []
+
+    def check(self, record: OutputRecord) -> None:
+        self.asked.append(record.topic)
+        if record.topic in self.refused:
+            raise OutputRefusedError(f"ctx.produce: topic {record.topic} does not exist")
+
+
+def run(app: App, req: RunRequest, gate: Gate | None = None) -> Outcome:
+    executor = Executor(app, {Lane.NORMAL: 2}, gate=gate)
+    try:
+        executor.submit(req)
+        results = executor.wait_results(5)
+        assert len(results) == 1
+        return results[0].outcome
+    finally:
+        executor.shutdown(1)
+
+
+def producing_app() -> App:
+    app = App()
+
+    @app.task("emit")
+    def emit(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce("out", "one", key="k", headers={"h": "v"})
+        ctx.produce("out", b"two")
+
+    @app.task("emit.fail")
+    def emit_fail(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce("out", "lost")
+        raise RuntimeError("after producing")
+
+    @app.task("emit.async")
+    async def emit_async(ctx: JobContext, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        ctx.produce("out", "async")
+
+    @app.task("emit.refused")
+    def emit_refused(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce("nowhere", "x")
+
+    @app.task("plain")
+    def plain(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
+    return app
+
+
+def test_a_success_carries_its_records_in_order() -> None:
+    outcome = run(producing_app(), request("emit"))
+    assert outcome.kind is OutcomeKind.SUCCEEDED
+    assert outcome.records == (OutputRecord("out", b"one", b"k", (("h", b"v"),)), OutputRecord("out", b"two"))
+
+
+def test_an_async_success_carries_its_records() -> None:
+    assert run(producing_app(), request("emit.async")).records == (OutputRecord("out", b"async"),)
+
+
+def test_a_failure_carries_none() -> None:
+    outcome = run(producing_app(), request("emit.fail"))
+    assert outcome.kind is OutcomeKind.FAILED and outcome.records == ()
+
+
+def test_a_refused_topic_fails_the_attempt_with_the_gate_s_reason() -> None:
+    gate = Gate({"nowhere"})
+    outcome = run(producing_app(), request("emit.refused"), gate)
+    assert outcome.kind is OutcomeKind.FAILED and outcome.retryable
+    assert outcome.error_type == "OutputRefusedError" and "nowhere does not exist" in outcome.message
+    assert gate.asked == ["nowhere"]
+
+
+def test_a_job_that_produces_nothing_has_no_record_list() -> None:
+    outcome = run(producing_app(), request("plain"))
+    assert outcome.records == ()
+
+
+def test_records_are_checked_for_name_size_and_types() -> None:
+    with pytest.raises(OutputRefusedError, match="not a Kafka topic name"):
+        output_record("bad topic", b"x", None, None)
+    with pytest.raises(ValidationError, match="fit in one Kafka record"):
+        output_record("out", b"x" * (MAX_OUTPUT_BYTES + 1), None, None)
+    with pytest.raises(ValidationError, match="value must be bytes, str or None"):
+        output_record("out", 42, None, None)  # type: ignore[arg-type]
+    assert output_record("out", None, "k", [("h", None)]) == OutputRecord("out", None, b"k", (("h", None),))
+
+
+def test_the_fencing_token_grows_with_the_epoch_then_the_attempt() -> None:
+    tokens = [fencing_token(1, 1), fencing_token(1, 2), fencing_token(1, 40), fencing_token(2, 1),
+              fencing_token(2, 3), fencing_token(10, 1)]
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=3, epoch=7, partition=0,
+                            idempotency_key=None, deadline=0.0)
+    assert ctx.fencing_token == (7 << 32) | 3
+
+
+def succeeded_event(job_id: str) -> m.Event:
+    return m.Event("e", job_id, "acme", 3, "a", 0, m.JobSucceeded(2, 10, None))
+
+
+class Held:
+    """What effects.stage needs of a partition: its staged work."""
+
+    def __init__(self) -> None:
+        self.staged = Staged()
+
+
+def test_records_are_staged_only_with_the_job_s_success() -> None:
+    held = Held()
+    records = (OutputRecord("out", b"v"),)
+    result = RunResult(request("emit"), Outcome(OutcomeKind.SUCCEEDED, records=records))
+    effects.stage(held, result, [])  # type: ignore[arg-type]  # a stale result: nothing decided
+    assert held.staged.outputs == []
+    effects.stage(held, result, [succeeded_event("job-1")])  # type: ignore[arg-type]
+    assert held.staged.outputs == [effects.Output("job-1", 2, records)]
+
+
+def test_undo_forgets_the_outputs_an_input_staged() -> None:
+    staged = Staged()
+    staged.outputs.append(effects.Output("a", 1, ()))
+    mark = staged.mark()
+    staged.outputs.append(effects.Output("b", 1, ()))
+    staged.undo(mark)
+    assert [o.job_id for o in staged.outputs] == ["a"]
+
+
+class Refused:
+    def __init__(self, staged: Staged, refused: dict[tuple[str, int], str]) -> None:
+        self.staged, self.refused = staged, refused
+
+
+def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_other() -> None:
+    staged = Staged()
+    ok = RunResult(request("emit", "ok"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("o", b"1"),)))
+    bad = RunResult(request("emit", "bad"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("s", b"2"),)))
+    staged.results = [ok, bad]
+    assert not effects.refuse(Refused(staged, {}))  # type: ignore[arg-type]
+    assert effects.refuse(Refused(staged, {("bad", 2): "s: MSG_SIZE_TOO_LARGE"}))  # type: ignore[arg-type]
+    assert staged.results[0] is ok
+    failed = staged.results[1].outcome
+    assert failed.kind is OutcomeKind.FAILED and failed.retryable and failed.records == ()
+    assert failed.error_type == "OutputRefusedError" and "MSG_SIZE_TOO_LARGE" in failed.message
