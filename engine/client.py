@@ -26,6 +26,7 @@ from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.schemas import ensure_published
 from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
+from engine.runtime.observe.tracing import current_traceparent
 from engine.runtime.read.joblog import job_history
 from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.signatures import client_signer
@@ -106,6 +107,9 @@ class Client(ScheduleMethods, QueryMethods):
         ``scope``: ``None``/``"tenant"`` runs the job for ``tenant``; ``"product:<name>"`` runs one
         child per tenant of the product, ``"global"`` one per known tenant (from ``<ns>.tenants``);
         the parent's outcome then has one row per tenant in ``outcome.children``.
+
+        With OpenTelemetry (``epochq[otel]``), the current span's ``traceparent`` goes with the job:
+        each attempt runs in a span of that trace (docs/tracing.md).
         """
         job_id, command_id = new_uuid4s(2)
         command = self._submit_command(job_id, command_id, now_us(), task_type, payload, tenant, priority, run_at,
@@ -235,7 +239,7 @@ class Client(ScheduleMethods, QueryMethods):
         """A checked SubmitJob: the engine's admission rules, before anything is produced."""
         return submit_command(job_id, command_id, now, task_type, payload, tenant, priority, run_at, delay,
                               idempotency_key, lane, max_attempts, correlation_id, scope, labels,
-                              max_payload_bytes=self.settings.max_payload_bytes)
+                              max_payload_bytes=self.settings.max_payload_bytes, traceparent=current_traceparent())
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         """Produce ``commands`` and wait until the broker has them all (acks=all)."""

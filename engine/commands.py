@@ -88,13 +88,14 @@ def submit_command(job_id: str, command_id: str, now: int, task_type: str, paylo
                    priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
                    idempotency_key: str | None = None, lane: str | None = None, max_attempts: int | None = None,
                    correlation_id: str | None = None, scope: str | None = None,
-                   labels: Mapping[str, str] | None = None, *, max_payload_bytes: int) -> m.Command:
+                   labels: Mapping[str, str] | None = None, *, max_payload_bytes: int,
+                   traceparent: str | None = None) -> m.Command:
     """A checked SubmitJob issued at ``now``: the engine's admission rules, before anything is sent
     (``Client.submit`` and ``engine.testing.TestEngine.submit`` both build theirs here)."""
     if idempotency_key is not None:
         job_id = job_id_for_key(tenant, idempotency_key)
     body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
-                       idempotency_key, lane, max_attempts, _labels(labels), scope)
+                       idempotency_key, lane, max_attempts, _labels(labels), scope, traceparent=traceparent)
     command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
     check_submit(check_bounds(command), now, max_payload_bytes)
     return command

@@ -69,6 +69,7 @@ def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
     return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
             "timeline": folded_timeline(events), "payload": pretty(_payload(job, outcome.value)),
             "result": pretty(_result(job, outcome.value)), "labels": _labels(logged),
+            "trace_id": _trace_id(job, logged),
             "progress": _progress(job, status), "holdup": None,
             "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
             "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead",
@@ -133,6 +134,14 @@ def _result(job: Any, outcome: Any) -> str | None:
     if outcome is not None and outcome.result is not None:
         return json.dumps(outcome.result)
     return None
+
+
+def _trace_id(job: Any, logged: list[Any]) -> str | None:
+    """The submitter's trace id (``JobSubmitted.traceparent``, docs/tracing.md), if it traced the submit."""
+    from engine.runtime.observe.tracing import trace_id
+
+    parents = [getattr(job, "traceparent", None)] + [getattr(e.event.body, "traceparent", None) for e in logged]
+    return next((found for p in parents if (found := trace_id(p))), None)
 
 
 def _labels(logged: list[Any]) -> dict[str, str]:

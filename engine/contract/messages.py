@@ -38,6 +38,7 @@ class SubmitJob:
     labels: dict[str, str] = field(default_factory=dict)
     scope: str | None = None
     parent_job_id: str | None = None
+    traceparent: str | None = None  # v5: the submitter's W3C trace context
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,7 @@ class JobSubmitted:
     labels: dict[str, str] = field(default_factory=dict)
     scope: str | None = None
     parent_job_id: str | None = None
+    traceparent: str | None = None  # v5: the submitter's W3C trace context
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
         task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
         max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
         command_offset=given.offset, labels=dict(body.labels), scope=body.scope, parent_job_id=body.parent_job_id,
+        traceparent=body.traceparent,
     )
 
 

@@ -55,6 +55,7 @@ class JobView:
     children: tuple[tuple[str, str, str, str], ...] = ()  # scoped jobs: (tenant, child id, status, error)
     cancel: tuple[str, str] | None = None  # a cancel asked of the running attempt: (reason, requested_by)
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
+    traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
 
     def child_counts(self) -> tuple[int, int, int]:
         """(succeeded, failed, pending) children of a scoped job."""
@@ -144,6 +145,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
+        body.traceparent,
     )
 
 

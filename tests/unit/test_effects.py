@@ -173,3 +173,19 @@ def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_othe
     failed = staged.results[1].outcome
     assert failed.kind is OutcomeKind.FAILED and failed.retryable and failed.records == ()
     assert failed.error_type == "OutputRefusedError" and "MSG_SIZE_TOO_LARGE" in failed.message
+
+
+def test_the_trace_id_of_a_traceparent_and_the_console_s_job_page_line() -> None:
+    from types import SimpleNamespace
+
+    from engine.console.jobpage import _trace_id
+    from engine.runtime.observe.tracing import trace_id
+
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert trace_id(parent) == "0af7651916cd43dd8448eb211c80319c"
+    assert trace_id(None) is None and trace_id("garbage") is None
+    assert trace_id("00-00000000000000000000000000000000-b7ad6b7169203331-01") is None  # the invalid all-zero id
+    submitted = SimpleNamespace(event=SimpleNamespace(body=m.JobSubmitted("x", Payload(b"{}"), 5, "NORMAL", 1,
+                                                                          traceparent=parent)))
+    assert _trace_id(None, [submitted]) == "0af7651916cd43dd8448eb211c80319c"
+    assert _trace_id(SimpleNamespace(traceparent=None), []) is None

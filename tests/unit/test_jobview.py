@@ -20,7 +20,7 @@ NEW_VALUES = {
     "queued_at": 30, "started_at": 40, "finished_at": 50, "result": b"ok",
     "errors": (AttemptError(1, "E", "boom", "tb", 5, 6),), "dead_reason": "r", "replays": 1, "scope": "global",
     "parent_job_id": "p", "children": (("t", "c", "pending", ""),), "cancel": ("why", "ops"),
-    "progress": (0.5, "half"),
+    "progress": (0.5, "half"), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 }
 
 
@@ -56,5 +56,16 @@ def test_a_stored_record_from_before_the_cancel_field_still_decodes() -> None:
 
     record = replace(BASE, cancel=("why", "ops"))
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-2], 2)  # the record as the previous release wrote it
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-3], 2)  # the record as a release before both wrote it
+    assert decode_job(older) == BASE
+
+
+def test_a_stored_record_from_before_the_traceparent_field_still_decodes() -> None:
+    import marshal
+
+    from projections.views.jobs import decode_job, encode_job
+
+    record = replace(BASE, traceparent=NEW_VALUES["traceparent"])
+    assert decode_job(encode_job(record)) == record
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-1], 2)
     assert decode_job(older) == BASE

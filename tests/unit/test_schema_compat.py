@@ -321,3 +321,21 @@ def test_a_today_reader_reads_v1_commands(log_source: Any) -> None:
     v1 = codec.MessageCodec(_only("command", 1), Command, COMMAND_BODIES)
     command = Command("c-1", "j-1", "acme", 1, SubmitJob("echo", Payload(b"{}")))
     assert codec.decode_command(v1.encode(command)).body.task_type == "echo"
+
+
+def test_v5_traceparent_round_trips_and_a_v4_record_reads_without_one(log_source: Any) -> None:
+    """v5 adds ``traceparent`` to SubmitJob and JobSubmitted (a W3C trace context, null by default)."""
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    command = Command("c-1", "j-1", "acme", 1, SubmitJob("echo", Payload(b"{}"), traceparent=parent))
+    assert codec.decode_command(codec.encode_command(command)) == command
+    versions = codec.catalog("command").versions
+    v4 = codec.SchemaCatalog("command", [v for v in versions if v.version == 4])
+    old = codec.MessageCodec(v4, Command, codec.COMMAND_BODIES).encode(command)
+    assert old[: codec.HEADER_SIZE] == v4.current.header != codec.catalog("command").current.header
+    assert codec.decode_command(old).body.traceparent is None
+    event = Event("e-1", "j-1", "acme", 1, "a", 0, JobSubmitted("echo", Payload(b"{}"), 5, "NORMAL", 3,
+                                                                traceparent=parent))
+    assert codec.decode_event(codec.encode_event(event)).body.traceparent == parent  # type: ignore[union-attr]
+    v4_reader = codec.MessageCodec(_only("event", 4), Event, EVENT_BODIES)
+    read_by_v4 = v4_reader.decode(codec.encode_event(event))
+    assert read_by_v4.body.task_type == "echo" and read_by_v4.body.traceparent is None  # type: ignore[union-attr]

@@ -57,6 +57,12 @@ class JobContext:
     _progress: dict[int, tuple[float | None, str]] | None = field(default=None, repr=False, compare=False)
     _gate: TopicGate | None = field(default=None, repr=False, compare=False)  # the executor's, shared
     _records: list[OutputRecord] | None = field(default=None, repr=False, compare=False)  # made by produce()
+    _traceparent: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def traceparent(self) -> str | None:
+        """The submitter's W3C trace context, if it traced the submit (docs/tracing.md)."""
+        return self._traceparent
 
     def produce(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
                 headers: Mapping[str, bytes | str | None] | Headers | None = None) -> None:

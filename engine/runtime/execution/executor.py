@@ -31,6 +31,7 @@ from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.outputs import TopicGate
 from engine.runtime.execution.lanethreads import LaneThreads
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult, since
+from engine.runtime.observe.tracing import run_traced, run_traced_async
 
 __all__ = ["Executor", "Outcome", "OutcomeKind", "RunRequest", "RunResult"]
 
@@ -140,10 +141,11 @@ class Executor:
         self._running_in[request.lane] += 1
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, token, self._cancels,
-                         self._progress, self._gate)
+                         self._progress, self._gate, None, request.traceparent)
         if spec.is_async:
-            item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
-                    failed_attempt)
+            item = (token, lambda: run_traced_async(lambda: run_attempt_async(spec.handler, spec.model, ctx,
+                                                                              request.payload), ctx),
+                    self._report, failed_attempt)
             if waking is not None:
                 waking.append(item)
             else:
@@ -160,7 +162,7 @@ class Executor:
         """A lane thread's job: run the attempt, put its outcome on the results queue."""
         started = time.perf_counter_ns()
         try:
-            outcome = self._attempt(spec, ctx, payload)
+            outcome = run_traced(lambda: self._attempt(spec, ctx, payload), ctx)
         except BaseException as e:  # noqa: BLE001 - never lose a result: the slot would be held until the deadline
             outcome = Outcome.from_exception(e, since(started))
         self._report((token, outcome, time.time()))

@@ -46,6 +46,7 @@ class RunRequest:
     idempotency_key: str | None
     deadline: float
     queued_at_us: int
+    traceparent: str | None = None  # the submitter's trace context: the attempt's span joins it
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,93 @@
+"""Traces from submit to handler, when OpenTelemetry is installed (``pip install epochq[otel]``).
+
+- ``Client.submit`` puts the current span's W3C ``traceparent`` on the ``SubmitJob``
+  (:func:`current_traceparent`); the engine copies it onto ``JobSubmitted`` and keeps it with the job.
+- Each attempt runs in a span (:func:`run_traced`) that is a child of that context and linked to
+  it, named ``<task type> process``, with the task type, tenant, job id, attempt, outcome and error
+  as attributes; the handler's own spans are its children.
+- The console's job page shows the trace id (:func:`trace_id`, pure: no OpenTelemetry needed).
+
+Without OpenTelemetry, or with no tracer provider set (nobody configured the SDK), nothing is
+traced and an attempt pays one test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.runtime.execution.context import JobContext
+    from engine.runtime.execution.verdicts import Outcome
+
+try:
+    from opentelemetry import trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError:  # the otel extra is not installed: nothing is traced
+    trace = None  # type: ignore[assignment]
+
+TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+TRACER_NAME = "epochq"
+_PROPAGATOR: Any = TraceContextTextMapPropagator() if trace is not None else None
+
+
+def trace_id(traceparent: str | None) -> str | None:
+    """The trace id (32 hex digits) of a W3C ``traceparent``; None for none or a malformed one. Pure."""
+    found = TRACEPARENT.match(traceparent or "")
+    return found.group(1) if found and found.group(1) != "0" * 32 else None
+
+
+def current_traceparent() -> str | None:
+    """The ``traceparent`` of the span current in the caller, or None (no OpenTelemetry, no valid span)."""
+    if trace is None or not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def tracing() -> bool:
+    """Whether attempts are traced now: OpenTelemetry is installed and a tracer provider was set."""
+    return trace is not None and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
+    """``call()`` (one attempt) inside its span, when tracing; the outcome recorded on the span."""
+    if not tracing():
+        return call()
+    with _start(ctx) as span:
+        outcome = call()
+        _record(span, outcome)
+        return outcome
+
+
+async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobContext) -> Outcome:
+    """:func:`run_traced` for an ``async def`` handler's attempt."""
+    if not tracing():
+        return await call()
+    with _start(ctx) as span:
+        outcome = await call()
+        _record(span, outcome)
+        return outcome
+
+
+def _start(ctx: JobContext) -> Any:
+    parent = _PROPAGATOR.extract({"traceparent": ctx.traceparent}) if ctx.traceparent else None
+    submitted = trace.get_current_span(parent).get_span_context() if parent is not None else None
+    links = [trace.Link(submitted)] if submitted is not None and submitted.is_valid else []
+    attributes: dict[str, Any] = {
+        "epochq.task_type": ctx.task_type, "epochq.tenant": ctx.tenant, "epochq.job_id": ctx.job_id,
+        "epochq.attempt": ctx.attempt, "epochq.epoch": ctx.epoch, "epochq.partition": ctx.partition,
+        "messaging.system": "kafka", "messaging.operation.type": "process",
+    }
+    tracer = trace.get_tracer(TRACER_NAME)
+    return tracer.start_as_current_span(f"{ctx.task_type} process", context=parent, kind=trace.SpanKind.CONSUMER,
+                                        links=links, attributes=attributes)
+
+
+def _record(span: Any, outcome: Outcome) -> None:
+    span.set_attribute("epochq.outcome", outcome.kind.value)
+    if outcome.error_type:
+        span.set_attribute("epochq.error", f"{outcome.error_type}: {outcome.message}")
+        span.set_status(trace.Status(trace.StatusCode.ERROR, f"{outcome.error_type}: {outcome.message}"))
