@@ -20,14 +20,18 @@ from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, Res
 
 from engine.config import Settings
 from engine.errors import OutputRefusedError, ValidationError
-from engine.runtime.execution.outputs import MAX_OUTPUT_BYTES, OutputRecord
+from engine.runtime.execution.outputs import OutputRecord
 
 ALLOWED_FOR_S = 60.0
 REFUSED_FOR_S = 2.0
 TIMEOUT_S = 10.0
 WRITE_OPERATIONS = (AclOperation.WRITE, AclOperation.ALL)
-BATCH_OVERHEAD = 128
-"""Bytes a record batch adds around one record (its header, the record's own framing)."""
+BATCH_OVERHEAD = 256
+"""Bytes a record batch adds around one record (its header, the record's own framing, lz4's frame)."""
+LZ4_GROWTH = 255
+"""lz4 makes incompressible input larger by at most 1/255 of it: a record is checked at its worst case."""
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+"""The brokers' default ``message.max.bytes``: the limit assumed when a topic's cannot be read."""
 
 
 class KafkaTopicGate:
@@ -49,9 +53,10 @@ class KafkaTopicGate:
             self._answers[topic] = answer
         if answer[1] is not None:
             raise OutputRefusedError(answer[1])
-        if (size := record.size()) > answer[2]:
-            raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; the topic takes at most "
-                                  f"{answer[2]} (its max.message.bytes)", "value", "output_too_large")
+        if (size := record.size()) + size // LZ4_GROWTH + BATCH_OVERHEAD > answer[2]:
+            raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; the topic takes "
+                                  f"{answer[2]} bytes at most (its max.message.bytes, with the batch's own bytes "
+                                  "and compression's worst case)", "value", "output_too_large")
 
     def _admin_client(self) -> AdminClient:
         with self._lock:
@@ -74,14 +79,13 @@ class KafkaTopicGate:
         return None, self._limit(admin, topic)
 
     def _limit(self, admin: AdminClient, topic: str) -> int:
-        """The topic's ``max.message.bytes`` (less room for the batch's own bytes), capped at MAX_OUTPUT_BYTES."""
+        """The topic's ``max.message.bytes``; the brokers' default when it cannot be read."""
         try:
             configs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)], request_timeout=TIMEOUT_S)
             entries = next(iter(configs.values())).result()
-            limit = int(entries["max.message.bytes"].value) - BATCH_OVERHEAD
+            return int(entries["max.message.bytes"].value)
         except Exception:  # noqa: BLE001 - DESCRIBE_CONFIGS not granted, or no answer: the default limit
-            return MAX_OUTPUT_BYTES
-        return min(MAX_OUTPUT_BYTES, max(0, limit))
+            return DEFAULT_MAX_MESSAGE_BYTES
 
 
 def refusal(topic: str, name: str, text: str) -> str:

@@ -18,8 +18,11 @@ RECORD_FAULTS = frozenset({
     KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.INVALID_RECORD,
     KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.TOPIC_EXCEPTION,
     KafkaError.INVALID_REQUIRED_ACKS, KafkaError.POLICY_VIOLATION, KafkaError._UNKNOWN_TOPIC,
+    KafkaError._MSG_TIMED_OUT,
 })
-"""Delivery errors that are the record's own (its size, its topic), not the transaction's."""
+"""Delivery errors that are the record's own (its size, its topic), not the transaction's. A record that timed
+out is blamed too: a topic deleted after the check times out its records, and re-deciding the same records would
+abort every transaction after it; in an outage the attempts blamed are retried by their policy."""
 
 
 def produce(written: Written, producer: Producer) -> None:
