@@ -25,3 +25,11 @@ def work(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     import time
 
     time.sleep(float(payload.get("seconds", 0.002)))
+
+
+@app.task("emit")
+def emit(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """Produces ``payload['records']`` records of ``payload['bytes']`` bytes to ``payload['topic']`` (ctx.produce)."""
+    value = b"x" * int(payload.get("bytes", 100))
+    for _ in range(int(payload.get("records", 1))):
+        ctx.produce(payload["topic"], value, key=ctx.job_id)

@@ -46,8 +46,11 @@ def fresh_settings(bootstrap: str, partitions: int) -> Settings:
 
 
 @contextmanager
-def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1) -> Iterator[subprocess.Popen]:
-    """Engine instances in their own processes (the benchmark's client runs in this one); yields the first."""
+def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1,
+                   root: Path = ROOT) -> Iterator[subprocess.Popen]:
+    """Engine instances in their own processes (the benchmark's client runs in this one); yields the first.
+
+    ``root``: the source tree the engine runs from (another commit's, for an A/B comparison)."""
     procs, logs = [], []
     try:
         for n in range(instances):
@@ -56,7 +59,8 @@ def engine_process(settings: Settings, app: str, *extra: str, instances: int = 1
             cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap",
                    settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
                    str(Path(settings.state_dir) / f"engine-{n}"), "--owner-id", f"bench-{n}", *extra]
-            procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=logs[-1], stderr=subprocess.STDOUT, env={**os.environ}))
+            env = {**os.environ, "PYTHONPATH": str(root)}
+            procs.append(subprocess.Popen(cmd, cwd=root, stdout=logs[-1], stderr=subprocess.STDOUT, env=env))
         logs_paths = [Path(settings.state_dir) / f"engine-{n}.log" for n in range(instances)]
         wait_active(logs_paths, procs, partitions_of(settings))
         yield procs[0]

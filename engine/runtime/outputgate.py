@@ -42,21 +42,45 @@ class KafkaTopicGate:
         self._admin: AdminClient | None = None
         self._lock = threading.Lock()
         self._answers: dict[str, tuple[float, str | None, int]] = {}  # topic -> (until, refusal or None, limit)
+        self._asking: set[str] = set()  # topics whose expired answer is being renewed in the background
 
     def check(self, record: OutputRecord) -> None:
-        """Return if ``record`` may be written; ``OutputRefusedError`` (``ValidationError``: too large) if not."""
-        topic, now = record.topic, time.monotonic()
+        """Return if ``record`` may be written; ``OutputRefusedError`` (``ValidationError``: too large) if not.
+
+        Only a topic's first check waits for the brokers; an expired answer is still used while a
+        background thread renews it, so a handler (an ``async def`` one on the event loop) rarely waits."""
+        topic = record.topic
         answer = self._answers.get(topic)
-        if answer is None or answer[0] < now:
-            refused, limit = self._ask(topic)
-            answer = (now + (REFUSED_FOR_S if refused else ALLOWED_FOR_S), refused, limit)
-            self._answers[topic] = answer
+        if answer is None or (answer[1] is not None and answer[0] < time.monotonic()):
+            answer = self._renew(topic)  # a refusal is asked again in the handler: the fix is seen at once
+        elif answer[0] < time.monotonic():
+            self._renew_later(topic)
         if answer[1] is not None:
             raise OutputRefusedError(answer[1])
         if (size := record.size()) + size // LZ4_GROWTH + BATCH_OVERHEAD > answer[2]:
             raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; the topic takes "
                                   f"{answer[2]} bytes at most (its max.message.bytes, with the batch's own bytes "
                                   "and compression's worst case)", "value", "output_too_large")
+
+    def _renew(self, topic: str) -> tuple[float, str | None, int]:
+        refused, limit = self._ask(topic)
+        answer = (time.monotonic() + (REFUSED_FOR_S if refused else ALLOWED_FOR_S), refused, limit)
+        self._answers[topic] = answer
+        return answer
+
+    def _renew_later(self, topic: str) -> None:
+        with self._lock:
+            if topic in self._asking:
+                return
+            self._asking.add(topic)
+
+        def renew() -> None:
+            try:
+                self._renew(topic)
+            finally:
+                with self._lock:
+                    self._asking.discard(topic)
+        threading.Thread(target=renew, name="epochq-output-gate", daemon=True).start()
 
     def _admin_client(self) -> AdminClient:
         with self._lock:

@@ -189,3 +189,36 @@ def test_the_trace_id_of_a_traceparent_and_the_console_s_job_page_line() -> None
                                                                           traceparent=parent)))
     assert _trace_id(None, [submitted]) == "0af7651916cd43dd8448eb211c80319c"
     assert _trace_id(SimpleNamespace(traceparent=None), []) is None
+
+
+def test_the_gate_asks_once_then_renews_an_expired_answer_in_the_background(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading as th
+
+    from engine.config import load_settings
+    from engine.runtime import outputgate
+
+    answers = [(None, 10_000), ("ctx.produce: topic out does not exist", 0), (None, 10_000)]
+    asked = th.Semaphore(0)
+
+    class Scripted(outputgate.KafkaTopicGate):
+        def _ask(self, topic: str) -> tuple[str | None, int]:
+            asked.release()
+            return answers.pop(0)
+
+    monkeypatch.setattr(outputgate, "ALLOWED_FOR_S", -1.0)  # every allowed answer has expired at once
+    gate = Scripted(load_settings(bootstrap="b:9092"))
+    gate.check(OutputRecord("out", b"v"))  # the first check waits for its answer
+    assert asked.acquire(timeout=1)
+    gate.check(OutputRecord("out", b"v"))  # expired: used, and renewed behind the handler's back
+    assert asked.acquire(timeout=5)
+    deadline = time.monotonic() + 5
+    while gate._answers["out"][1] is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(OutputRefusedError, match="does not exist"):  # the renewed answer: a refusal
+        gate.check(OutputRecord("out", b"v"))
+    gate._answers["out"] = (time.monotonic() - 1, *gate._answers["out"][1:])  # the refusal expires:
+    gate.check(OutputRecord("out", b"v"))  # asked again in the handler, so a fix is seen at once
+    assert asked.acquire(timeout=1) and answers == []
+    gate._answers["out"] = (time.monotonic() + 60, None, 1000)
+    with pytest.raises(ValidationError, match="max.message.bytes"):
+        gate.check(OutputRecord("out", b"x" * 900))
