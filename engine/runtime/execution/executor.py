@@ -31,7 +31,7 @@ from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.outputs import TopicGate
 from engine.runtime.execution.lanethreads import LaneThreads
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult, since
-from engine.runtime.observe.tracing import run_traced, run_traced_async
+from engine.runtime.observe.tracing import run_traced, run_traced_async, tracing
 
 __all__ = ["Executor", "Outcome", "OutcomeKind", "RunRequest", "RunResult"]
 
@@ -143,9 +143,12 @@ class Executor:
                          request.partition, request.idempotency_key, deadline, None, token, self._cancels,
                          self._progress, self._gate, None, request.traceparent)
         if spec.is_async:
-            item = (token, lambda: run_traced_async(lambda: run_attempt_async(spec.handler, spec.model, ctx,
-                                                                              request.payload), ctx),
-                    self._report, failed_attempt)
+            item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
+                    failed_attempt)
+            if tracing():
+                item = (token, lambda: run_traced_async(lambda: run_attempt_async(spec.handler, spec.model, ctx,
+                                                                                  request.payload), ctx),
+                        self._report, failed_attempt)
             if waking is not None:
                 waking.append(item)
             else:
@@ -162,7 +165,8 @@ class Executor:
         """A lane thread's job: run the attempt, put its outcome on the results queue."""
         started = time.perf_counter_ns()
         try:
-            outcome = run_traced(lambda: self._attempt(spec, ctx, payload), ctx)
+            outcome = self._attempt(spec, ctx, payload) if not tracing() else \
+                run_traced(lambda: self._attempt(spec, ctx, payload), ctx)
         except BaseException as e:  # noqa: BLE001 - never lose a result: the slot would be held until the deadline
             outcome = Outcome.from_exception(e, since(started))
         self._report((token, outcome, time.time()))

@@ -13,6 +13,7 @@ traced and an attempt pays one test.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ except ImportError:  # the otel extra is not installed: nothing is traced
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 TRACER_NAME = "epochq"
 _PROPAGATOR: Any = TraceContextTextMapPropagator() if trace is not None else None
+_FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ  # a provider named there is loaded on first use
+_ON = False
 
 
 def trace_id(traceparent: str | None) -> str | None:
@@ -48,8 +51,17 @@ def current_traceparent() -> str | None:
 
 
 def tracing() -> bool:
-    """Whether attempts are traced now: OpenTelemetry is installed and a tracer provider was set."""
-    return trace is not None and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    """Whether attempts are traced now: OpenTelemetry is installed and a tracer provider was set.
+
+    Asked before every attempt, so it costs a global's test until a provider is set (OpenTelemetry's own
+    ``get_tracer_provider`` reads the environment each time it finds none), and nothing once one is."""
+    global _ON
+    if _ON:
+        return True
+    if trace is None or (getattr(trace, "_TRACER_PROVIDER", None) is None and not _FROM_ENVIRONMENT):
+        return False
+    _ON = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)  # set once: it never changes
+    return _ON
 
 
 def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
