@@ -53,7 +53,7 @@ _SCHEDULE = (("schedule_id", MAX_NAME_LENGTH), ("reason", MAX_TEXT_LENGTH))
 BODIES: dict[type, tuple[tuple[str, int], ...]] = {
     m.SubmitJob: (("task_type", MAX_NAME_LENGTH), ("idempotency_key", MAX_KEY_LENGTH),
                   ("lane", MAX_CHOICE_LENGTH), ("scope", len(PRODUCT_SCOPE) + MAX_NAME_LENGTH),
-                  ("parent_job_id", MAX_JOB_ID_LENGTH)),
+                  ("parent_job_id", MAX_JOB_ID_LENGTH), ("traceparent", MAX_ID_LENGTH)),
     m.CancelJob: _REASONED,
     m.ReplayDeadJob: _REASONED,
     m.ReprioritizeJob: _REASONED,
