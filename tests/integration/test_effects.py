@@ -29,7 +29,7 @@ def make_topic(settings: Settings, name: str, partitions: int = 3, **config: str
 
 def committed_records(settings: Settings, topic: str, partitions: int = 3) -> list[tuple[bytes | None, bytes]]:
     """(key, value) of every committed record of ``topic``, read_committed, up to its end now."""
-    consumer = Consumer({"bootstrap.servers": settings.require_bootstrap(), "group.id": f"{topic}.check",
+    consumer = Consumer({**settings.kafka_config(), "group.id": f"{topic}.check",
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:
         ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}

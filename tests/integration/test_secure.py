@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -315,3 +316,41 @@ def _revoke(admin: Settings, topic: str, who: str, operation: AclOperation) -> N
                                                            who, "*", operation, AclPermissionType.ALLOW)])
     for future in found.values():
         assert future.result(), f"no {operation.name} rule of {who} on {topic} to revoke"
+
+
+def test_a_record_for_a_topic_the_engine_may_not_write_fails_its_attempt_and_no_other(
+        secure_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from tests.integration.test_effects import committed_records
+
+    ns = _secure_namespace(secure_home)
+    admin = as_user(secure_home, "admin", ns, Path("/nonexistent"))
+    topic = f"out.{ns}.invoices"  # outside the namespace: `acl apply` grants it only when named
+    admin_client = admin_for(admin)
+    for future in admin_client.create_topics([NewTopic(topic, 3, 1)]).values():
+        future.result(30)
+    for key, value in user_env(secure_home, "engine").items():
+        monkeypatch.setenv(key, value)
+    engine = EngineProcess(as_user(secure_home, "engine", ns, tmp_path / "state-out"), "out", tmp_path,
+                           app="tests.integration.effects_app:app")
+    service = Client(as_user(secure_home, "service", ns, tmp_path / "none"))
+    auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
+
+    def run_one() -> Any:
+        handle = service.submit("emit.once", {"topic": topic, "size": 10}, tenant="acme")
+        return _poll(lambda: (o := auditor.status(handle.job_id)).done and o, 60, "the job's end")
+    try:
+        engine.wait_active(3)
+        refused = run_one()
+        assert refused.status == "dead" and "may not WRITE topic" in refused.error, refused.error
+        assert f"--output-topic {topic}" in refused.error
+        assert "transaction refused" not in engine.logs()  # the partition's transaction was never at stake
+        granted = cli(secure_home, "admin", "acl", "apply", "--namespace", ns, "--output-topic", f"out.{ns}.*")
+        assert granted.returncode == 0, granted.stderr
+        done = _poll(lambda: (o := run_one()).status == "completed" and o, 60, "a job run once the ACL is in force")
+        assert [k for k, _ in committed_records(admin, topic)] == [done.job_id.encode()]
+    finally:
+        service.close()
+        auditor.close()
+        assert engine.stop() == 0, engine.logs()[-3000:]
