@@ -222,3 +222,13 @@ def test_the_gate_asks_once_then_renews_an_expired_answer_in_the_background(monk
     gate._answers["out"] = (time.monotonic() + 60, None, 1000)
     with pytest.raises(ValidationError, match="max.message.bytes"):
         gate.check(OutputRecord("out", b"x" * 900))
+
+
+def test_records_produced_from_several_threads_of_one_attempt_are_all_kept() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=1, partition=0,
+                            idempotency_key=None, deadline=0.0)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: ctx.produce("out", str(n)), range(2000)))
+    assert sorted(int(r.value or b"") for r in ctx.produced) == list(range(2000))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
@@ -16,6 +17,7 @@ LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
 SLEEP_STEP_S = 0.05
 MAX_PROGRESS_MESSAGE = 1000
+_FIRST_RECORD = threading.Lock()
 
 
 class Cancelled(Exception):  # a control-flow signal, not an error (like Retry): no -Error suffix
@@ -79,7 +81,9 @@ class JobContext:
         if self._gate is not None:
             self._gate.check(record)
         if self._records is None:
-            object.__setattr__(self, "_records", [])
+            with _FIRST_RECORD:  # a handler's threads may produce at once: one list per attempt
+                if self._records is None:
+                    object.__setattr__(self, "_records", [])
         self._records.append(record)  # type: ignore[union-attr]
 
     @property
