@@ -25,9 +25,9 @@ from engine.domain.schedules import is_schedule_command
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.schemas import ensure_published
-from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
-from engine.runtime.read.joblog import job_history
-from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
+from engine.questions.follow import Followed, Follower, Until, Watch, finished
+from engine.questions.history import job_history
+from engine.questions.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.signatures import client_signer
 
 __all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
@@ -304,7 +304,7 @@ class Client(ScheduleMethods, QueryMethods):
 
     def rate_limits(self) -> list[tuple[int, LimitRecord]]:
         """(partition, ``LimitRecord``) of every rate limit in the projections of ``settings.state_dir``."""
-        from projections.limit_query import rate_limits
+        from engine.questions.limits import rate_limits
 
         return list(rate_limits(self.settings))
 

@@ -17,8 +17,8 @@ from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.errors import NotFoundError
-from engine.runtime.read.holdups import clock
-from engine.runtime.read.joblog import LoggedEvent, job_history
+from engine.questions.holdups import clock
+from engine.questions.history import LoggedEvent, job_history
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

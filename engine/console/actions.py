@@ -91,7 +91,7 @@ def _job_record(request: Request, job_id: str) -> Any:
 
 def _tenant_of(request: Request, job_id: str) -> str:
     """The job's tenant (a command acts only within it): from the projections, else from its history in the log."""
-    from engine.runtime.read.joblog import job_history, owner_tenant
+    from engine.questions.history import job_history, owner_tenant
 
     reads = reads_of(request)
     found = job_record(reads.settings, job_id)

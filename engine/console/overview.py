@@ -14,9 +14,9 @@ from engine.console.got import Got, get
 from engine.console.charts import timeseries_svg
 from engine.console.reads import CHART_WINDOW_S, RECENT_WINDOW_S, Reads, holdups_now
 from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.recent import MINUTE_US, RecentActivity, Tally, quantile
-from projections.catalog import JobFilter, list_jobs
-from projections.query import breaker_report, queue_report
+from engine.questions.recent import MINUTE_US, RecentActivity, Tally, quantile
+from engine.questions.jobs import JobFilter, list_jobs
+from engine.questions.stores import breaker_report, queue_report
 
 
 CHART_STEP_MIN = 10
@@ -106,7 +106,7 @@ def _figures(task_type: str, buckets: Counter[int]) -> LatenessFigures:
 
 
 def _workers(reads: Reads) -> list[Any]:
-    from engine.runtime.read.workers import list_workers
+    from engine.questions.workers import list_workers
 
     return list_workers(reads.settings)
 

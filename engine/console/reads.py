@@ -1,7 +1,7 @@
 """What each page shows, read through the query layer, the projections' queries and the log readers.
 
 Nothing here works a figure out on its own: every number comes from a read function that the
-CLI and the client use too (projections.catalog, projections.query, projections.schedule_query,
+CLI and the client use too (engine.questions.jobs, engine.questions.stores, engine.questions.schedules,
 engine.runtime.read.*). Each part of a page is a :class:`Got`, so a broker that does not answer
 or an empty state directory costs that part, never the page.
 """
@@ -19,14 +19,14 @@ from confluent_kafka import Consumer
 from engine.config import Settings
 from engine.console.got import Got, get
 from engine.runtime import kafka
-from engine.runtime.read.recent import RecentActivity, RecentWindow
+from engine.questions.recent import RecentActivity, RecentWindow
 from engine.domain.jobs import JobView
-from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_jobs
-from projections.holdup_query import HoldupRows, holdup_rows
-from projections.lookup import jobs_with_id_prefix, task_type_counts
-from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
-from engine.runtime.view.status import ViewStatus, await_view, view_status
-from projections.query import partition_dirs
+from engine.questions.jobs import JobFilter, JobPage, JobRow, job_detail, list_jobs
+from engine.questions.holdup_rows import HoldupRows, holdup_rows
+from engine.questions.lookup import jobs_with_id_prefix, task_type_counts
+from engine.questions.deadletters import DeadPage, DeadQuery, dead_jobs, dead_page
+from engine.questions.view_status import ViewStatus, await_view, view_status
+from engine.questions.stores import partition_dirs
 from projections.store import view_root
 
 RECENT_WINDOW_S = 15 * 60
@@ -66,7 +66,7 @@ def dead_letter_jobs(settings: Settings, query: DeadQuery) -> list[JobView]:
 def job_holdup(settings: Settings, task_type: str, partition: int) -> str | None:
     """What keeps a waiting job of ``task_type`` in ``partition`` from starting now (a pause, an open breaker, a
     rate limit), as the projections say; None when nothing does."""
-    from engine.runtime.read.holdups import Holdups, projection_source
+    from engine.questions.holdups import Holdups, projection_source
 
     return Holdups(projection_source(settings)).why(task_type, partition, int(time.time() * 1_000_000))
 

@@ -25,7 +25,7 @@ from engine.domain.schedules import ScheduleView, envelope_id
 from engine.domain.timerouter import SECOND
 from engine.errors import NotFoundError, ValidationError
 from engine.runtime.loop.options import DEFAULT_SLOTS
-from engine.runtime.read.outcome import Outcome
+from engine.questions.outcome import Outcome
 from engine.testing.loop import Setup, VirtualLoop
 from engine.testing.runner import InlineRunner
 from projections.views.schedules import all_schedules, read_schedule

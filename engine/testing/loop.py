@@ -40,7 +40,7 @@ from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
-from engine.runtime.read.logged import LoggedEvent
+from engine.questions.logged import LoggedEvent
 from engine.testing.store import MemoryStore
 from projections.evolve import FENCED, record_position
 from projections.views import keys as k

@@ -5,9 +5,9 @@ from __future__ import annotations
 from engine.cli.jobs import change_line
 from engine.contract import messages as m
 from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.holdups import Holdups, Snapshot, from_records
-from engine.runtime.read.joblog import LoggedEvent
-from engine.runtime.read.outcome import Outcome
+from engine.questions.holdups import Holdups, Snapshot, from_records
+from engine.questions.history import LoggedEvent
+from engine.questions.outcome import Outcome
 from tests.unit.factories import event
 
 S = 1_000_000  # µs

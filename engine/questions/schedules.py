@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config import Settings
 from engine.domain.schedules import ScheduleView
-from projections.query import partition_dirs, read_store
+from engine.questions.stores import partition_dirs, read_store
 from projections.views import keys as k
 from projections.views.jobs import read_job
 from projections.views.schedules import SCHEDULE_DUE, all_schedules, read_schedule

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.contract import messages as m
-from engine.runtime.read.logged import LoggedEvent
+from engine.questions.logged import LoggedEvent
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
 STATUS_OF = {
