@@ -308,6 +308,16 @@ class Client(ScheduleMethods, QueryMethods):
 
         return list(rate_limits(self.settings))
 
+    def set_tenant_weight(self, tenant: str, weight: float) -> None:
+        """Set ``tenant``'s fair-share weight in ``<ns>.tenants``, keeping its queue limit, product and keys
+        (``epochq tenants set`` sets them all)."""
+        from engine.questions.tenants import tenant_table
+        from engine.runtime.tenants import set_tenant
+
+        config = tenant_table(self.settings).get(tenant)
+        set_tenant(self.settings, tenant, weight, config.max_queued if config else None,
+                   config.product if config else None)
+
     def reprioritize(self, job_id: str, priority: int | str, *, tenant: str | None = None, reason: str = "",
                      requested_by: str = "", wait: float | None = 10.0) -> Receipt:
         """Give a waiting (queued, scheduled, retrying) job another priority (0-9 or an alias); a queued one

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 from typing import Any
 
 from engine.cli.common import (
@@ -18,7 +17,8 @@ from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.errors import NotFoundError
 from engine.questions.holdups import clock
-from engine.questions.history import LoggedEvent, job_history
+from engine.questions.history import job_history
+from engine.questions.logged import event_json, iso_time
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -166,27 +166,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
             "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
-            "due": _iso(outcome.due_at) if outcome.due_at is not None else None}
-
-
-def event_json(logged: LoggedEvent) -> dict[str, Any]:
-    """The stable JSON form of one history row (documented in docs/cli.md)."""
-    ev = logged.event
-    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}
-    detail = {key: (value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
-              for key, value in body.items() if key not in ("payload", "raw")}
-    return {"offset": logged.offset, "time": _iso(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,
-            "owner": ev.owner, "attempt": body.get("attempt", body.get("next_attempt")),
-            "error": f"{body['error_type']}: {body['message']}" if "error_type" in body else None,
-            "fenced": logged.fenced, "event_id": ev.event_id, "tenant": ev.tenant_id, "detail": detail}
-
-
-def _iso(us: int) -> str:
-    """A time in µs as ISO-8601 UTC; the bare number when no date has it (a record admitted before the rules)."""
-    try:
-        return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, ValueError, OSError):
-        return f"{us} µs"
+            "due": iso_time(outcome.due_at) if outcome.due_at is not None else None}
 
 
 def _brief(row: dict[str, Any]) -> str:
@@ -201,7 +181,7 @@ def _brief(row: dict[str, Any]) -> str:
         return f"  reason={detail.get('reason')}: {detail['detail']}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
-            value = _iso(detail[key]) if key == "due_at" else detail[key]
+            value = iso_time(detail[key]) if key == "due_at" else detail[key]
             return f"  {key}={value}"
     return ""
 
@@ -219,7 +199,7 @@ def _progress_text(value: float | None, message: str) -> str:
 
 def _print_outcome(outcome: Outcome) -> None:
     if outcome.due_at is not None and outcome.status in ("scheduled", "retrying"):
-        print(f"  due: {_iso(outcome.due_at)}")
+        print(f"  due: {iso_time(outcome.due_at)}")
     if outcome.progress is not None:
         print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):

@@ -60,7 +60,7 @@ def _status(settings: Any, job_id: str) -> Any:
 
 
 def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
-    from engine.cli.jobs import event_json
+    from engine.questions.logged import event_json
 
     job = record.value[1] if record.value else None
     status = job.state.value if job is not None else (outcome.value.status if outcome.value else "unknown")

@@ -45,19 +45,17 @@ def schedules_page(request: Request) -> Response:
 
 
 def _schedule_row(reads: Any, view: Any) -> dict[str, Any]:
-    from engine.domain.cron import next_occurrences
+    from engine.questions.schedules import next_runs
 
-    upcoming = get(lambda: next_occurrences(view.definition(), int(time.time() * 1_000_000), 5))
+    upcoming = get(lambda: next_runs(view, int(time.time() * 1_000_000), 5))
     return {"view": view, "upcoming": upcoming, "runs": get(partial(_last_runs, reads.settings, view))}
 
 
 def _last_runs(settings: Any, view: Any, count: int = 5) -> list[Any]:
     """The schedule's newest occurrence jobs (any status), from the catalog: each carries the schedule's label."""
-    from engine.domain.schedules import LABEL_SCHEDULE
-    from engine.questions.jobs import JobFilter
+    from engine.questions.schedules import runs_filter
 
-    flt = JobFilter(tenant=view.tenant_id, labels=((LABEL_SCHEDULE, view.schedule_id),))
-    return list_jobs(settings, flt, limit=count).rows
+    return list_jobs(settings, runs_filter(view), limit=count).rows
 
 
 def tenants_page(request: Request) -> Response:
@@ -78,10 +76,9 @@ def tenants_page(request: Request) -> Response:
 
 
 def _tenant_table(settings: Any) -> dict[str, Any]:
-    from engine.runtime.tenants import TenantDirectory
+    from engine.questions.tenants import tenant_table
 
-    with TenantDirectory(settings, timeout=5.0) as directory:
-        return directory.all()
+    return tenant_table(settings, timeout=5.0)
 
 
 def _running(settings: Any, tenant: str) -> int:
