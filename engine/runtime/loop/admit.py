@@ -29,14 +29,14 @@ from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.signatures import INTERNAL_COMMANDS
-from projections.views import keys as k
-from projections.views.counters import read_int
+from projections.views.counters import lane_depth, tenant_backlog
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
 log = logging.getLogger("epochq.admit")
 NO_LIMITS = Limits()
 UNSIGNED = Proof()
+QUEUED_LANES = tuple(ln.value for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +230,5 @@ class Admission:
         if tenant_max is None and lane_max is None:
             return NO_LIMITS
         batch = partition.batch
-        tenant_depth = sum(read_int(batch, k.lane_tenant_key(k.BACKLOG, ln.value, command.tenant_id))
-                           for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))
-        lane_depth = read_int(batch, k.lane_key(k.LANE_DEPTH, lane.value))
-        return Limits(tenant_depth, tenant_max, lane_depth, lane_max)
+        tenant_depth = tenant_backlog(batch, command.tenant_id, QUEUED_LANES)
+        return Limits(tenant_depth, tenant_max, lane_depth(batch, lane.value), lane_max)

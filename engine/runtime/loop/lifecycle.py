@@ -42,9 +42,9 @@ from projections.profile import owner_profile
 from projections.restore import Restorer
 from projections.lock import holder_name
 from projections.store import open_locked, store_path
-from projections.views import keys as k
 from projections.views.breakers import all_breakers
 from projections.views.counters import fair_state
+from projections.views.indexes import running_jobs
 
 log = logging.getLogger("epochq.lifecycle")
 
@@ -289,8 +289,7 @@ class Lifecycle:
     def _requeue_orphans(self, partition: Partition, now: int) -> None:
         """Put back jobs that were running under an older epoch (at-least-once)."""
         ctx = DecideContext(now, partition.epoch)
-        orphans = [key[len(k.RUNNING):].decode() for key, epoch in partition.store.scan(k.RUNNING)  # type: ignore[union-attr]
-                   if fence.older(int(epoch), partition.epoch)]
+        orphans = [job_id for job_id, epoch in running_jobs(partition.store) if fence.older(epoch, partition.epoch)]
         for job_id in orphans:
             error = partition.attempt(partition.decide, job_id, RequeueOrphan(job_id), ctx)
             if error is not None:
