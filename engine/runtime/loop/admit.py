@@ -28,6 +28,7 @@ from engine.domain.schedules import is_schedule_command
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.schedules import ScheduleDesk
 from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views.counters import lane_depth, tenant_backlog
 from projections.views.pauses import is_paused
@@ -50,21 +51,23 @@ class Admission:
     max_queued: Callable[[str], int | None]
     scope: Callable[[str | None], tuple[str, ...]]
     poison: PoisonDesk
-    schedule_desk: Callable[[Partition], object]
     authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
     """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
 
     def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-              signature: bytes | None = None) -> None:
-        """Decide the command at ``offset`` (``signature``: its signature header); set it aside if that raises."""
+              signature: bytes | None = None, desk: ScheduleDesk | None = None) -> tuple[m.Event, ...]:
+        """Decide the command at ``offset`` (``signature``: its signature header; ``desk``: the partition's
+        schedules); set it aside if that raises. The events it staged (folded into the partition's batch)."""
         command: list[m.Command] = []
-        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature)
+        before = len(partition.staged.events)
+        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature, desk)
         if error is not None:
             self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
         partition.consumed(offset)
+        return tuple(partition.staged.events[before:])
 
     def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-             seen: list[m.Command], signature: bytes | None = None) -> None:
+             seen: list[m.Command], signature: bytes | None, desk: ScheduleDesk | None) -> None:
         try:
             command = decode_command_at(raw, self.topic, partition.number, offset)
         except DecodeError as e:
@@ -80,19 +83,19 @@ class Admission:
             return
         proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
         if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
-            proof = self._authorize(partition, command, proof)
+            proof = self._authorize(desk, command, proof)
         if proof.refusal is not None:
             self._refuse(partition, command, proof, ctx)
             return
         if not proof.by_engine and self._other_tenant(partition, command, ctx):
             return
-        self._decide(partition, command, offset, ctx)
+        self._decide(partition, command, offset, ctx, desk)
 
-    def _authorize(self, partition: Partition, command: m.Command, proof: Proof) -> Proof:
+    def _authorize(self, desk: ScheduleDesk | None, command: m.Command, proof: Proof) -> Proof:
         """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""
         owner = None
-        if is_schedule_command(command):
-            view = self.schedule_desk(partition).view(getattr(command.body, "schedule_id", ""))  # type: ignore[attr-defined]
+        if is_schedule_command(command) and desk is not None:
+            view = desk.view(getattr(command.body, "schedule_id", ""))
             owner = view.tenant_id if view is not None else None
         why = authority.refusal(command, proof.signer, owner)
         return proof if why is None else Proof(why, proof.signer, "unauthorized")
@@ -153,7 +156,8 @@ class Admission:
                                                                             f"{reason}: {why}"))
         partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
-    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext,
+                desk: ScheduleDesk | None) -> None:
         home = partition_for(command.job_id, self.partitions)
         if home != partition.number:
             task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
@@ -165,9 +169,9 @@ class Admission:
             return
         given = CommandInput(command, offset)
         if is_schedule_command(command):  # its "job" is the schedule: engine/runtime/loop/schedules.py
-            desk = self.schedule_desk(partition)
-            desk.decide(getattr(command.body, "schedule_id", ""), given, ctx,  # type: ignore[attr-defined]
-                        command.command_id, command.correlation_id)
+            assert desk is not None, "an active partition has its schedule desk"
+            desk.decide(getattr(command.body, "schedule_id", ""), given, ctx, command.command_id,
+                        command.correlation_id)
             return
         if is_task_command(command):  # its "job" is the task type in this partition: engine/domain/pauses.py
             self._pause(partition, command, ctx)
