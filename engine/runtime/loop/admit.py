@@ -2,9 +2,10 @@
 
 An undecodable record is quarantined (``CommandQuarantined``); a command with a string over its
 bound (``engine.contract.bounds``) is rejected or refused naming the field, before anything of it
-is copied into an event; a command for another partition is rejected; a schedule command goes
-to the partition's schedule desk; a ``SubmitJob`` is decided with the backpressure inputs of
-the moment. Each command is one input: if any of that raises, it is set aside
+is copied into an event; a command for another partition is rejected; the rest go where
+``engine.domain.commands`` routes them: a schedule command to the partition's schedule desk, a
+pause or rate limit to ``engine.domain.tasktypes``, a job command to ``decide`` (a ``SubmitJob``
+with the backpressure inputs of the moment). Each command is one input: if any of that raises, it is set aside
 (``engine.runtime.loop.poison``), never fatal.
 """
 
@@ -22,14 +23,13 @@ from engine.contract.signing import Proof, Signer
 from engine.domain import authority
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
-from engine.domain.pauses import check_task_command, decide_pause, is_task_command
-from engine.domain.ratelimits import Bucket, check_limit_command, decide_limit, is_limit_command, shown_rate
-from engine.domain.schedules import is_schedule_command
+from engine.domain import tasktypes
+from engine.domain.commands import COMMANDS, Route, Sender, route_of
+from engine.domain.ratelimits import Bucket
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.schedules import ScheduleDesk
-from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views.counters import lane_depth, tenant_backlog
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
@@ -94,7 +94,7 @@ class Admission:
     def _authorize(self, desk: ScheduleDesk | None, command: m.Command, proof: Proof) -> Proof:
         """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""
         owner = None
-        if is_schedule_command(command) and desk is not None:
+        if route_of(command) is Route.SCHEDULE and desk is not None:
             view = desk.view(getattr(command.body, "schedule_id", ""))
             owner = view.tenant_id if view is not None else None
         why = authority.refusal(command, proof.signer, owner)
@@ -105,8 +105,8 @@ class Admission:
 
         A SubmitJob for an existing job is decide's (a duplicate or a refusal); commands only engines
         send (reports to a parent of another tenant) are checked by their signature."""
-        body = command.body
-        if isinstance(body, (m.SubmitJob, *INTERNAL_COMMANDS)) or is_schedule_command(command):
+        body, kind = command.body, COMMANDS[type(command.body)]
+        if isinstance(body, m.SubmitJob) or kind.route is Route.SCHEDULE or kind.sender is Sender.ENGINE:
             return False
         job = partition.job(command.job_id)
         if job is None or job.tenant_id == command.tenant_id:
@@ -167,55 +167,39 @@ class Admission:
             partition.stage(Emit(command.job_id, command.tenant_id, rejected), ctx.now, command.command_id,
                             command.correlation_id)
             return
-        given = CommandInput(command, offset)
-        if is_schedule_command(command):  # its "job" is the schedule: engine/runtime/loop/schedules.py
+        route = route_of(command)  # engine/domain/commands.py: which commands exist, and where each goes
+        if route is Route.SCHEDULE:  # its "job" is the schedule: engine/runtime/loop/schedules.py
             assert desk is not None, "an active partition has its schedule desk"
-            desk.decide(getattr(command.body, "schedule_id", ""), given, ctx, command.command_id,
-                        command.correlation_id)
-            return
-        if is_task_command(command):  # its "job" is the task type in this partition: engine/domain/pauses.py
-            self._pause(partition, command, ctx)
-            return
-        if is_limit_command(command):  # the same, for a rate limit: engine/domain/ratelimits.py
-            self._limit(partition, command, ctx)
-            return
+            desk.decide(getattr(command.body, "schedule_id", ""), CommandInput(command, offset), ctx,
+                        command.command_id, command.correlation_id)
+        elif route is Route.TASK_TYPE:  # its "job" is the task type in this partition
+            self._task_type(partition, command, ctx)
+        else:
+            self._job(partition, command, offset, ctx)
+
+    def _job(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+        """A command for the job it names: decided with the backpressure inputs and scope of the moment."""
         body = command.body
         if isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
-        partition.decide(command.job_id, given, ctx, command.command_id, command.correlation_id)
+        partition.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
+                         command.correlation_id)
 
-    def _pause(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
-        try:
-            check_task_command(command)
-            body = decide_pause(command, lambda task_type: is_paused(partition.batch, task_type))
-        except ValidationError as e:
-            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
-        if isinstance(body, (m.TaskTypePaused, m.TaskTypeResumed)):
-            log.warning("task type %s %s in partition %d (%s)", body.task_type,
-                        "paused" if isinstance(body, m.TaskTypePaused) else "resumed", partition.number,
-                        body.reason or "no reason given")
-        partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
-                        command.correlation_id)
-
-    def _limit(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+    def _task_type(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+        """A pause, resume or rate limit of a task type in this partition (``engine.domain.tasktypes``)."""
         def bucket(task_type: str) -> Bucket | None:
             record = read_limit(partition.batch, task_type)
             return record.bucket if record is not None else None
 
-        try:
-            check_limit_command(command)
-            body = decide_limit(command, bucket, self.partitions)
-        except ValidationError as e:
-            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
-        if isinstance(body, m.RateLimitSet):
-            log.warning("task type %s limited to %s in partition %d (%s)", body.task_type, shown_rate(body.rate),
-                        partition.number, body.reason or "no reason given")
-        elif isinstance(body, m.RateLimitCleared):
-            log.warning("task type %s: rate limit cleared in partition %d (%s)", body.task_type, partition.number,
-                        body.reason or "no reason given")
+        body = tasktypes.decide(command, lambda task_type: is_paused(partition.batch, task_type), bucket,
+                                self.partitions)
+        change = tasktypes.changed(body)
+        if change is not None:
+            log.warning("%s in partition %d (%s)", change, partition.number,
+                        getattr(body, "reason", "") or "no reason given")
         partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
                         command.correlation_id)
 
