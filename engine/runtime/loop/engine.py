@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from engine.app import App
 from engine.config import Settings
@@ -191,10 +191,11 @@ class Engine:
         for partition, event in self.lifecycle.take_unknown():
             sampling.unknown_write(self.metrics, partition, event)
 
-    def _route(self, results: list[object]) -> None:
-        """Hand each command record and each finished attempt to its partition's queue."""
+    def _route(self, results: list[Any]) -> None:
+        """Hand each command record and each finished attempt (``results``: as the executor reported them, and
+        None for a wake-up) to its partition's queue."""
         waiting = self.inbox.commands
-        settled = [r for r in (self.executor.settle(item) for item in results if item) if r]  # type: ignore[arg-type]
+        settled = [r for r in (self.executor.settle(item) for item in results if item) if r]
         routed = route(self.partitions, _drain(waiting), settled + self.executor.expire())
         self.inbox.decided(routed.dropped)
         for rewind in routed.rewinds:
