@@ -250,7 +250,7 @@ class Engine:
                 partition.keep_results(w.staged)
             self._drop_commands(partition)
             if step.next is Next.BACK_OFF:
-                refusals.refused(self.lifecycle, partition, w.error, step.rewind)
+                self.lifecycle.resync(partition, None, step.rewind, refusals.refused(partition, w.error))
             else:
                 self.lifecycle.resync(partition, step.why, step.rewind)
 
