@@ -19,9 +19,9 @@ from engine.contract.ids import new_uuid4s
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command
 from engine.domain.lanes import parse_priority
-from engine.domain.pauses import check_task_command, is_task_command, task_envelope
-from engine.domain.ratelimits import check_limit_command, is_limit_command, limit_envelope, parse_rate
-from engine.domain.schedules import is_schedule_command
+from engine.domain import tasktypes
+from engine.domain.commands import Route, route_of
+from engine.domain.ratelimits import parse_rate
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.schemas import ensure_published
@@ -177,16 +177,18 @@ class Client(ScheduleMethods, QueryMethods):
         One command per partition; returns each partition's decision (``TaskTypePaused``, or a refusal
         when it already was), read within ``wait`` seconds (an undecided one has no events).
         """
-        return self._task_command(m.PauseTaskType(task_type, reason, requested_by), wait)
+        return self._every_partition(m.PauseTaskType(task_type, reason, requested_by), wait)
 
     def resume_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
                          wait: float = 10.0) -> list[Outcome]:
         """Start jobs of a paused ``task_type`` again in every partition; as ``pause_task_type``."""
-        return self._task_command(m.ResumeTaskType(task_type, reason, requested_by), wait)
+        return self._every_partition(m.ResumeTaskType(task_type, reason, requested_by), wait)
 
-    def _task_command(self, body: m.PauseTaskType | m.ResumeTaskType, wait: float) -> list[Outcome]:
+    def _every_partition(self, body: tasktypes.TaskTypeBody, wait: float) -> list[Outcome]:
+        """Send a command on a task type as a whole to every partition (``engine.domain.tasktypes``); each one's
+        decision, read within ``wait`` seconds."""
         count = self._partition_count()
-        handles = self._send([new_command(task_envelope(body.task_type, p, count), "", body) for p in range(count)])
+        handles = self._send([new_command(tasktypes.envelope(body, p, count), "", body) for p in range(count)])
         return self.wait_all(handles, wait, until=lambda o: bool(o.events))
 
     def status(self, job_id: str, *, tenant: str | None = None) -> Outcome:
@@ -295,12 +297,12 @@ class Client(ScheduleMethods, QueryMethods):
         of ``max(1, burst // N)``. Returns each partition's decision (``RateLimitSet``, or a refusal when
         it had this limit already), read within ``wait`` seconds."""
         per_s = parse_rate(rate) if isinstance(rate, str) else rate
-        return self._limit_command(m.SetRateLimit(task_type, per_s, burst, reason, requested_by), wait)
+        return self._every_partition(m.SetRateLimit(task_type, per_s, burst, reason, requested_by), wait)
 
     def clear_rate_limit(self, task_type: str, *, reason: str = "", requested_by: str = "",
                          wait: float = 10.0) -> list[Outcome]:
         """Remove ``task_type``'s rate limit in every partition; as ``set_rate_limit``."""
-        return self._limit_command(m.ClearRateLimit(task_type, reason, requested_by), wait)
+        return self._every_partition(m.ClearRateLimit(task_type, reason, requested_by), wait)
 
     def rate_limits(self) -> list[tuple[int, LimitRecord]]:
         """(partition, ``LimitRecord``) of every rate limit in the projections of ``settings.state_dir``."""
@@ -328,11 +330,6 @@ class Client(ScheduleMethods, QueryMethods):
         command = new_command(job_id, tenant, m.ReprioritizeJob(parse_priority(priority), reason, requested_by))
         return self._decided(job_id, command, wait)
 
-    def _limit_command(self, body: m.SetRateLimit | m.ClearRateLimit, wait: float) -> list[Outcome]:
-        count = self._partition_count()
-        handles = self._send([new_command(limit_envelope(body.task_type, p, count), "", body) for p in range(count)])
-        return self.wait_all(handles, wait, until=lambda o: bool(o.events))
-
 
 SUBMIT_KEYS = frozenset(inspect.signature(Client.submit).parameters) - {"self"}
 """The keys a job of ``submit_many`` may have: ``submit``'s arguments."""
@@ -354,11 +351,10 @@ def _submit_kwargs(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check(command: m.Command) -> None:
     """The engine's rules for a command other than SubmitJob, checked before producing it."""
-    if is_task_command(command):
-        check_task_command(command)
-    elif is_limit_command(command):
-        check_limit_command(command)
-    elif is_schedule_command(command):
+    route = route_of(command)  # engine/domain/commands.py
+    if route is Route.TASK_TYPE:
+        tasktypes.check(command)
+    elif route is Route.SCHEDULE:
         check_schedule_command(command)
     else:
         check_job_command(command, command.issued_at)

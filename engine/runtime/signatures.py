@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import Settings
 from engine.contract import messages as m
+from engine.domain.commands import Sender, sent_by
 from engine.contract.signing import (
     SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, sign,
 )
@@ -90,7 +91,7 @@ def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, s
     return None
 
 
-INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence)
+INTERNAL_COMMANDS = sent_by(Sender.ENGINE)
 """Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
 
 

@@ -78,6 +78,14 @@ class TenantDirectory:
         """The ids of the tenants of ``product``, sorted."""
         return sorted(t for t, c in self._tenants.items() if c.product == product)
 
+    def scoped(self, scope: str | None) -> tuple[str, ...]:
+        """The tenants a scoped job fans out to (``global``, ``product:<name>``), from the table as it is now."""
+        if scope == "global":
+            return tuple(sorted(self._tenants))
+        if scope and scope.startswith("product:"):
+            return tuple(self.tenants_of_product(scope.split(":", 1)[1]))
+        return ()
+
     def all(self) -> dict[str, TenantConfig]:
         """A copy of the whole table, by tenant id."""
         return dict(self._tenants)

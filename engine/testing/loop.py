@@ -122,8 +122,7 @@ class VirtualLoop:
         self.held = [Held(n, WINDOWS, self.board, self.poison) for n in range(max(1, setup.partitions))]
         self.partitions = {h.partition.number: h.partition for h in self.held}
         self.admission = Admission(COMMANDS_TOPIC, len(self.held), self.base_ctx.tasks,  # type: ignore[arg-type]
-                                   dict(setup.lane_limits), setup.max_queued.get, self._scope, self.poison,
-                                   lambda p: self.held[p.number].timers.desk)
+                                   dict(setup.lane_limits), setup.max_queued.get, self._scope, self.poison)
         self.dispatcher = Dispatcher(self.board, self._weight, OWNER, self.poison.job, setup.fair)
         self._turn = 0
         self._idle = False  # True: nothing more happens at ``now`` until a command is sent or the clock moves
@@ -168,7 +167,7 @@ class VirtualLoop:
         for held in self.held:
             while held.commands:
                 offset, raw = held.commands.popleft()
-                self.admission.admit(held.partition, offset, raw, ctxs[held.partition.number])
+                self.admission.admit(held.partition, offset, raw, ctxs[held.partition.number], desk=held.timers.desk)
         for held in self.held:
             held.timers.tick(ctxs[held.partition.number])
         self._dispatch(ctxs)

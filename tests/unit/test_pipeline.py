@@ -54,8 +54,7 @@ class Rig:
         self.partition.state = State.ACTIVE
         self.timers = PartitionTimers(self.partition, Windows(), self.board, self.poison.job)
         self.partition.observer = self.timers.observe
-        self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison,
-                                   lambda p: self.timers.desk)
+        self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison)
         self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
         self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
         self.partition.next_offset = 0
@@ -66,7 +65,7 @@ class Rig:
 
     def admit(self, command: m.Command | bytes) -> None:
         raw = command if isinstance(command, bytes) else encode_command(command)
-        self.admission.admit(self.partition, self.command_offset, raw, self.ctx())
+        self.admission.admit(self.partition, self.command_offset, raw, self.ctx(), desk=self.timers.desk)
         self.command_offset += 1
 
     def dispatch(self, free: int = 10) -> int:
