@@ -90,8 +90,9 @@ def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, s
     return None
 
 
-INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence)
-"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
+INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence, m.AwaitJob, m.ReportDependency)
+"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule,
+a job's wait for a dependency and the dependency's end reported to it."""
 
 
 class CommandChecker:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
 from engine.contract import messages as m
-from engine.domain.decide import CommandInput, DecideContext, decide
+from engine.domain.decide import CommandInput, DecideContext, Send, decide
 from engine.domain.lifecycle import JobState
 from projections.batch import Batch
 from projections.evolve import FULL, WRITE_MODEL, fold, write_model
@@ -67,6 +68,22 @@ def test_a_duplicate_of_an_ended_job_is_answered_from_its_tombstone(tmp_path: Pa
     cancel = decide(tomb, CommandInput(command("job-1", m.CancelJob("no", "ops")), 10), DecideContext(2_000, 1))
     refused = cancel[0].body  # type: ignore[union-attr]
     assert isinstance(refused, m.CommandRefused) and refused.state == "completed"
+
+
+def test_a_late_dependent_is_told_from_the_tombstone_with_the_result_and_a_tombstone_of_old_reads_none(
+        tmp_path: Path) -> None:
+    events = life()
+    events[-1] = event(m.JobSucceeded(1, 5, b'{"rows": 3}'), "job-1", at=1_002)
+    batch = fold_all(tmp_path / "s", [claim(1), *events])
+    tomb = read_ended(batch, "job-1")
+    assert tomb is not None and tomb.result == b'{"rows": 3}'
+    out = decide(tomb, CommandInput(command("job-1", m.AwaitJob("late")), 11), DecideContext(2_000, 1))
+    (send,) = out
+    assert isinstance(send, Send) and send.command.job_id == "late"
+    assert send.command.body == m.ReportDependency("job-1", "completed", b'{"rows": 3}', "")
+    batch.store.write_raw([(ended_key("old"), marshal.dumps(("completed", 5, "acme", None), 2))])  # before results
+    old = read_ended(batch.store, "old")
+    assert old is not None and old.state is JobState.COMPLETED and old.result is None
 
 
 def test_a_tombstone_expires_by_event_time_after_the_window(tmp_path: Path) -> None:
