@@ -220,7 +220,7 @@ class VirtualLoop:
             attempt: int = event.body.attempt  # type: ignore[union-attr]
             request = RunRequest(held.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
-                                 job.queued_at or job.submitted_at)
+                                 job.queued_at or job.submitted_at, job.reported)
             self.runner.start(request, self.now)
 
     # --- around the ticks ----------------------------------------------------------------------

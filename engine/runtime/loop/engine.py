@@ -357,7 +357,7 @@ class Engine:
                            task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
                            payload=job.payload, idempotency_key=job.idempotency_key,
                            deadline=now + self._timeout(job.task_type),
-                           queued_at_us=job.queued_at or job.submitted_at)
+                           queued_at_us=job.queued_at or job.submitted_at, dependencies=job.reported)
                 for event, job in w.staged.starts]
 
     def _timeout(self, task_type: str) -> float:
