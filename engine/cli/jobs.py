@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from engine.cli.common import (
@@ -230,7 +231,7 @@ def _brief(row: dict[str, Any]) -> str:
     return ""
 
 
-DEPENDENCY_ROWS: dict[str, Any] = {
+DEPENDENCY_ROWS: dict[str, Callable[[dict[str, Any]], str]] = {
     "DependenciesAwaited": lambda d: f"  waits for {d['count']} job(s)",
     "DependentAdded": lambda d: f"  job {d['dependent_job_id']} waits for this one",
     "DependencyReported": lambda d: f"  job {d['dependency_job_id']} {d['status']}"
