@@ -129,6 +129,9 @@ def _why_waiting(outcome: Outcome) -> str:
     """What a wait that ran out adds: what holds the job, or that no engine decided its command at all."""
     if outcome.held:
         return f" ({outcome.held})"
+    pending = [job_id for job_id, status in outcome.dependencies.items() if status == "pending"]
+    if outcome.status == "waiting" and pending:
+        return f" (waiting for {len(pending)} job(s): {', '.join(pending[:3])}{', …' if len(pending) > 3 else ''})"
     if not outcome.known:
         return " (no engine decided its command: is one running on this namespace?)"
     return ""

@@ -73,6 +73,15 @@ def test_a_failed_dependency_cancels_or_runs_and_an_unknown_one_is_answered(  # 
         assert answered.status == "cancelled" and answered.reason.startswith("dependency_unknown: "), answered
     assert client.status(theirs.job_id).dependents == []  # another tenant's job is never waited on
 
+    later = client.submit("echo", {}, tenant="acme", delay=600)
+    follower = client.submit("gather", {}, tenant="acme", depends_on=[later], if_dependency_fails="run")
+    until(lambda: client.status(later.job_id).dependents == [follower.job_id])
+    client.cancel(later.job_id, reason="not needed")  # cancelling a dependency releases its dependents by the rule
+    released = follower.wait(60)
+    assert released.status == "completed"
+    assert released.result["dependencies"] == {later.job_id: {"status": "cancelled", "error": "not needed"}}
+    client.cancel(follower.job_id)  # refused: final; and cancelling a dependent never touches its dependencies
+
 
 def test_cli_submit_after_and_status_show_what_a_job_waits_for(  # type: ignore[no-untyped-def]
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
