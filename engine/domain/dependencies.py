@@ -72,8 +72,8 @@ def report_dependency(body: m.ReportDependency, given: CommandInput, job: JobVie
     if job is None or job.state is not JobState.WAITING or job.tenant_id != cmd.tenant_id:
         return []  # cancelled meanwhile (or already released by a failure under "run"): nothing waits for it
     policies = job.depends_on or {}
-    if dependency not in policies or dependency in (job.reported or {}):
-        return []
+    if dependency not in policies or ctx.reported is not None:
+        return []  # not one of its dependencies, or told already
     out: Decision = [Emit(job.job_id, job.tenant_id,
                           m.DependencyReported(dependency, body.status, body.result, body.error))]
     if body.status == UNKNOWN:

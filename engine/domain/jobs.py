@@ -56,12 +56,12 @@ class JobView:
     cancel: tuple[str, str] | None = None  # a cancel asked of the running attempt: (reason, requested_by)
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     depends_on: dict[str, str] | None = None  # dependency id -> cancel | run (what this job does if it fails)
-    reported: dict[str, tuple[str, bytes | None, str]] | None = None  # dependency id -> (status, result, error)
+    reported: int = 0  # how many of its dependencies were reported ended (each report: projections.views.dependencies)
     dependents: tuple[str, ...] = ()  # the jobs waiting for this one, told how it ends
 
     def awaiting(self) -> int:
         """How many of its dependencies have not ended (as far as this job was told)."""
-        return len(self.depends_on or ()) - len(self.reported or ())
+        return len(self.depends_on or ()) - self.reported
 
     def child_counts(self) -> tuple[int, int, int]:
         """(succeeded, failed, pending) children of a scoped job."""
@@ -157,7 +157,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
-        body.depends_on or None, None, (),
+        body.depends_on or None, 0, (),
     )
 
 
@@ -245,7 +245,7 @@ def _(body: m.DependentAdded, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.DependencyReported, job: JobView, at: int) -> dict[str, object]:
-    return dict(reported={**(job.reported or {}), body.dependency_job_id: (body.status, body.result, body.error)})
+    return dict(reported=job.reported + 1)
 
 
 @_apply.register

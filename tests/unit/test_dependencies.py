@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -26,8 +26,12 @@ class World:
     jobs: dict[str, JobView] = field(default_factory=dict)
     sent: collections.deque[m.Command] = field(default_factory=collections.deque)
     log: list[tuple[str, m.EventBody]] = field(default_factory=list)
+    reports: dict[str, dict[str, tuple[str, bytes | None, str]]] = field(
+        default_factory=lambda: collections.defaultdict(dict))  # as projections.views.dependencies keeps them
 
     def apply(self, job_id: str, given: object, ctx: DecideContext = CTX) -> list[m.EventBody]:
+        if isinstance(given, CommandInput) and isinstance(given.command.body, m.ReportDependency):
+            ctx = replace(ctx, reported=self.reports[job_id].get(given.command.body.dependency_job_id))
         out = decide(self.jobs.get(job_id), given, ctx)  # type: ignore[arg-type]
         bodies = []
         for item in out:
@@ -39,6 +43,9 @@ class World:
             after = evolve(self.jobs.get(target), event(item.body, target, at=ctx.now, tenant=item.tenant_id))
             if after is not None:
                 self.jobs[target] = after
+            if isinstance(item.body, m.DependencyReported):
+                b = item.body
+                self.reports[target][b.dependency_job_id] = (b.status, b.result, b.error)
             self.log.append((target, item.body))
             bodies.append(item.body)
         return bodies
@@ -78,10 +85,10 @@ def test_a_chain_runs_in_order_and_each_job_gets_the_results_it_waits_for() -> N
     w.run("a", result=b'{"rows": 3}')
     w.deliver()
     assert w.state("b") is JobState.QUEUED and w.state("c") is JobState.WAITING
-    assert w.jobs["b"].reported == {"a": ("completed", b'{"rows": 3}', "")}
+    assert w.reports["b"] == {"a": ("completed", b'{"rows": 3}', "")}
     w.run("b", result=b"2")
     w.deliver()
-    assert w.state("c") is JobState.QUEUED and w.jobs["c"].reported == {"b": ("completed", b"2", "")}
+    assert w.state("c") is JobState.QUEUED and w.reports["c"] == {"b": ("completed", b"2", "")}
     assert (("b", m.JobQueued("dependencies_met")) in w.log)
 
 
@@ -99,7 +106,7 @@ def test_a_fan_in_is_released_by_its_last_dependency_only() -> None:
     w.run(deps[-1], result=b"last")
     w.deliver()
     assert w.state("sum") is JobState.QUEUED
-    assert {d: r[1] for d, r in (w.jobs["sum"].reported or {}).items()} == {d: d.encode() for d in deps[:-1]} | {
+    assert {d: r[1] for d, r in w.reports["sum"].items()} == {d: d.encode() for d in deps[:-1]} | {
         deps[-1]: b"last"}
 
 
@@ -129,7 +136,7 @@ def test_under_run_a_failed_dependency_counts_as_ended_with_its_status_and_error
     w.run("b", result=b"1")
     w.deliver()
     assert w.state("c") is JobState.QUEUED
-    assert w.jobs["c"].reported == {"a": ("dead", None, "ValueError: boom"), "b": ("completed", b"1", "")}
+    assert w.reports["c"] == {"a": ("dead", None, "ValueError: boom"), "b": ("completed", b"1", "")}
 
 
 def test_a_dependency_that_ended_before_the_dependent_counts_at_once() -> None:
@@ -138,7 +145,7 @@ def test_a_dependency_that_ended_before_the_dependent_counts_at_once() -> None:
     w.run("a", result=b"7")
     w.submit("b", {"a": "cancel"})
     w.deliver()
-    assert w.state("b") is JobState.QUEUED and w.jobs["b"].reported == {"a": ("completed", b"7", "")}
+    assert w.state("b") is JobState.QUEUED and w.reports["b"] == {"a": ("completed", b"7", "")}
     assert w.jobs["a"].dependents == ()  # told at once, not recorded
 
 
@@ -181,7 +188,7 @@ def test_cancelling_a_dependent_leaves_its_dependency_and_cancelling_a_dependenc
     assert w.state("b") is JobState.CANCELLED and not w.sent and w.state("a") is JobState.QUEUED
     w.apply("a", CommandInput(command("a", m.CancelJob("gone", "ops")), 1))
     w.deliver()
-    assert w.state("c") is JobState.QUEUED and w.jobs["c"].reported == {"a": ("cancelled", None, "gone")}
+    assert w.state("c") is JobState.QUEUED and w.reports["c"] == {"a": ("cancelled", None, "gone")}
 
 
 def test_a_dead_dependency_is_reported_once_purged_or_replayed_later() -> None:
@@ -237,3 +244,16 @@ def test_bad_dependencies_are_one_error_naming_the_field(depends_on: object, sco
 def test_ten_thousand_dependencies_are_admitted() -> None:
     deps = {f"{i:036d}": "cancel" for i in range(MAX_DEPENDENCIES)}
     assert check_submit(_submit(deps), NOW, 1024).depends_on is deps
+
+
+def test_a_dependency_reported_twice_while_the_job_waits_counts_once() -> None:
+    w = World()
+    w.submit("a")
+    w.submit("b")
+    w.submit("c", {"a": "cancel", "b": "cancel"})
+    w.deliver()
+    w.run("a")
+    report = next(c for c in w.sent if c.job_id == "c")
+    w.deliver()
+    assert w.apply("c", CommandInput(report, 1)) == []  # told already (projections.views.dependencies says so)
+    assert w.state("c") is JobState.WAITING and w.jobs["c"].awaiting() == 1

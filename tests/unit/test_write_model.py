@@ -159,3 +159,23 @@ def test_a_sweep_is_bounded_and_a_replay_in_other_batches_reaches_the_same_bytes
     assert list(store.items()) == list(whole.store.items())
     store.close()
     whole.store.close()
+
+
+def test_a_waiting_jobs_reports_are_one_key_each_and_go_when_it_has_run(tmp_path: Path) -> None:
+    from projections.views.dependencies import read_report, read_reports, report_key
+
+    submitted = m.JobSubmitted("email.send", m.Payload(b"{}"), 5, "normal", 3, depends_on={"a": "cancel", "b": "run"})
+    events = [claim(1), event(submitted, "job-1"), event(m.DependenciesAwaited(2), "job-1"),
+              event(m.DependencyReported("b", "dead", None, "E: boom"), "job-1"),
+              event(m.DependencyReported("a", "completed", b"7"), "job-1"),
+              event(m.JobQueued("dependencies_met"), "job-1")]
+    batch = fold_all(tmp_path / "s", events)
+    job = read_job(batch, "job-1")
+    assert job is not None and job.state is JobState.QUEUED and job.reported == 2 and job.awaiting() == 0
+    assert read_reports(batch, job) == {"a": ("completed", b"7", ""), "b": ("dead", None, "E: boom")}
+    assert read_report(batch, "job-1", "c") is None
+    ran = [event(m.JobStarted(1, "w", 1), "job-1"), event(m.JobSucceeded(1, 5, None), "job-1")]
+    for offset, ev in enumerate(ran, start=len(events)):
+        fold(batch, ev, offset)
+    batch.commit()
+    assert batch.store.get(report_key("job-1", "a")) is None and batch.store.get(report_key("job-1", "b")) is None

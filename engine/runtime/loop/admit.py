@@ -31,6 +31,7 @@ from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.signatures import INTERNAL_COMMANDS
 from projections.views import keys as k
 from projections.views.counters import read_int
+from projections.views.dependencies import read_report
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
@@ -176,7 +177,9 @@ class Admission:
             self._limit(partition, command, ctx)
             return
         body = command.body
-        if isinstance(body, m.SubmitJob):
+        if isinstance(body, m.ReportDependency):  # what the job was told of that dependency already
+            ctx = replace(ctx, reported=read_report(partition.batch, command.job_id, body.dependency_job_id))
+        elif isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:

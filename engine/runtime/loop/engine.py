@@ -51,6 +51,7 @@ from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.signatures import CommandChecker, engine_signer, signature_of
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
 from engine.runtime.topics import checkpoints_topic, ensure_schemas_topic, partition_count, topic_exists
+from projections.views.dependencies import read_reports
 
 log = logging.getLogger("epochq.engine")
 
@@ -357,7 +358,8 @@ class Engine:
                            task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
                            payload=job.payload, idempotency_key=job.idempotency_key,
                            deadline=now + self._timeout(job.task_type),
-                           queued_at_us=job.queued_at or job.submitted_at, dependencies=job.reported)
+                           queued_at_us=job.queued_at or job.submitted_at,
+                           dependencies=read_reports(w.partition.batch, job) if job.depends_on else None)
                 for event, job in w.staged.starts]
 
     def _timeout(self, task_type: str) -> float:
