@@ -104,6 +104,8 @@ def change_line(outcome: Outcome) -> str | None:
         return outcome.held
     if status == "failed":
         return None
+    if status == "waiting" and outcome.dependencies:
+        return f"waiting for {len(outcome.dependencies)} job(s)"
     if status == "running" and outcome.attempts:
         return f"running (attempt {outcome.attempts})"
     if status == "retrying":
