@@ -23,7 +23,7 @@ from engine.errors import ValidationError
 
 __all__ = [
     "AttemptFinished", "CommandInput", "DecideContext", "Decision", "Emit", "Input", "Limits", "ProgressReported",
-    "RequeueOrphan", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide",
+    "RequeueOrphan", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide", "told",
 ]
 
 
@@ -31,8 +31,13 @@ def decide(job: JobView | None, given: Input, ctx: DecideContext) -> Decision:
     """The events that ``given`` causes for ``job`` (None: the job does not exist yet), and the
     commands to send with them (``Send``: a scoped job's children, a child's report, a dependency's wait and its
     end told to its dependents)."""
-    outcome = children.notify_parent(job, _decide(given, job, ctx), ctx.now)
-    return dependencies.notify_dependents(job, outcome, ctx.now)
+    return told(job, _decide(given, job, ctx), ctx.now)
+
+
+def told(job: JobView | None, outcome: Decision, now: int) -> Decision:
+    """``outcome`` and the commands it sends to whoever waits for ``job`` to end: its scoped parent, its
+    dependents. (The loop calls it too when it sets a poison input aside by dead-lettering the job.)"""
+    return dependencies.notify_dependents(job, children.notify_parent(job, outcome, now), now)
 
 
 @type_switch
