@@ -118,7 +118,7 @@ def key_in(partitions: set[int], tenant: str, prefix: str) -> str:
                 if partition_for(job_id_for_key(tenant, f"{prefix}-{i}"), 3) in partitions)
 
 
-def test_kill_nine_of_both_owners_between_the_dependencys_success_and_the_release(  # type: ignore[no-untyped-def]
+def test_kill_nine_of_the_dependencys_owner_between_its_success_and_the_release_and_a_zombie(  # type: ignore[no-untyped-def]
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     a = start_engine(engines, settings, "a", tmp_path)
     a.wait_active(3)
@@ -136,9 +136,14 @@ def test_kill_nine_of_both_owners_between_the_dependencys_success_and_the_releas
     until(lambda: client.status(dependency.job_id).status == "completed", 60)
     a.signal(signal.SIGKILL)  # the dependency's owner dies after its success...
     assert client.status(dependent.job_id).status == "waiting"  # ...and before the release
-    b.signal(signal.SIGKILL)
-    b.signal(signal.SIGCONT)
-    start_engine(engines, settings, "c", tmp_path).wait_active(3, timeout=120)
+    c = start_engine(engines, settings, "c", tmp_path)
+    c.wait_active(3, timeout=120)  # a is dead and b silent: c holds every partition
+    b.signal(signal.SIGCONT)  # b wakes as a zombie of the dependent's partition: fenced
     outcome = dependent.wait(120)
     assert outcome.status == "completed", outcome
     assert outcome.result["dependencies"] == {dependency.job_id: {"gated": True, "attempt": 1}}
+    ends = [e.event.type for e in client.status(dependent.job_id).events
+            if not e.fenced and e.event.type in ("JobSucceeded", "JobCancelled", "JobDeadLettered")]
+    reports = [e for e in client.status(dependent.job_id).events
+               if not e.fenced and e.event.type == "DependencyReported"]
+    assert ends == ["JobSucceeded"] and len(reports) == 1
