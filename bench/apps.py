@@ -25,3 +25,20 @@ def work(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     import time
 
     time.sleep(float(payload.get("seconds", 0.002)))
+
+
+@app.task("gate", timeout=600)
+def gate(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Runs until the file named in the payload exists: the benchmark decides when it succeeds."""
+    import time
+    from pathlib import Path
+
+    while not Path(payload["open_when"]).exists():
+        time.sleep(0.002)
+    return {"opened": True}
+
+
+@app.task("fan_in")
+def fan_in(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Reads what it waited for: how many results reached it."""
+    return {"results": len(ctx.dependency_results)}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from engine.commands import new_command, now_us, submit_command
+from engine.commands import dependency_waves, new_command, now_us, submit_command
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.bounds import check_bounds
@@ -96,7 +96,8 @@ class Client(ScheduleMethods, QueryMethods):
                run_at: datetime | float | None = None, delay: float | None = None,
                idempotency_key: str | None = None, lane: str | None = None,
                max_attempts: int | None = None, correlation_id: str | None = None,
-               scope: str | None = None, labels: Mapping[str, str] | None = None) -> JobHandle:
+               scope: str | None = None, labels: Mapping[str, str] | None = None,
+               depends_on: Iterable[Any] | None = None, if_dependency_fails: str = "cancel") -> JobHandle:
         """Submit one job; returns once the broker has it (acks=all).
 
         Checked first with the engine's rules (docs/contract.md): a bad value raises
@@ -106,22 +107,33 @@ class Client(ScheduleMethods, QueryMethods):
         ``scope``: ``None``/``"tenant"`` runs the job for ``tenant``; ``"product:<name>"`` runs one
         child per tenant of the product, ``"global"`` one per known tenant (from ``<ns>.tenants``);
         the parent's outcome then has one row per tenant in ``outcome.children``.
+
+        ``depends_on``: jobs (ids or handles) of the same tenant, submitted before this one, that this
+        job waits for (status ``waiting``, up to 10,000); it is queued once all completed, and its
+        handler reads their results in ``ctx.dependency_results``. If one dies or is cancelled,
+        ``if_dependency_fails="cancel"`` (the default) cancels this job (reason ``dependency_failed: …``),
+        ``"run"`` runs it anyway; an unknown one cancels it (``dependency_unknown: …``).
         """
         job_id, command_id = new_uuid4s(2)
         command = self._submit_command(job_id, command_id, now_us(), task_type, payload, tenant, priority, run_at,
-                                       delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels)
+                                       delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels,
+                                       depends_on, if_dependency_fails)
         return self._send([command])[0]
 
     def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Submit many jobs (each a mapping of ``submit``'s keyword arguments) with one flush.
 
         Every job is checked before any is produced: a bad one raises ``ValidationError``
-        naming its index and field, and nothing is submitted.
+        naming its index and field, and nothing is submitted. A job that depends on another of the
+        same call (by its idempotency key's id) is produced once that one is acknowledged.
         """
         batch = list(jobs)
         ids, now = new_uuid4s(2 * len(batch)), now_us()
         commands = [self._job_command(n, ids[2 * n], ids[2 * n + 1], now, job) for n, job in enumerate(batch)]
-        return self._send(commands)
+        handles = {}
+        for wave in dependency_waves(commands):
+            handles.update({h.job_id: h for h in self._send(wave)})
+        return [handles[c.job_id] for c in commands]
 
     def cancel(self, job_id: str, *, tenant: str | None = None, reason: str = "", requested_by: str = "") -> JobHandle:
         """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
@@ -233,11 +245,14 @@ class Client(ScheduleMethods, QueryMethods):
                         priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
                         idempotency_key: str | None = None, lane: str | None = None,
                         max_attempts: int | None = None, correlation_id: str | None = None,
-                        scope: str | None = None, labels: Mapping[str, str] | None = None) -> m.Command:
+                        scope: str | None = None, labels: Mapping[str, str] | None = None,
+                        depends_on: Iterable[Any] | None = None,
+                        if_dependency_fails: str = "cancel") -> m.Command:
         """A checked SubmitJob: the engine's admission rules, before anything is produced."""
         return submit_command(job_id, command_id, now, task_type, payload, tenant, priority, run_at, delay,
                               idempotency_key, lane, max_attempts, correlation_id, scope, labels,
-                              max_payload_bytes=self.settings.max_payload_bytes)
+                              max_payload_bytes=self.settings.max_payload_bytes, depends_on=depends_on,
+                              if_dependency_fails=if_dependency_fails)
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         """Produce ``commands`` and wait until the broker has them all (acks=all)."""

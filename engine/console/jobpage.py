@@ -20,6 +20,8 @@ from engine.console.web import problem_page, reads_of, render
 FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
 """A job in one of these changes no more by itself: its page stops refreshing."""
 WAITING = frozenset({"queued", "pending", "scheduled", "retrying"})
+SHOWN_DEPENDENCIES = 100
+"""Dependencies (and dependents) a job's page lists; the count says how many more there are."""
 
 
 def job_page(request: Request) -> Response:
@@ -69,10 +71,21 @@ def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
     return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
             "timeline": folded_timeline(events), "payload": pretty(_payload(job, outcome.value)),
             "result": pretty(_result(job, outcome.value)), "labels": _labels(logged),
-            "progress": _progress(job, status), "holdup": None,
-            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
+            "progress": _progress(job, status), "holdup": None, **dependency_rows(outcome.value),
+            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending", "waiting"),
             "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead",
             "final": status in FINAL_STATES}
+
+
+def dependency_rows(outcome: Any) -> dict[str, Any]:
+    """What a job waits for (each dependency with how it ended, as the job was told: ``pending`` until then) and
+    the jobs that wait for it, the first SHOWN_DEPENDENCIES of each, with their counts."""
+    dependencies = list((outcome.dependencies if outcome is not None else {}).items())
+    dependents = list(outcome.dependents if outcome is not None else [])
+    return {"dependencies": [{"job_id": j, "status": s} for j, s in dependencies[:SHOWN_DEPENDENCIES]],
+            "dependency_count": len(dependencies),
+            "dependency_pending": sum(1 for _, s in dependencies if s == "pending"),
+            "dependents": dependents[:SHOWN_DEPENDENCIES], "dependent_count": len(dependents)}
 
 
 def folded_timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

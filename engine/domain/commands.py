@@ -69,6 +69,8 @@ COMMANDS: dict[type, Kind] = {
     m.RescheduleJob: _JOB,
     m.ReprioritizeJob: _JOB,
     m.ReportChild: Kind(Route.JOB, Sender.ENGINE),
+    m.AwaitJob: Kind(Route.JOB, Sender.ENGINE),
+    m.ReportDependency: Kind(Route.JOB, Sender.ENGINE),
     m.UpsertSchedule: _SCHEDULE,
     m.PauseSchedule: _SCHEDULE,
     m.ResumeSchedule: _SCHEDULE,

@@ -92,7 +92,8 @@ def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, s
 
 
 INTERNAL_COMMANDS = sent_by(Sender.ENGINE)
-"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
+"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule,
+a job's wait for a dependency and the dependency's end reported to it."""
 
 
 class CommandChecker:

@@ -46,6 +46,7 @@ from projections.evolve import FENCED, record_position
 from projections.views import keys as k
 from projections.views.breakers import all_breakers
 from projections.views.counters import fair_state
+from projections.views.dependencies import read_reports
 from projections.views.schedules import SCHEDULE_DUE
 
 OWNER = "test-engine"
@@ -219,7 +220,8 @@ class VirtualLoop:
             attempt: int = event.body.attempt  # type: ignore[union-attr]
             request = RunRequest(held.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
-                                 job.queued_at or job.submitted_at)
+                                 job.queued_at or job.submitted_at,
+                                 read_reports(held.partition.batch, job) if job.depends_on else None)
             self.runner.start(request, self.now)
 
     # --- around the ticks ----------------------------------------------------------------------

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,14 @@ class JobContext:
     _token: int = field(default=-1, repr=False, compare=False)
     _cancels: AbstractSet[int] = field(default=NO_CANCELS, repr=False, compare=False)  # the executor's, shared
     _progress: dict[int, tuple[float | None, str]] | None = field(default=None, repr=False, compare=False)
+    _dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = field(default=None, repr=False)
+
+    @property
+    def dependency_results(self) -> dict[str, Any]:
+        """Each dependency's job id mapped to its result (decoded JSON; None if it returned nothing), or, for one
+        that did not complete (the job runs anyway: ``if_dependency_fails="run"``), ``{"status": "dead" |
+        "cancelled" | "partial", "error": "..."}``. Empty for a job submitted without ``depends_on``."""
+        return {job_id: dependency_result(*report) for job_id, report in (self._dependencies or {}).items()}
 
     def progress(self, value: float | None = None, message: str = "") -> None:
         """Report how far the attempt got (``value``: a fraction, a count...; ``message``: text).
@@ -112,9 +121,11 @@ class JobContext:
         partition: int,
         idempotency_key: str | None,
         deadline: float,
+        dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None,
     ) -> JobContext:
         """A context whose logger comes from ``epochq.handler.<task_type>``."""
-        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline)
+        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline,
+                   _dependencies=dependencies)
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0.0 once it has passed)."""
@@ -125,7 +136,7 @@ class JobContext:
         return {
             "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
             "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
-            "idempotency_key": self.idempotency_key, "deadline": self.deadline,
+            "idempotency_key": self.idempotency_key, "deadline": self.deadline, "dependencies": self._dependencies,
         }
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -134,3 +145,15 @@ class JobContext:
 
 def _rebuild(fields: dict[str, Any]) -> JobContext:
     return JobContext.create(**fields)
+
+
+def dependency_result(status: str, result: bytes | None, error: str) -> Any:
+    """What ``ctx.dependency_results`` shows of one dependency: its decoded result, or its status and error."""
+    if status != "completed":
+        return {"status": status, "error": error}
+    if result is None:
+        return None
+    try:
+        return json.loads(result)
+    except ValueError:  # not JSON (written by a producer of another language): the bytes as they are
+        return result

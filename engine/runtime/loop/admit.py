@@ -31,6 +31,7 @@ from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.schedules import ScheduleDesk
 from projections.views.counters import lane_depth, tenant_backlog
+from projections.views.dependencies import read_report
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
@@ -180,7 +181,9 @@ class Admission:
     def _job(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
         """A command for the job it names: decided with the backpressure inputs and scope of the moment."""
         body = command.body
-        if isinstance(body, m.SubmitJob):
+        if isinstance(body, m.ReportDependency):  # what the job was told of that dependency already
+            ctx = replace(ctx, reported=read_report(partition.batch, command.job_id, body.dependency_job_id))
+        elif isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:

@@ -28,6 +28,7 @@ from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.loop.partition import State
 from engine.runtime.loop.write import Written
 from projections.evolve import record_position
+from projections.views.dependencies import read_reports
 
 
 class Verdict(StrEnum):
@@ -124,5 +125,6 @@ def run_requests(written: Written, timeout_of: Callable[[str], float], now: floa
     return [RunRequest(partition=number, epoch=event.epoch, job_id=job.job_id, tenant=job.tenant_id,
                        task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
                        payload=job.payload, idempotency_key=job.idempotency_key,
-                       deadline=now + timeout_of(job.task_type), queued_at_us=job.queued_at or job.submitted_at)
+                       deadline=now + timeout_of(job.task_type), queued_at_us=job.queued_at or job.submitted_at,
+                       dependencies=read_reports(written.partition.batch, job) if job.depends_on else None)
             for event, job in written.staged.starts]
