@@ -31,7 +31,7 @@ WRITE_TIMEOUT_S = 30.0
 TAIL_WAIT_MS = 500
 """How long the broker may hold the directory's fetch at the end of the topic: a new record still comes back
 at once (``fetch.min.bytes`` is 1); only an idle table is asked about less often (a 20 ms wait was 50 fetches a
-second, about 8 ms of CPU a second in the engine and more in the broker)."""
+second, about 6 ms of CPU a second in the engine and more in the broker)."""
 
 
 class TenantDirectory:
