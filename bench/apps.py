@@ -33,3 +33,20 @@ def emit(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     value = b"x" * int(payload.get("bytes", 100))
     for _ in range(int(payload.get("records", 1))):
         ctx.produce(payload["topic"], value, key=ctx.job_id)
+
+
+@app.task("gate", timeout=600)
+def gate(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Runs until the file named in the payload exists: the benchmark decides when it succeeds."""
+    import time
+    from pathlib import Path
+
+    while not Path(payload["open_when"]).exists():
+        time.sleep(0.002)
+    return {"opened": True}
+
+
+@app.task("fan_in")
+def fan_in(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Reads what it waited for: how many results reached it."""
+    return {"results": len(ctx.dependency_results)}

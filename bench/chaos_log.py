@@ -20,7 +20,7 @@ from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import LoggedEvent, with_fencing
+from engine.questions.history import LoggedEvent, with_fencing
 
 TERMINAL = (m.JobSucceeded, m.JobDeadLettered, m.JobCancelled, m.JobRejected, m.JobSettled)
 

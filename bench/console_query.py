@@ -12,12 +12,12 @@ label (5 values). ``--procs`` processes build partitions side by side.
 
 Then it times, over ``--queries`` random requests each:
 
-- **job page**: ``projections.catalog.job_detail``, the job's record (status, attempts, due time,
+- **job page**: ``engine.questions.jobs.job_detail``, the job's record (status, attempts, due time,
   errors) and its history offsets from the history index, through the process's kept store
-  readers (``projections.readers``: RocksDB secondaries caught up on each use), as a console does;
+  readers (``engine.questions.readers``: RocksDB secondaries caught up on each use), as a console does;
   and, for a fifth as many jobs, the same through a store opened read-only for the request, as a
   one-shot ``epochq status``/``history`` process does;
-- **list page**: ``projections.catalog.list_jobs`` with 50 rows and counts per status, for a mix of
+- **list page**: ``engine.questions.jobs.list_jobs`` with 50 rows and counts per status, for a mix of
   filters (status; tenant; tenant × status; task type × status; tenant × task type × status; a
   label; a 1-day window; the second page of one of them by cursor), through the kept readers.
 
@@ -44,9 +44,9 @@ from bench.harness import percentile
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from projections.batch import Batch
-from projections.catalog import STATUSES, JobFilter, job_detail, list_jobs
+from engine.questions.jobs import STATUSES, JobFilter, job_detail, list_jobs
 from projections.evolve import fold
-from projections.query import indexed_history, read_store
+from engine.questions.stores import indexed_history, read_store
 from projections.store import open_store, store_path
 from projections.views.jobs import read_job
 
@@ -139,7 +139,7 @@ def build(settings: Settings, partitions: int, jobs: int, procs: int) -> None:
 
 
 def job_page(settings: Settings, n: int) -> tuple[str, int]:
-    """What a job page reads (``projections.catalog.job_detail``): the record and its history offsets, through
+    """What a job page reads (``engine.questions.jobs.job_detail``): the record and its history offsets, through
     the process's store readers, asking each store (no partition given, as a page for a bare job id does)."""
     detail = job_detail(settings, job_id(n))
     assert detail is not None and detail.history, n

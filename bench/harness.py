@@ -138,7 +138,13 @@ def median(values: list[float]) -> float:
 
 def cpu_seconds(pid: int) -> float:
     """CPU time (user + system, all threads) a process and its live children have used so far."""
-    total, ticks = 0, os.sysconf("SC_CLK_TCK")
+    own, children = cpu_split(pid)
+    return own + children
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """CPU time (user + system, all threads) so far of a process, and of its live children (e.g. an engine's view)."""
+    own = children = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -146,6 +152,22 @@ def cpu_seconds(pid: int) -> float:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(entry.name) == pid or int(fields[1]) == pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+        if int(entry.name) == pid:
+            own += int(fields[11]) + int(fields[12])
+        elif int(fields[1]) == pid:
+            children += int(fields[11]) + int(fields[12])
+    ticks = os.sysconf("SC_CLK_TCK")
+    return own / ticks, children / ticks
+
+
+def settled_cpu(pid: int, quiet_s: float = 2.0, timeout: float = 120) -> float:
+    """The children's CPU seconds of ``pid`` once they stop using CPU (a view catching up), or at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last = cpu_split(pid)[1]
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = cpu_split(pid)[1]
+        if now - last < 0.02 * quiet_s:
+            return now
+        last = now
+    return last

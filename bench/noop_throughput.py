@@ -4,8 +4,9 @@ Prints jobs/s and submit-to-start latency p50/p99 per run and the medians over r
 Usage: python bench/noop_throughput.py [--jobs 20000] [--runs 3] [--partitions 6] [--rate JOBS_PER_S]
        [--task noop|noop_async] [--concurrency N] [--engines N]
 Without --concurrency the engine runs with its default settings, as `epochq engine run app:app` does.
-Also prints the engine's CPU time per job (all its threads, from /proc) between the first
-submit and the last completion.
+Also prints the engine process's own CPU time per job (all its threads, from /proc) between the first
+submit and the last completion, and beside it that of its children (the view process `engine run` keeps
+by default): over the same window, and once the view has caught up ("settled").
 Without --rate every job is submitted at once (throughput; latency then includes the backlog);
 with --rate the latency is that of a steady load below saturation.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import (
-    cpu_seconds, engine_process, follow_events, fresh_settings, local_broker, median, percentile,
+    cpu_split, engine_process, follow_events, fresh_settings, local_broker, median, percentile, settled_cpu,
 )
 from engine.client import Client
 from engine.contract import messages as m
@@ -45,7 +46,7 @@ def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int | None,
     flags = (("--concurrency", str(concurrency)) if concurrency else ()) + extra
     with engine_process(settings, "bench.apps:app", *flags, instances=engines) as proc:
         client = Client(settings)
-        cpu0 = cpu_seconds(proc.pid)
+        cpu0, view0 = cpu_split(proc.pid)
         follower = threading.Thread(target=follow_events, args=(settings, partitions, until, 600))
         follower.start()
         t0 = time.time()
@@ -60,12 +61,14 @@ def one_run(bootstrap: str, jobs: int, partitions: int, concurrency: int | None,
                 time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
         submit_s = time.time() - t0
         follower.join()
-        cpu = cpu_seconds(proc.pid) - cpu0
+        cpu, view = (now - then for now, then in zip(cpu_split(proc.pid), (cpu0, view0)))
+        view_settled = settled_cpu(proc.pid) - view0
         client.close()
     elapsed = max(done) / 1e6 - t0
     lat = [(started[j] - issued[j]) / 1000 for j in issued if j in started]
     return {"jobs_per_s": jobs / elapsed, "submit_per_s": jobs / submit_s, "p50_ms": percentile(lat, 50),
-            "p99_ms": percentile(lat, 99), "elapsed_s": elapsed, "cpu_us_per_job": cpu / jobs * 1e6}
+            "p99_ms": percentile(lat, 99), "elapsed_s": elapsed, "cpu_us_per_job": cpu / jobs * 1e6,
+            "view_us_per_job": view / jobs * 1e6, "view_settled_us_per_job": view_settled / jobs * 1e6}
 
 
 def main() -> None:
@@ -90,6 +93,7 @@ def main() -> None:
             results.append(r)
             print(f"run {n + 1}: {r['jobs_per_s']:8.0f} jobs/s end to end, "
                   f"engine CPU {r['cpu_us_per_job']:6.0f} µs/job, "
+                  f"view CPU {r['view_us_per_job']:4.0f} µs/job ({r['view_settled_us_per_job']:.0f} settled), "
                   f"submit {r['submit_per_s']:8.0f}/s, "
                   f"submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms  ({r['elapsed_s']:.1f} s)")
     offered = f"offered {args.rate}/s" if args.rate else "submitted at once"
@@ -97,6 +101,8 @@ def main() -> None:
           f"{args.engines} engine(s): "
           f"{median([r['jobs_per_s'] for r in results]):.0f} jobs/s, "
           f"engine CPU {median([r['cpu_us_per_job'] for r in results]):.0f} µs/job, "
+          f"view CPU {median([r['view_us_per_job'] for r in results]):.0f} µs/job "
+          f"({median([r['view_settled_us_per_job'] for r in results]):.0f} settled), "
           f"p50 {median([r['p50_ms'] for r in results]):.1f} ms, p99 {median([r['p99_ms'] for r in results]):.1f} ms")
 
 

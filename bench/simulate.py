@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import engine_process, fresh_settings, local_broker
 from engine.client import Client
 from engine.domain.lanes import Lane
-from engine.runtime.read.recorded import recorded_events
+from engine.questions.recorded import recorded_events
 from engine.testing.loop import Setup
 from engine.testing.simulate import RecordedJob, Scenario, Simulated, compare, recorded_jobs, simulate
 

@@ -47,7 +47,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at, encode_event
 from engine.contract.partitioner import partition_for
 from engine.runtime import kafka
-from projections.query import partition_dirs, read_store
+from engine.questions.stores import partition_dirs, read_store
 
 PARTITIONS = 6
 

@@ -27,9 +27,9 @@ from bench.harness import ROOT, cpu_seconds, engine_process, fresh_settings, loc
 from engine.client import Client
 from engine.config import Settings
 from engine.runtime import kafka
-from engine.runtime.view.status import PartitionLag
+from engine.questions.view_status import PartitionLag
 from projections.lock import holder_of
-from projections.readers import Readers
+from engine.questions.readers import Readers
 from projections.store import view_root
 
 SAMPLE_S = 0.1

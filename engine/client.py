@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from engine.commands import new_command, now_us, submit_command
+from engine.commands import dependency_waves, new_command, now_us, submit_command
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.bounds import check_bounds
@@ -19,16 +19,16 @@ from engine.contract.ids import new_uuid4s
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_command, check_schedule_command
 from engine.domain.lanes import parse_priority
-from engine.domain.pauses import check_task_command, is_task_command, task_envelope
-from engine.domain.ratelimits import check_limit_command, is_limit_command, limit_envelope, parse_rate
-from engine.domain.schedules import is_schedule_command
+from engine.domain import tasktypes
+from engine.domain.commands import Route, route_of
+from engine.domain.ratelimits import parse_rate
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
 from engine.runtime.schemas import ensure_published
-from engine.runtime.read.follow import Followed, Follower, Until, Watch, finished
+from engine.questions.follow import Followed, Follower, Until, Watch, finished
+from engine.questions.history import job_history
+from engine.questions.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.observe.tracing import current_traceparent
-from engine.runtime.read.joblog import job_history
-from engine.runtime.read.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.signatures import client_signer
 
 __all__ = ["FINAL", "STATUS_OF", "Client", "JobHandle", "Outcome"]
@@ -97,7 +97,8 @@ class Client(ScheduleMethods, QueryMethods):
                run_at: datetime | float | None = None, delay: float | None = None,
                idempotency_key: str | None = None, lane: str | None = None,
                max_attempts: int | None = None, correlation_id: str | None = None,
-               scope: str | None = None, labels: Mapping[str, str] | None = None) -> JobHandle:
+               scope: str | None = None, labels: Mapping[str, str] | None = None,
+               depends_on: Iterable[Any] | None = None, if_dependency_fails: str = "cancel") -> JobHandle:
         """Submit one job; returns once the broker has it (acks=all).
 
         Checked first with the engine's rules (docs/contract.md): a bad value raises
@@ -108,24 +109,35 @@ class Client(ScheduleMethods, QueryMethods):
         child per tenant of the product, ``"global"`` one per known tenant (from ``<ns>.tenants``);
         the parent's outcome then has one row per tenant in ``outcome.children``.
 
+        ``depends_on``: jobs (ids or handles) of the same tenant, submitted before this one, that this
+        job waits for (status ``waiting``, up to 10,000); it is queued once all completed, and its
+        handler reads their results in ``ctx.dependency_results``. If one dies or is cancelled,
+        ``if_dependency_fails="cancel"`` (the default) cancels this job (reason ``dependency_failed: …``),
+        ``"run"`` runs it anyway; an unknown one cancels it (``dependency_unknown: …``).
+
         With OpenTelemetry (``epochq[otel]``), the current span's ``traceparent`` goes with the job:
         each attempt runs in a span of that trace (docs/tracing.md).
         """
         job_id, command_id = new_uuid4s(2)
         command = self._submit_command(job_id, command_id, now_us(), task_type, payload, tenant, priority, run_at,
-                                       delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels)
+                                       delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels,
+                                       depends_on, if_dependency_fails)
         return self._send([command])[0]
 
     def submit_many(self, jobs: Iterable[Mapping[str, Any]]) -> list[JobHandle]:
         """Submit many jobs (each a mapping of ``submit``'s keyword arguments) with one flush.
 
         Every job is checked before any is produced: a bad one raises ``ValidationError``
-        naming its index and field, and nothing is submitted.
+        naming its index and field, and nothing is submitted. A job that depends on another of the
+        same call (by its idempotency key's id) is produced once that one is acknowledged.
         """
         batch = list(jobs)
         ids, now = new_uuid4s(2 * len(batch)), now_us()
         commands = [self._job_command(n, ids[2 * n], ids[2 * n + 1], now, job) for n, job in enumerate(batch)]
-        return self._send(commands)
+        handles = {}
+        for wave in dependency_waves(commands):
+            handles.update({h.job_id: h for h in self._send(wave)})
+        return [handles[c.job_id] for c in commands]
 
     def cancel(self, job_id: str, *, tenant: str | None = None, reason: str = "", requested_by: str = "") -> JobHandle:
         """Cancel a job: one waiting (scheduled, queued, retrying) is cancelled at once; a running one's
@@ -181,16 +193,18 @@ class Client(ScheduleMethods, QueryMethods):
         One command per partition; returns each partition's decision (``TaskTypePaused``, or a refusal
         when it already was), read within ``wait`` seconds (an undecided one has no events).
         """
-        return self._task_command(m.PauseTaskType(task_type, reason, requested_by), wait)
+        return self._every_partition(m.PauseTaskType(task_type, reason, requested_by), wait)
 
     def resume_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
                          wait: float = 10.0) -> list[Outcome]:
         """Start jobs of a paused ``task_type`` again in every partition; as ``pause_task_type``."""
-        return self._task_command(m.ResumeTaskType(task_type, reason, requested_by), wait)
+        return self._every_partition(m.ResumeTaskType(task_type, reason, requested_by), wait)
 
-    def _task_command(self, body: m.PauseTaskType | m.ResumeTaskType, wait: float) -> list[Outcome]:
+    def _every_partition(self, body: tasktypes.TaskTypeBody, wait: float) -> list[Outcome]:
+        """Send a command on a task type as a whole to every partition (``engine.domain.tasktypes``); each one's
+        decision, read within ``wait`` seconds."""
         count = self._partition_count()
-        handles = self._send([new_command(task_envelope(body.task_type, p, count), "", body) for p in range(count)])
+        handles = self._send([new_command(tasktypes.envelope(body, p, count), "", body) for p in range(count)])
         return self.wait_all(handles, wait, until=lambda o: bool(o.events))
 
     def status(self, job_id: str, *, tenant: str | None = None) -> Outcome:
@@ -235,11 +249,14 @@ class Client(ScheduleMethods, QueryMethods):
                         priority: int | str = 5, run_at: datetime | float | None = None, delay: float | None = None,
                         idempotency_key: str | None = None, lane: str | None = None,
                         max_attempts: int | None = None, correlation_id: str | None = None,
-                        scope: str | None = None, labels: Mapping[str, str] | None = None) -> m.Command:
+                        scope: str | None = None, labels: Mapping[str, str] | None = None,
+                        depends_on: Iterable[Any] | None = None,
+                        if_dependency_fails: str = "cancel") -> m.Command:
         """A checked SubmitJob: the engine's admission rules, before anything is produced."""
         return submit_command(job_id, command_id, now, task_type, payload, tenant, priority, run_at, delay,
                               idempotency_key, lane, max_attempts, correlation_id, scope, labels,
-                              max_payload_bytes=self.settings.max_payload_bytes, traceparent=current_traceparent())
+                              max_payload_bytes=self.settings.max_payload_bytes, depends_on=depends_on,
+                              if_dependency_fails=if_dependency_fails, traceparent=current_traceparent())
 
     def _send(self, commands: list[m.Command]) -> list[JobHandle]:
         """Produce ``commands`` and wait until the broker has them all (acks=all)."""
@@ -299,18 +316,28 @@ class Client(ScheduleMethods, QueryMethods):
         of ``max(1, burst // N)``. Returns each partition's decision (``RateLimitSet``, or a refusal when
         it had this limit already), read within ``wait`` seconds."""
         per_s = parse_rate(rate) if isinstance(rate, str) else rate
-        return self._limit_command(m.SetRateLimit(task_type, per_s, burst, reason, requested_by), wait)
+        return self._every_partition(m.SetRateLimit(task_type, per_s, burst, reason, requested_by), wait)
 
     def clear_rate_limit(self, task_type: str, *, reason: str = "", requested_by: str = "",
                          wait: float = 10.0) -> list[Outcome]:
         """Remove ``task_type``'s rate limit in every partition; as ``set_rate_limit``."""
-        return self._limit_command(m.ClearRateLimit(task_type, reason, requested_by), wait)
+        return self._every_partition(m.ClearRateLimit(task_type, reason, requested_by), wait)
 
     def rate_limits(self) -> list[tuple[int, LimitRecord]]:
         """(partition, ``LimitRecord``) of every rate limit in the projections of ``settings.state_dir``."""
-        from projections.limit_query import rate_limits
+        from engine.questions.limits import rate_limits
 
         return list(rate_limits(self.settings))
+
+    def set_tenant_weight(self, tenant: str, weight: float) -> None:
+        """Set ``tenant``'s fair-share weight in ``<ns>.tenants``, keeping its queue limit, product and keys
+        (``epochq tenants set`` sets them all)."""
+        from engine.questions.tenants import tenant_table
+        from engine.runtime.tenants import set_tenant
+
+        config = tenant_table(self.settings).get(tenant)
+        set_tenant(self.settings, tenant, weight, config.max_queued if config else None,
+                   config.product if config else None)
 
     def reprioritize(self, job_id: str, priority: int | str, *, tenant: str | None = None, reason: str = "",
                      requested_by: str = "", wait: float | None = 10.0) -> Receipt:
@@ -321,11 +348,6 @@ class Client(ScheduleMethods, QueryMethods):
         tenant = self.tenant_of(job_id, "reprioritize") if tenant is None else tenant
         command = new_command(job_id, tenant, m.ReprioritizeJob(parse_priority(priority), reason, requested_by))
         return self._decided(job_id, command, wait)
-
-    def _limit_command(self, body: m.SetRateLimit | m.ClearRateLimit, wait: float) -> list[Outcome]:
-        count = self._partition_count()
-        handles = self._send([new_command(limit_envelope(body.task_type, p, count), "", body) for p in range(count)])
-        return self.wait_all(handles, wait, until=lambda o: bool(o.events))
 
 
 SUBMIT_KEYS = frozenset(inspect.signature(Client.submit).parameters) - {"self"}
@@ -348,11 +370,10 @@ def _submit_kwargs(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check(command: m.Command) -> None:
     """The engine's rules for a command other than SubmitJob, checked before producing it."""
-    if is_task_command(command):
-        check_task_command(command)
-    elif is_limit_command(command):
-        check_limit_command(command)
-    elif is_schedule_command(command):
+    route = route_of(command)  # engine/domain/commands.py
+    if route is Route.TASK_TYPE:
+        tasktypes.check(command)
+    elif route is Route.SCHEDULE:
         check_schedule_command(command)
     else:
         check_job_command(command, command.issued_at)

@@ -10,7 +10,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from engine.contract import messages as m
 from engine.contract.bounds import check_bounds
 from engine.contract.ids import job_id_for_key
-from engine.contract.validation import check_delay, check_run_at, check_submit, invalid
+from engine.contract.validation import DEPENDENCY_POLICIES, check_delay, check_run_at, check_submit, invalid
 from engine.domain.cron import Schedule
 from engine.domain.lanes import parse_priority
 from engine.errors import ValidationError
@@ -89,16 +89,48 @@ def submit_command(job_id: str, command_id: str, now: int, task_type: str, paylo
                    idempotency_key: str | None = None, lane: str | None = None, max_attempts: int | None = None,
                    correlation_id: str | None = None, scope: str | None = None,
                    labels: Mapping[str, str] | None = None, *, max_payload_bytes: int,
+                   depends_on: Iterable[Any] | None = None, if_dependency_fails: str = "cancel",
                    traceparent: str | None = None) -> m.Command:
     """A checked SubmitJob issued at ``now``: the engine's admission rules, before anything is sent
     (``Client.submit`` and ``engine.testing.TestEngine.submit`` both build theirs here)."""
     if idempotency_key is not None:
         job_id = job_id_for_key(tenant, idempotency_key)
     body = m.SubmitJob(task_type, encode_payload(payload), parse_priority(priority), due_us(run_at, delay, now),
-                       idempotency_key, lane, max_attempts, _labels(labels), scope, traceparent=traceparent)
+                       idempotency_key, lane, max_attempts, _labels(labels), scope,
+                       depends_on=dependencies(depends_on, if_dependency_fails), traceparent=traceparent)
     command = m.Command(command_id, job_id, tenant, now, body, correlation_id)
     check_submit(check_bounds(command), now, max_payload_bytes)
     return command
+
+
+def dependencies(depends_on: Iterable[Any] | None, if_dependency_fails: str = "cancel") -> dict[str, str]:
+    """``depends_on`` (job ids or handles, in order, each once) as the SubmitJob's map of id to policy."""
+    if if_dependency_fails not in DEPENDENCY_POLICIES:
+        raise ValidationError(f"if_dependency_fails: must be cancel or run, got {if_dependency_fails!r}",
+                              "if_dependency_fails", "invalid_if_dependency_fails")
+    if depends_on is None:
+        return {}
+    if isinstance(depends_on, (str, bytes)) or not isinstance(depends_on, Iterable):
+        raise ValidationError(f"depends_on: must be a list of job ids, got {type(depends_on).__name__}",
+                              "depends_on", "invalid_depends_on")
+    return {getattr(d, "job_id", d): if_dependency_fails for d in depends_on}
+
+
+def dependency_waves(commands: list[m.Command]) -> list[list[m.Command]]:
+    """``commands`` in waves: a SubmitJob that depends on a job of the same batch comes in a wave after it, so
+    its dependency's SubmitJob is in the log (acknowledged) before the engine asks for it."""
+    left = {c.job_id: c for c in commands}
+    waves: list[list[m.Command]] = []
+    while left:
+        wave = [c for c in left.values() if not isinstance(c.body, m.SubmitJob)
+                or not any(d in left and d != c.job_id for d in c.body.depends_on)]
+        if not wave:
+            raise ValidationError(f"depends_on: the jobs {', '.join(sorted(left)[:5])} wait for each other in a "
+                                  "cycle", "depends_on", "invalid_depends_on")
+        waves.append(wave)
+        for c in wave:
+            del left[c.job_id]
+    return waves
 
 
 def _labels(labels: object) -> Any:

@@ -1,7 +1,7 @@
 """The client's read-only questions about many jobs and about the engines (mixed into ``engine.client.Client``).
 
-Jobs are answered from the view in ``settings.state_dir`` (``projections.catalog``),
-engines from their heartbeats on ``<ns>.workers`` (``engine.runtime.read.workers``).
+Jobs are answered from the view in ``settings.state_dir`` (``engine.questions.jobs``),
+engines from their heartbeats on ``<ns>.workers`` (``engine.questions.workers``).
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from engine.runtime.read.workers import WorkerRow, list_workers
-from engine.runtime.view.status import await_view
-from projections.catalog import JobFilter, JobPage, list_jobs
+from engine.questions.workers import WorkerRow, list_workers
+from engine.questions.view_status import await_view
+from engine.questions.jobs import JobFilter, JobPage, list_jobs
 
 if TYPE_CHECKING:
     from engine.config import Settings

@@ -68,13 +68,13 @@ class ScheduleMethods:
 
     def schedules(self, tenant: str | None = None) -> list[ScheduleView]:
         """Every schedule in the projections of ``settings.state_dir`` (of one tenant if given)."""
-        from projections.schedule_query import schedules
+        from engine.questions.schedules import schedules
 
         return schedules(self.settings, tenant)
 
     def schedule(self, schedule_id: str) -> ScheduleView | None:
         """One schedule as the projections of ``settings.state_dir`` know it."""
-        from projections.schedule_query import find_schedule
+        from engine.questions.schedules import find_schedule
 
         found = find_schedule(self.settings, schedule_id)
         return found[1] if found else None

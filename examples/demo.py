@@ -26,7 +26,7 @@ from engine.client import Client, Outcome
 from engine.config import Settings, load_settings
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
-from engine.runtime.read.joblog import LoggedEvent, with_fencing
+from engine.questions.history import LoggedEvent, with_fencing
 from engine.runtime.loop import Engine
 from engine.runtime.topics import ensure_topics
 from examples import demo_output

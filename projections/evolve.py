@@ -30,6 +30,7 @@ from projections.views import keys as k
 from projections.views.breakers import fold_breaker
 from projections.profile import FULL, WRITE_MODEL, Profile, write_model
 from projections.views.counters import charge_start, track_depths
+from projections.views.dependencies import drop_reports, fold_report
 from projections.views.ended import LEAVING, end_job, forget_ended, read_ended, sweep
 from projections.views.indexes import index_changes
 from projections.views.jobs import read_job, write_job
@@ -140,6 +141,8 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
         after = evolve(before, event)
     except InvalidTransitionError:
         return Folded(IGNORED, before, before)
+    if after is not before and after is not None and after.depends_on:
+        _dependency_reports(batch, event, after)
     if after is not before and batch.slim:
         _write_model_change(batch, event, before, after)  # type: ignore[arg-type]
     elif after is not before:
@@ -156,6 +159,14 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
             charge_start(batch, after, event.body)  # type: ignore[arg-type]
             charge_rate(batch, after, event.occurred_at)  # type: ignore[arg-type]
     return Folded(APPLIED, before, after)
+
+
+def _dependency_reports(batch: Batch, event: m.Event, job: JobView) -> None:
+    """A waiting job's reports: one key each (projections.views.dependencies), gone when the job has ended."""
+    if isinstance(event.body, m.DependencyReported):
+        fold_report(batch, job.job_id, event.body)
+    elif job.state in LEAVING:
+        drop_reports(batch, job)
 
 
 def _ended(batch: Batch, event: m.Event) -> JobView | None:

@@ -9,7 +9,7 @@ first), so a rebuild from offset 0 reaches the same bytes whatever its commit po
 A job that leaves takes with it its record, its catalog entries and counts, its labels, its
 history index and its tenant index entry. Dead letters stay until replayed or purged. The events
 topic keeps everything: once a store has let a job go (``PRUNED``), a job it does not index is
-looked up in the log (``projections.query``).
+looked up in the log (``engine.questions.stores``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ TENANT_INDEXED = b"m:tindex"
 made before the index existed lacks it, and readers then scan the log instead."""
 LISTING_INDEXED = b"m:lindex"
 """Present when the store has held the catalog's indexes and counters (``L*``, ``C*`` keys) since its
-first commit; ``projections.catalog`` reads a store without it record by record (slowly)."""
+first commit; ``engine.questions.jobs`` reads a store without it record by record (slowly)."""
 HOT_PREFIXES = frozenset({b"m:", b"n:", b"b:", b"v:", b"f:", b"s:", b"k:", b"Cs", b"Ct", b"Cy", b"Cz"})
 """Small keys read on every fold (the newest claim, queue depths, fair-share clocks, breakers): a
 writable store keeps the values it read in memory, kept right by its own commits (the fold is

@@ -12,9 +12,9 @@ from contextlib import nullcontext
 from typing import IO, Any
 
 from engine.cli.common import add_connection_flags, settings_from, since_us
-from engine.cli.jobs import event_json
+from engine.questions.logged import event_json
 from engine.errors import ConfigError
-from engine.runtime.read.audit import AuditedEvent, AuditFilter, AuditSummary, audit_events
+from engine.questions.audit import AuditedEvent, AuditFilter, AuditSummary, audit_events
 
 CSV_COLUMNS = ("offset", "partition", "time", "job_id", "tenant", "type", "epoch", "owner", "attempt",
                "error", "fenced", "event_id")

@@ -10,9 +10,9 @@ from typing import Any
 from engine.cli.common import add_connection_flags, print_json, since_us, settings_from
 from engine.cli.fresh import say_freshness
 from engine.errors import ValidationError
-from engine.runtime.read.workers import WorkerRow, list_workers
-from engine.runtime.view.status import await_view
-from projections.catalog import STATUSES, JobFilter, JobPage, JobRow, list_jobs
+from engine.questions.workers import WorkerRow, list_workers
+from engine.questions.view_status import await_view
+from engine.questions.jobs import STATUSES, JobFilter, JobPage, JobRow, list_jobs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,7 +14,7 @@ from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
 from engine.cli.tasktypes import add_force_flag, check_task_type, list_paused
 from engine.errors import NotFoundError, ValidationError
-from engine.runtime.read.follow import decided
+from engine.questions.follow import decided
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -14,8 +14,8 @@ from engine.cli.times import shown
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import NotFoundError, ValidationError
-from engine.runtime.view.status import await_view
-from projections.query import DeadFilter, dead_letters, find_job
+from engine.questions.view_status import await_view
+from engine.questions.stores import DeadFilter, dead_letters, find_job
 
 SINCE_HELP = "dead-lettered at or after: 15m, 2h, 1d (that long ago) or ISO-8601 (UTC if no zone)"
 

@@ -9,7 +9,7 @@ from confluent_kafka import KafkaException
 from engine.config import Settings
 from engine.errors import EpochqError
 from engine.runtime import kafka
-from projections.query import applied_offsets
+from engine.questions.stores import applied_offsets
 
 BEHIND_SLACK = 1
 """Records a caught-up store may trail the log's end by: the commit marker after its last transaction."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from engine.cli.common import (
@@ -17,8 +17,9 @@ from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.errors import NotFoundError
-from engine.runtime.read.holdups import clock
-from engine.runtime.read.joblog import LoggedEvent, job_history
+from engine.questions.holdups import clock
+from engine.questions.history import job_history
+from engine.questions.logged import event_json, iso_time
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,6 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--lane", help="BATCH for bulk work")
     submit.add_argument("--label", action="append", default=[], metavar="K=V",
                         help="a label to find the job by (`jobs list --label`); repeat for several")
+    submit.add_argument("--after", action="append", default=[], metavar="JOB",
+                        help="a job (same tenant) this one waits for; repeat for several (docs/handlers.md)")
+    submit.add_argument("--if-dependency-fails", choices=("cancel", "run"), default="cancel",
+                        help="when a job of --after dies or is cancelled: cancel this one (default) or run it")
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
     submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
@@ -56,7 +61,8 @@ def _submit(args: argparse.Namespace) -> int:
         known = client.status(job_id_for_key(args.tenant, args.key)) if args.key else None
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
-                               idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)))
+                               idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)),
+                               depends_on=args.after, if_dependency_fails=args.if_dependency_fails)
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
     if known is not None and known.known:
         print(f"epochq: {duplicate_line(known, args.key, payload)}", file=sys.stderr)
@@ -98,6 +104,8 @@ def change_line(outcome: Outcome) -> str | None:
         return outcome.held
     if status == "failed":
         return None
+    if status == "waiting" and outcome.dependencies:
+        return f"waiting for {len(outcome.dependencies)} job(s)"
     if status == "running" and outcome.attempts:
         return f"running (attempt {outcome.attempts})"
     if status == "retrying":
@@ -123,6 +131,9 @@ def _why_waiting(outcome: Outcome) -> str:
     """What a wait that ran out adds: what holds the job, or that no engine decided its command at all."""
     if outcome.held:
         return f" ({outcome.held})"
+    pending = [job_id for job_id, status in outcome.dependencies.items() if status == "pending"]
+    if outcome.status == "waiting" and pending:
+        return f" (waiting for {len(pending)} job(s): {', '.join(pending[:3])}{', …' if len(pending) > 3 else ''})"
     if not outcome.known:
         return " (no engine decided its command: is one running on this namespace?)"
     return ""
@@ -141,7 +152,23 @@ def _status(args: argparse.Namespace) -> int:
         _print_outcome(outcome)
         for tenant, child in sorted(outcome.children.items()):
             print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")
+        _print_dependencies(outcome)
     return 0
+
+
+SHOWN_DEPENDENCIES = 20
+
+
+def _print_dependencies(outcome: Outcome) -> None:
+    """What a job waits for (each dependency with how it ended, as the job was told) and who waits for it."""
+    for title, rows in (("waits for", [f"{status:10} {job_id}" for job_id, status in outcome.dependencies.items()]),
+                        ("dependents", outcome.dependents)):
+        if rows:
+            print(f"  {title} ({len(rows)}):")
+            for row in rows[:SHOWN_DEPENDENCIES]:
+                print(f"    {row}")
+            if len(rows) > SHOWN_DEPENDENCIES:
+                print(f"    … and {len(rows) - SHOWN_DEPENDENCIES} more (--json lists them all)")
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -166,27 +193,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
             "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
-            "due": _iso(outcome.due_at) if outcome.due_at is not None else None}
-
-
-def event_json(logged: LoggedEvent) -> dict[str, Any]:
-    """The stable JSON form of one history row (documented in docs/cli.md)."""
-    ev = logged.event
-    body = {s: getattr(ev.body, s) for s in ev.body.__slots__}
-    detail = {key: (value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
-              for key, value in body.items() if key not in ("payload", "raw")}
-    return {"offset": logged.offset, "time": _iso(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,
-            "owner": ev.owner, "attempt": body.get("attempt", body.get("next_attempt")),
-            "error": f"{body['error_type']}: {body['message']}" if "error_type" in body else None,
-            "fenced": logged.fenced, "event_id": ev.event_id, "tenant": ev.tenant_id, "detail": detail}
-
-
-def _iso(us: int) -> str:
-    """A time in µs as ISO-8601 UTC; the bare number when no date has it (a record admitted before the rules)."""
-    try:
-        return datetime.fromtimestamp(us / 1e6, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (OverflowError, ValueError, OSError):
-        return f"{us} µs"
+            "due": iso_time(outcome.due_at) if outcome.due_at is not None else None,
+            "dependencies": outcome.dependencies, "dependents": outcome.dependents}
 
 
 def _brief(row: dict[str, Any]) -> str:
@@ -197,13 +205,24 @@ def _brief(row: dict[str, Any]) -> str:
         return f"  value={detail.get('value')} {detail.get('message', '')}".rstrip()
     if row["type"] == "JobReprioritized":
         return f"  priority {detail['previous_priority']} -> {detail['priority']}, lane {detail['lane']}"
+    if row["type"] in DEPENDENCY_ROWS:
+        return DEPENDENCY_ROWS[row["type"]](detail)
     if row["type"] == "JobRejected" and detail.get("detail"):
         return f"  reason={detail.get('reason')}: {detail['detail']}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
-            value = _iso(detail[key]) if key == "due_at" else detail[key]
+            value = iso_time(detail[key]) if key == "due_at" else detail[key]
             return f"  {key}={value}"
     return ""
+
+
+DEPENDENCY_ROWS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "DependenciesAwaited": lambda d: f"  waits for {d['count']} job(s)",
+    "DependentAdded": lambda d: f"  job {d['dependent_job_id']} waits for this one",
+    "DependencyReported": lambda d: f"  job {d['dependency_job_id']} {d['status']}"
+                                    + (f": {d['error']}" if d.get("error") else ""),
+}
+"""The history rows of jobs that wait for jobs: what each says."""
 
 
 def _progress_json(outcome: Outcome) -> dict[str, Any] | None:
@@ -219,7 +238,7 @@ def _progress_text(value: float | None, message: str) -> str:
 
 def _print_outcome(outcome: Outcome) -> None:
     if outcome.due_at is not None and outcome.status in ("scheduled", "retrying"):
-        print(f"  due: {_iso(outcome.due_at)}")
+        print(f"  due: {iso_time(outcome.due_at)}")
     if outcome.progress is not None:
         print(f"  progress: {_progress_text(*outcome.progress)}")
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):

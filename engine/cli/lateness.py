@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from engine.cli.common import add_connection_flags, print_json, settings_from, since_us
-from engine.runtime.read.lateness import QUANTILES, report
+from engine.questions.lateness import QUANTILES, report
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.cli.fresh import say_freshness
-from projections.query import breaker_report, queue_report
+from engine.questions.stores import breaker_report, queue_report
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -11,8 +11,8 @@ from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import ValidationError
-from engine.runtime.read.follow import decided
-from projections.query import DeadFilter, dead_letters, queued_jobs
+from engine.questions.follow import decided
+from engine.questions.stores import DeadFilter, dead_letters, queued_jobs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.cli.fresh import say_freshness
 from engine.contract import messages as m
-from engine.runtime.read.joblog import events_at
-from projections.query import quarantined
+from engine.questions.history import events_at
+from engine.questions.stores import quarantined
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

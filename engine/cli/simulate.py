@@ -12,7 +12,7 @@ from engine.domain.lanes import Lane, parse_priority
 from engine.domain.ratelimits import parse_rate
 from engine.errors import ConfigError, ValidationError
 from engine.runtime.loop.options import DEFAULT_SLOTS
-from engine.runtime.read.recorded import recorded_events
+from engine.questions.recorded import recorded_events
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
 from engine.testing.loop import Setup

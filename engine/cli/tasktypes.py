@@ -13,8 +13,8 @@ from engine.cli.fresh import say_freshness
 from engine.cli.times import shown
 from engine.config import Settings
 from engine.errors import ValidationError
-from engine.runtime.read.workers import announced_task_types, list_workers
-from projections.query import partition_dirs, read_store
+from engine.questions.workers import announced_task_types, list_workers
+from engine.questions.stores import partition_dirs, read_store
 from projections.views.pauses import PauseRecord, all_paused
 
 

@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from engine.runtime.view.status import view_status
+    from engine.questions.view_status import view_status
 
     status = view_status(settings_from(args))
     now_us = int(time.time() * 1e6)

@@ -91,7 +91,7 @@ def _job_record(request: Request, job_id: str) -> Any:
 
 def _tenant_of(request: Request, job_id: str) -> str:
     """The job's tenant (a command acts only within it): from the projections, else from its history in the log."""
-    from engine.runtime.read.joblog import job_history, owner_tenant
+    from engine.questions.history import job_history, owner_tenant
 
     reads = reads_of(request)
     found = job_record(reads.settings, job_id)
@@ -170,15 +170,11 @@ def _schedule_change(request: Request, form: FormData, verb: str) -> Response:
 
 def set_weight(request: Request, form: FormData) -> Response:
     """Set a tenant's fair-share weight, keeping its queue limit, product and keys."""
-    from engine.runtime.tenants import TenantDirectory, set_tenant
-
     tenant = path_id(request, "actions", "tenants", None, "weight")
     weight = params.positive(form_field(form, "weight"), "weight", 0.0) if form_field(form, "weight") else None
     if weight is None:
         raise ValidationError("weight: give a number > 0", "weight")
-    settings = reads_of(request).settings
-    with TenantDirectory(settings) as directory:
-        config = directory.all().get(tenant)
-    set_tenant(settings, tenant, weight, config.max_queued if config else None, config.product if config else None)
+    with console_client(request) as client:
+        client.set_tenant_weight(tenant, weight)
     reads_of(request).cache.forget("tenants")
     return RedirectResponse("/tenants?flash=weight", 303)

@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from confluent_kafka import KafkaException
-
 from engine.errors import EpochqError, NotFoundError, RetryableError
+from engine.questions.probe import asked
 
 T = TypeVar("T")
 
@@ -29,17 +28,9 @@ class Got(Generic[T]):
 def get(read: Callable[[], T]) -> Got[T]:
     """``read()``'s answer, or one line saying what kept it from answering (the broker, a store, a value)."""
     try:
-        return Got(read())
-    except KafkaException as e:
-        return Got(None, problem_line(_translated(e)))
-    except (EpochqError, OSError) as e:
+        return Got(asked(read))
+    except (EpochqError, OSError) as e:  # a Kafka error comes out of ``asked`` as the EpochqError it means
         return Got(None, problem_line(e))
-
-
-def _translated(e: KafkaException) -> Exception:
-    from engine.runtime.kafka import translate
-
-    return translate(e)
 
 
 def problem_line(e: BaseException) -> str:

@@ -20,6 +20,8 @@ from engine.console.web import problem_page, reads_of, render
 FINAL_STATES = frozenset({"completed", "dead", "cancelled", "partial", "rejected"})
 """A job in one of these changes no more by itself: its page stops refreshing."""
 WAITING = frozenset({"queued", "pending", "scheduled", "retrying"})
+SHOWN_DEPENDENCIES = 100
+"""Dependencies (and dependents) a job's page lists; the count says how many more there are."""
 
 
 def job_page(request: Request) -> Response:
@@ -60,7 +62,7 @@ def _status(settings: Any, job_id: str) -> Any:
 
 
 def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
-    from engine.cli.jobs import event_json
+    from engine.questions.logged import event_json
 
     job = record.value[1] if record.value else None
     status = job.state.value if job is not None else (outcome.value.status if outcome.value else "unknown")
@@ -70,10 +72,21 @@ def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
             "timeline": folded_timeline(events), "payload": pretty(_payload(job, outcome.value)),
             "result": pretty(_result(job, outcome.value)), "labels": _labels(logged),
             "trace_id": _trace_id(job, logged),
-            "progress": _progress(job, status), "holdup": None,
-            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending"),
+            "progress": _progress(job, status), "holdup": None, **dependency_rows(outcome.value),
+            "can_cancel": status in ("scheduled", "queued", "running", "retrying", "pending", "waiting"),
             "can_reschedule": status in ("scheduled", "retrying"), "can_replay": status == "dead",
             "final": status in FINAL_STATES}
+
+
+def dependency_rows(outcome: Any) -> dict[str, Any]:
+    """What a job waits for (each dependency with how it ended, as the job was told: ``pending`` until then) and
+    the jobs that wait for it, the first SHOWN_DEPENDENCIES of each, with their counts."""
+    dependencies = list((outcome.dependencies if outcome is not None else {}).items())
+    dependents = list(outcome.dependents if outcome is not None else [])
+    return {"dependencies": [{"job_id": j, "status": s} for j, s in dependencies[:SHOWN_DEPENDENCIES]],
+            "dependency_count": len(dependencies),
+            "dependency_pending": sum(1 for _, s in dependencies if s == "pending"),
+            "dependents": dependents[:SHOWN_DEPENDENCIES], "dependent_count": len(dependents)}
 
 
 def folded_timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,10 +151,9 @@ def _result(job: Any, outcome: Any) -> str | None:
 
 def _trace_id(job: Any, logged: list[Any]) -> str | None:
     """The submitter's trace id (``JobSubmitted.traceparent``, docs/tracing.md), if it traced the submit."""
-    from engine.runtime.observe.tracing import trace_id
+    from engine.questions.traces import job_trace_id
 
-    parents = [getattr(job, "traceparent", None)] + [getattr(e.event.body, "traceparent", None) for e in logged]
-    return next((found for p in parents if (found := trace_id(p))), None)
+    return job_trace_id(job, logged)
 
 
 def _labels(logged: list[Any]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from engine.console import params
 from engine.console.got import get
 from engine.console.reads import CHART_WINDOW_S, job_list, jobs_by_id
 from engine.console.web import reads_of, render
-from projections.catalog import STATUSES, JobRow
+from engine.questions.jobs import STATUSES, JobRow
 
 LIST_STATUSES = (*STATUSES, "rejected")
 PAGE_ROWS, MOST_ROWS = 50, 1000

@@ -13,10 +13,9 @@ from markupsafe import Markup
 from engine.console.got import Got, get
 from engine.console.charts import timeseries_svg
 from engine.console.reads import CHART_WINDOW_S, RECENT_WINDOW_S, Reads, holdups_now
-from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.recent import MINUTE_US, RecentActivity, Tally, quantile
-from projections.catalog import JobFilter, list_jobs
-from projections.query import breaker_report, queue_report
+from engine.questions.jobs import JobFilter, list_jobs
+from engine.questions.recent import MINUTE_US, RecentActivity, Tally, quantile
+from engine.questions.stores import queue_report, tripped_breakers
 
 
 CHART_STEP_MIN = 10
@@ -47,7 +46,7 @@ def _overview(reads: Reads) -> dict[str, Any]:
         "recent": recent,
         "lanes": get(lambda: {lane: r["queued"] for lane, r in queue_report(settings).items()}),
         "counts": get(lambda: list_jobs(settings, JobFilter(), limit=1).counts),
-        "breakers": get(lambda: [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]),
+        "breakers": get(lambda: tripped_breakers(settings)),
         "paused": get(lambda: sorted({pause.task_type for _, pause in holdups_now(settings).paused})),
         "workers": reads.from_log(lambda: _workers(reads), "workers"),
         "view_lag": reads.view_lag(),
@@ -106,7 +105,7 @@ def _figures(task_type: str, buckets: Counter[int]) -> LatenessFigures:
 
 
 def _workers(reads: Reads) -> list[Any]:
-    from engine.runtime.read.workers import list_workers
+    from engine.questions.workers import list_workers
 
     return list_workers(reads.settings)
 

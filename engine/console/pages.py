@@ -13,8 +13,8 @@ from engine.console.charts import histogram_counts, histogram_svg, share_svg, we
 from engine.console.got import get
 from engine.console.overview import overview, partitions_of
 from engine.console.web import reads_of, render
-from projections.catalog import list_jobs
-from projections.query import queue_report
+from engine.questions.jobs import list_jobs
+from engine.questions.stores import queue_report
 
 LATENESS_WINDOWS = {"15m": 15 * 60, "1h": 3600, "24h": 86400, "all": None}
 
@@ -36,7 +36,7 @@ def _overview_context(request: Request) -> dict[str, Any]:
 
 def schedules_page(request: Request) -> Response:
     """Schedules: each with its next occurrences in its own zone and in UTC, its last runs, pause/resume."""
-    from projections.schedule_query import schedules
+    from engine.questions.schedules import schedules
 
     reads = reads_of(request)
     found = get(lambda: schedules(reads.settings))
@@ -45,19 +45,17 @@ def schedules_page(request: Request) -> Response:
 
 
 def _schedule_row(reads: Any, view: Any) -> dict[str, Any]:
-    from engine.domain.cron import next_occurrences
+    from engine.questions.schedules import next_runs
 
-    upcoming = get(lambda: next_occurrences(view.definition(), int(time.time() * 1_000_000), 5))
+    upcoming = get(lambda: next_runs(view, int(time.time() * 1_000_000), 5))
     return {"view": view, "upcoming": upcoming, "runs": get(partial(_last_runs, reads.settings, view))}
 
 
 def _last_runs(settings: Any, view: Any, count: int = 5) -> list[Any]:
     """The schedule's newest occurrence jobs (any status), from the catalog: each carries the schedule's label."""
-    from engine.domain.schedules import LABEL_SCHEDULE
-    from projections.catalog import JobFilter
+    from engine.questions.schedules import runs_filter
 
-    flt = JobFilter(tenant=view.tenant_id, labels=((LABEL_SCHEDULE, view.schedule_id),))
-    return list_jobs(settings, flt, limit=count).rows
+    return list_jobs(settings, runs_filter(view), limit=count).rows
 
 
 def tenants_page(request: Request) -> Response:
@@ -78,14 +76,13 @@ def tenants_page(request: Request) -> Response:
 
 
 def _tenant_table(settings: Any) -> dict[str, Any]:
-    from engine.runtime.tenants import TenantDirectory
+    from engine.questions.tenants import tenant_table
 
-    with TenantDirectory(settings, timeout=5.0) as directory:
-        return directory.all()
+    return tenant_table(settings, timeout=5.0)
 
 
 def _running(settings: Any, tenant: str) -> int:
-    from projections.catalog import JobFilter
+    from engine.questions.jobs import JobFilter
 
     return list_jobs(settings, JobFilter(status="running", tenant=tenant), limit=1).counts.get("running", 0)
 
@@ -98,7 +95,7 @@ def _shares(tenants: dict[str, dict[str, float]], weights: dict[str, float]) -> 
 
 def workers_page(request: Request) -> Response:
     """Workers: each engine instance, its partitions with epoch and phase, its slots, the jobs it runs."""
-    from engine.runtime.read.workers import list_workers
+    from engine.questions.workers import list_workers
 
     reads = reads_of(request)
     workers = reads.from_log(lambda: list_workers(reads.settings), "workers")
@@ -124,8 +121,8 @@ def lateness_page(request: Request) -> Response:
 
 
 def _recent_lateness(reads: Any) -> list[dict[str, Any]]:
-    from engine.runtime.read.lateness import QUANTILES, Lateness
-    from engine.runtime.read.recent import bucket_value, quantile
+    from engine.questions.lateness import QUANTILES, Lateness
+    from engine.questions.recent import bucket_value, quantile
 
     activity = reads.activity()
     rows = []
@@ -141,7 +138,7 @@ def _recent_lateness(reads: Any) -> list[dict[str, Any]]:
 
 
 def _logged_lateness(reads: Any, seconds: int | None) -> list[dict[str, Any]]:
-    from engine.runtime.read.lateness import collect, summarize
+    from engine.questions.lateness import collect, summarize
 
     since = None if seconds is None else int((time.time() - seconds) * 1_000_000)
     return [{"figures": summarize(kind, vals), "chart": histogram_svg(histogram_counts(vals), f"{kind}: lateness")}

@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 from urllib.parse import quote, unquote
 
 from engine.errors import ValidationError
-from projections.catalog import JobFilter
-from projections.dead_query import DeadQuery
-from projections.query import DeadFilter
+from engine.questions.jobs import JobFilter
+from engine.questions.deadletters import DeadQuery
+from engine.questions.stores import DeadFilter
 
 AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|min|h|d)$", re.IGNORECASE)
 UNIT_S = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}

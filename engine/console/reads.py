@@ -1,9 +1,9 @@
-"""What each page shows, read through the query layer, the projections' queries and the log readers.
+"""What each page shows, read through the questions package (engine.questions) and nothing else.
 
-Nothing here works a figure out on its own: every number comes from a read function that the
-CLI and the client use too (projections.catalog, projections.query, projections.schedule_query,
-engine.runtime.read.*). Each part of a page is a :class:`Got`, so a broker that does not answer
-or an empty state directory costs that part, never the page.
+Nothing here works a figure out on its own: every number comes from a question that the CLI
+and the client ask too (engine.questions.jobs, .stores, .deadletters, .holdups, .recent, …).
+Each part of a page is a :class:`Got`, so a broker that does not answer or an empty state
+directory costs that part, never the page.
 """
 
 from __future__ import annotations
@@ -12,22 +12,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from confluent_kafka import Consumer
+from typing import TYPE_CHECKING, Any
 
 from engine.config import Settings
 from engine.console.got import Got, get
-from engine.runtime import kafka
-from engine.runtime.read.recent import RecentActivity, RecentWindow
-from engine.domain.jobs import JobView
-from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_jobs
-from projections.holdup_query import HoldupRows, holdup_rows
-from projections.lookup import jobs_with_id_prefix, task_type_counts
-from projections.dead_query import DeadPage, DeadQuery, dead_jobs, dead_page
-from engine.runtime.view.status import ViewStatus, await_view, view_status
-from projections.query import partition_dirs
-from projections.store import view_root
+from engine.questions.deadletters import DeadPage, DeadQuery, dead_jobs, dead_page
+from engine.questions.holdup_rows import HoldupRows, holdup_rows
+from engine.questions.jobs import JobFilter, JobPage, JobRow, job_detail, list_jobs
+from engine.questions.lookup import jobs_with_id_prefix, task_type_counts
+from engine.questions.probe import EventsProbe
+from engine.questions.recent import RecentActivity, RecentWindow
+from engine.questions.stores import partition_dirs, view_dir
+from engine.questions.view_status import ViewStatus, await_view, view_status
+
+if TYPE_CHECKING:
+    from engine.domain.jobs import JobView
 
 RECENT_WINDOW_S = 15 * 60
 """The overview's table and the lateness page's short window: the last 15 minutes."""
@@ -66,7 +65,7 @@ def dead_letter_jobs(settings: Settings, query: DeadQuery) -> list[JobView]:
 def job_holdup(settings: Settings, task_type: str, partition: int) -> str | None:
     """What keeps a waiting job of ``task_type`` in ``partition`` from starting now (a pause, an open breaker, a
     rate limit), as the projections say; None when nothing does."""
-    from engine.runtime.read.holdups import Holdups, projection_source
+    from engine.questions.holdups import Holdups, projection_source
 
     return Holdups(projection_source(settings)).why(task_type, partition, int(time.time() * 1_000_000))
 
@@ -108,7 +107,7 @@ class LogProbe:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._lock = threading.Lock()
-        self._consumer: Consumer | None = None
+        self._probe = EventsProbe(settings)
         self._checked, self._problem = -PROBE_TTL_S, None  # type: float, str | None
 
     def problem(self) -> str | None:
@@ -120,16 +119,12 @@ class LogProbe:
             return self._problem
 
     def _ask(self) -> None:
-        if self._consumer is None:
-            self._consumer = kafka.events_reader(self.settings, "console")
-        kafka.call(kafka.topic_partitions, self._consumer, self.settings.events_topic, "read", PROBE_TIMEOUT_S)
+        self._probe.ask(PROBE_TIMEOUT_S)
 
     def close(self) -> None:
         """Release the probe's Kafka client."""
         with self._lock:
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
+            self._probe.close()
 
 
 class Cache:
@@ -189,7 +184,7 @@ class Reads:
         """A line for a state directory that holds no view (the pages that read it are empty)."""
         if partition_dirs(self.settings):
             return None
-        where = view_root(self.settings.state_dir, self.settings.namespace)
+        where = view_dir(self.settings)
         return (f"no view in {where}: the console reads the view of its state directory (--state-dir or "
                 "EPOCHQ_STATE_DIR), which it starts when none runs there; until it has folded events, its pages are "
                 "empty")

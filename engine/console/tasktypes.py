@@ -85,13 +85,10 @@ def resume(request: Request, form: FormData) -> Response:
 
 def set_limit(request: Request, form: FormData) -> Response:
     """Limit a task type's starts to ``rate`` a second (``burst`` at once) across the partitions."""
-    from engine.domain.ratelimits import parse_rate
-
     task_type = path_id(request, "actions", "tasks", None, "limit")
-    raw = form_field(form, "rate")
-    if not raw:
+    rate = form_field(form, "rate")  # the client parses it ("5", "30/m"), before it sends anything
+    if not rate:
         raise ValidationError("rate: give starts a second, e.g. 5 or 30/m", "rate")
-    rate = parse_rate(raw)
     burst = int(params.positive(form_field(form, "burst"), "burst", 1.0))
     with console_client(request) as client:
         outcomes = client.set_rate_limit(task_type, rate, burst=burst, reason=form_field(form, "reason"),

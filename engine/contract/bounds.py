@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from engine.contract import messages as m
 from engine.contract.validation import (
+    MAX_DEPENDENCIES,
     MAX_JOB_ID_LENGTH,
     MAX_KEY_LENGTH,
     MAX_LABELS,
@@ -74,6 +75,9 @@ BODIES: dict[type, tuple[tuple[str, int], ...]] = {
     m.ResumeTaskType: _TASK,
     m.SetRateLimit: _TASK,
     m.ClearRateLimit: _TASK,
+    m.AwaitJob: (("dependent_job_id", MAX_JOB_ID_LENGTH),),
+    m.ReportDependency: (("dependency_job_id", MAX_JOB_ID_LENGTH), ("status", MAX_CHOICE_LENGTH),
+                         ("error", MAX_CHILD_ERROR_LENGTH)),
 }
 """Each command body's string fields and their bounds (a payload's and labels' are checked apart)."""
 
@@ -123,6 +127,9 @@ def check_bounds(command: m.Command) -> m.Command:
     labels = getattr(body, "labels", None)
     if labels:
         _labels(labels, plan.name)
+    depends_on = getattr(body, "depends_on", None)
+    if depends_on:
+        _dependencies(depends_on, plan.name)
     return command
 
 
@@ -143,3 +150,17 @@ def _labels(labels: object, command: str) -> None:
         except ValidationError as e:
             raise invalid("labels", f"label {str(key)[:40]!r}: {e}") from None
 
+
+
+def _dependencies(depends_on: object, command: str) -> None:
+    if not isinstance(depends_on, Mapping):
+        return  # not a mapping: the finer rule (check_depends_on) says so
+    if len(depends_on) > MAX_DEPENDENCIES:
+        raise invalid("depends_on", f"{len(depends_on):,} dependencies, at most {MAX_DEPENDENCIES:,} allowed in a "
+                                    f"{command}")
+    for dependency, policy in depends_on.items():
+        try:
+            _length("job id", dependency, MAX_JOB_ID_LENGTH, command)
+            _length("if_dependency_fails", policy, MAX_CHOICE_LENGTH, command)
+        except ValidationError as e:
+            raise invalid("depends_on", f"dependency {str(dependency)[:40]!r}: {e}") from None

@@ -25,6 +25,8 @@ IDEMPOTENCY_KEY_NAMESPACE = uuid.UUID("33239a05-2e46-529a-8c90-8d0c79cf9062")
 CHILD_NAMESPACE = uuid.UUID("2fb1559a-788d-519e-8541-9aed9d6a20fb")
 """uuid5(NAMESPACE_URL, "urn:epochq:job-id:scoped-child"): ids of a scoped job's per-tenant children."""
 
+DEPENDENCY_NAMESPACE = uuid.UUID("77b5362e-fd01-5779-a19f-506c5603f7c9")
+"""uuid5(NAMESPACE_URL, "urn:epochq:command-id:dependency"): ids of the commands that carry a dependency."""
 OCCURRENCE_NAMESPACE = uuid.UUID("08971b83-4068-573d-86b7-08cdd9c71105")
 """uuid5(NAMESPACE_URL, "urn:epochq:job-id:schedule-occurrence"): ids of a schedule's runs."""
 
@@ -82,3 +84,9 @@ def occurrence_job_id(schedule_id: str, occurrence_us: int) -> str:
 def child_job_id(parent_job_id: str, tenant: str) -> str:
     """The job id of a scoped job's child for ``tenant``: uuid5(CHILD_NAMESPACE, parent US tenant)."""
     return str(uuid.uuid5(CHILD_NAMESPACE, parent_job_id + SEPARATOR + tenant))
+
+
+def dependency_command_id(kind: str, dependent: str, dependency: str) -> str:
+    """The command id of an ``AwaitJob`` or ``ReportDependency`` between two jobs: uuid5(DEPENDENCY_NAMESPACE,
+    kind US dependent US dependency), short whatever the ids' lengths."""
+    return str(uuid.uuid5(DEPENDENCY_NAMESPACE, kind + SEPARATOR + dependent + SEPARATOR + dependency))

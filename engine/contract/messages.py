@@ -38,6 +38,8 @@ class SubmitJob:
     labels: dict[str, str] = field(default_factory=dict)
     scope: str | None = None
     parent_job_id: str | None = None
+    depends_on: dict[str, str] = field(default_factory=dict)
+    """Jobs (ids, same tenant) to wait for, each with what this job does if that one fails: cancel | run (v5)."""
     traceparent: str | None = None  # v5: the submitter's W3C trace context
 
 
@@ -168,9 +170,27 @@ class ReprioritizeJob:
     requested_by: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class AwaitJob:
+    """A job waits for the envelope's job (its dependency): sent by engines to the dependency's partition (v5)."""
+
+    dependent_job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportDependency:
+    """A dependency of the envelope's job ended, or is unknown: sent by engines to the dependent's partition (v5)."""
+
+    dependency_job_id: str
+    status: str  # completed | dead | cancelled | partial | unknown
+    result: bytes | None = None
+    error: str = ""
+
+
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
                           | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence | PauseTaskType
-                          | ResumeTaskType | SetRateLimit | ClearRateLimit | ReprioritizeJob)
+                          | ResumeTaskType | SetRateLimit | ClearRateLimit | ReprioritizeJob | AwaitJob
+                          | ReportDependency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +227,7 @@ class JobSubmitted:
     labels: dict[str, str] = field(default_factory=dict)
     scope: str | None = None
     parent_job_id: str | None = None
+    depends_on: dict[str, str] = field(default_factory=dict)
     traceparent: str | None = None  # v5: the submitter's W3C trace context
 
 
@@ -461,6 +482,30 @@ class OccurrenceSkipped:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class DependenciesAwaited:
+    """The job waits until each of its ``count`` dependencies has ended (v5)."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DependentAdded:
+    """A job waits for this one, and is told how this one ends (v5)."""
+
+    dependent_job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DependencyReported:
+    """One dependency of the job ended (or is unknown): its status, result and error (v5)."""
+
+    dependency_job_id: str
+    status: str
+    result: bytes | None = None
+    error: str = ""
+
+
 EventBody: TypeAlias = (
     OwnershipClaimed | JobSubmitted | JobRejected | DuplicateSubmitted | JobScheduled | JobQueued
     | JobStarted | JobSucceeded | JobFailed | JobRetryScheduled | JobDeadLettered | JobCancelled
@@ -468,6 +513,7 @@ EventBody: TypeAlias = (
     | BreakerClosed | JobFannedOut | ChildReported | JobSettled | JobRescheduled | ScheduleUpserted | SchedulePaused
     | ScheduleResumed | ScheduleRemoved | ScheduleArmed | ScheduleFired | OccurrenceSkipped | JobCancelRequested
     | JobProgressed | TaskTypePaused | TaskTypeResumed | RateLimitSet | RateLimitCleared | JobReprioritized
+    | DependenciesAwaited | DependentAdded | DependencyReported
 )
 
 
@@ -495,7 +541,7 @@ COMMAND_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
               ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType, SetRateLimit,
-              ClearRateLimit, ReprioritizeJob)
+              ClearRateLimit, ReprioritizeJob, AwaitJob, ReportDependency)
 }
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c
@@ -506,7 +552,7 @@ EVENT_BODIES: dict[str, type] = {
         BreakerClosed, JobFannedOut, ChildReported, JobSettled, JobRescheduled, ScheduleUpserted,
         SchedulePaused, ScheduleResumed, ScheduleRemoved, ScheduleArmed, ScheduleFired, OccurrenceSkipped,
         JobCancelRequested, JobProgressed, TaskTypePaused, TaskTypeResumed, RateLimitSet, RateLimitCleared,
-        JobReprioritized,
+        JobReprioritized, DependenciesAwaited, DependentAdded, DependencyReported,
     )
 }
 

@@ -44,6 +44,14 @@ SUBMIT_LANES = ("HIGH", "NORMAL", "LOW", "BATCH")
 SCOPES = ("tenant", "global")
 PRODUCT_SCOPE = "product:"
 CHILD_STATUSES = ("completed", "dead", "cancelled", "rejected")
+MAX_DEPENDENCIES = 10_000
+"""Jobs one job may wait for (``depends_on``)."""
+MAX_DEPENDENCY_CHARACTERS = 400_000
+"""The ids of one job's dependencies together (characters): with a payload at its bound, its JobSubmitted still
+fits in one Kafka record (10,000 UUIDs are 360,000)."""
+DEPENDENCY_POLICIES = ("cancel", "run")
+"""What a job does when a dependency of it dies or is cancelled: cancel (the default) or run anyway."""
+DEPENDENCY_STATUSES = ("completed", "dead", "cancelled", "partial", "unknown")
 RESERVED_JOB_ID_PREFIX = "schedule:"
 """Job ids of this form are a schedule's envelope (engine.domain.schedules.envelope_id)."""
 REASONS = {"tenant_id": "invalid_tenant", "payload": "invalid_payload"}
@@ -285,7 +293,8 @@ def _has_options(body: m.SubmitJob) -> bool:
     """Whether any field that defaults to None (or no labels) is set: most bulk jobs set none."""
     return (body.run_at is not None or body.lane is not None or body.max_attempts is not None
             or body.scope is not None or body.parent_job_id is not None or body.idempotency_key is not None
-            or type(body.labels) is not dict or bool(body.labels))
+            or type(body.labels) is not dict or bool(body.labels) or type(body.depends_on) is not dict
+            or bool(body.depends_on))
 
 
 def _check_options(command: m.Command, body: m.SubmitJob, now: int) -> None:
@@ -296,7 +305,33 @@ def _check_options(command: m.Command, body: m.SubmitJob, now: int) -> None:
     check_scope(body.scope)
     if body.parent_job_id is not None:
         check_job_id(body.parent_job_id, "parent_job_id")
+    check_depends_on(body.depends_on, command.job_id, body.scope)
     check_derived_id(command.job_id, command.tenant_id, check_idempotency_key(body.idempotency_key))
+
+
+def check_depends_on(value: object, job_id: str = "", scope: str | None = None) -> Mapping[str, str]:
+    """A job's dependencies: at most MAX_DEPENDENCIES job ids (MAX_DEPENDENCY_CHARACTERS together), not its own,
+    each mapped to a policy of DEPENDENCY_POLICIES; a scoped job has none."""
+    if not isinstance(value, Mapping):
+        raise invalid("depends_on", f"must map job ids to cancel or run, got {type(value).__name__}")
+    if not value:
+        return value
+    if len(value) > MAX_DEPENDENCIES:
+        raise invalid("depends_on", f"{len(value):,} dependencies, at most {MAX_DEPENDENCIES:,} allowed")
+    if scope not in (None, "tenant"):
+        raise invalid("depends_on", f"a scoped job (scope {shown(scope)}) cannot wait for other jobs")
+    size = 0
+    for dependency, policy in value.items():
+        check_job_id(dependency, "depends_on")
+        size += len(dependency)
+        if dependency == job_id:
+            raise invalid("depends_on", f"job {shown(job_id)} cannot wait for itself")
+        if policy not in DEPENDENCY_POLICIES:
+            raise invalid("depends_on", f"if_dependency_fails must be cancel or run, got {shown(policy)}")
+    if size > MAX_DEPENDENCY_CHARACTERS:
+        raise invalid("depends_on", f"the dependencies' ids are {size:,} characters together, at most "
+                                    f"{MAX_DEPENDENCY_CHARACTERS:,} allowed")
+    return value
 
 
 def check_derived_id(job_id: str, tenant: str, key: str | None) -> None:
@@ -335,6 +370,12 @@ def check_job_command(command: m.Command, now: int) -> m.CommandBody:
         check_free_text("requested_by", body.requested_by)
     elif isinstance(body, m.ReportChild):
         _check_report(body)
+    elif isinstance(body, m.AwaitJob):
+        check_job_id(body.dependent_job_id, "dependent_job_id")
+    elif isinstance(body, m.ReportDependency):
+        check_job_id(body.dependency_job_id, "dependency_job_id")
+        if body.status not in DEPENDENCY_STATUSES:
+            raise invalid("status", f"must be one of {', '.join(DEPENDENCY_STATUSES)}, got {shown(body.status)}")
     return body
 
 

@@ -8,6 +8,7 @@ from engine.contract import messages as m
 from engine.contract.ids import child_job_id
 from engine.contract.validation import check_submit, invalid, shown
 from engine.domain.children import report_to_parent
+from engine.domain.dependencies import awaited
 from engine.domain.inputs import CommandInput, DecideContext, Decision, Emit, Limits, Send
 from engine.domain.jobs import JobView
 from engine.domain.lanes import lane_for
@@ -15,7 +16,8 @@ from engine.errors import ValidationError
 
 
 def submit(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: DecideContext) -> Decision:
-    """A new job's first events (submitted, then queued, scheduled or fanned out), or its rejection."""
+    """A new job's first events (submitted, then queued, scheduled, waiting for its dependencies or fanned out),
+    or its rejection."""
     cmd = given.command
     if job is not None:  # a JobRejected here would read as the existing job's status
         return [_existing(body, cmd, job)]
@@ -28,6 +30,8 @@ def submit(body: m.SubmitJob, given: CommandInput, job: JobView | None, ctx: Dec
         reason, detail, depth = full
         return _rejected(cmd, body, m.JobRejected(body.task_type, reason, detail, depth))
     first = Emit(cmd.job_id, cmd.tenant_id, submitted)
+    if submitted.depends_on:
+        return [first, *awaited(cmd, submitted.depends_on, ctx.now)]
     if submitted.scope not in (None, "tenant"):
         return [first, *fan_out(cmd, body, ctx)]
     if body.run_at is not None and body.run_at > ctx.now:
@@ -79,6 +83,7 @@ def _admit(body: m.SubmitJob, given: CommandInput, ctx: DecideContext) -> m.JobS
         task_type=body.task_type, payload=body.payload, priority=body.priority, lane=lane.value,
         max_attempts=attempts, run_at=body.run_at, idempotency_key=body.idempotency_key,
         command_offset=given.offset, labels=dict(body.labels), scope=body.scope, parent_job_id=body.parent_job_id,
+        depends_on=dict(body.depends_on),
         traceparent=body.traceparent,
     )
 

@@ -4,14 +4,15 @@ The engine loop calls decide with the job as the projection (plus its overlay of
 not-yet-read-back events) knows it, writes the returned events, and acts only on
 what it has written. This module routes each input to its rules, one module per concern:
 ``admission`` (SubmitJob), ``controls`` (an operator's commands on one job),
-``children`` (scoped jobs), ``attempts`` (timers, starts, results, orphans, progress).
+``children`` (scoped jobs), ``dependencies`` (jobs that wait for jobs), ``attempts`` (timers, starts,
+results, orphans, progress).
 """
 
 from __future__ import annotations
 
 from engine.contract import messages as m
 from engine.contract.validation import check_job_command
-from engine.domain import admission, attempts, children, controls
+from engine.domain import admission, attempts, children, controls, dependencies
 from engine.domain.inputs import (
     AttemptFinished, CommandInput, DecideContext, Decision, Emit, Input, Limits, ProgressReported, RequeueOrphan,
     Send, StartAttempt, TaskPolicy, TimerFired, tenant_of,
@@ -22,14 +23,21 @@ from engine.errors import ValidationError
 
 __all__ = [
     "AttemptFinished", "CommandInput", "DecideContext", "Decision", "Emit", "Input", "Limits", "ProgressReported",
-    "RequeueOrphan", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide",
+    "RequeueOrphan", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide", "told",
 ]
 
 
 def decide(job: JobView | None, given: Input, ctx: DecideContext) -> Decision:
     """The events that ``given`` causes for ``job`` (None: the job does not exist yet), and the
-    commands to send with them (``Send``: a scoped job's children, a child's report)."""
-    return children.notify_parent(job, _decide(given, job, ctx), ctx.now)
+    commands to send with them (``Send``: a scoped job's children, a child's report, a dependency's wait and its
+    end told to its dependents)."""
+    return told(job, _decide(given, job, ctx), ctx.now)
+
+
+def told(job: JobView | None, outcome: Decision, now: int) -> Decision:
+    """``outcome`` and the commands it sends to whoever waits for ``job`` to end: its scoped parent, its
+    dependents. (The loop calls it too when it sets a poison input aside by dead-lettering the job.)"""
+    return dependencies.notify_dependents(job, children.notify_parent(job, outcome, now), now)
 
 
 @type_switch
@@ -58,7 +66,7 @@ def _command(body: object, given: CommandInput, job: JobView | None, ctx: Decide
 
 
 for _rule in (admission.submit, controls.cancel, controls.replay, controls.reschedule, controls.reprioritize,
-              children.report_child):
+              children.report_child, dependencies.await_job, dependencies.report_dependency):
     _command.register(_rule)
 for _step in (attempts.timer_fired, attempts.start, attempts.finished, attempts.requeue_orphan, attempts.progress):
     _decide.register(_step)

@@ -40,6 +40,8 @@ class DecideContext:
     default_policy: TaskPolicy = TaskPolicy()
     limits: Limits = Limits()
     scope_tenants: tuple[str, ...] = ()  # the tenants a scoped SubmitJob resolves to (engine-resolved)
+    reported: tuple[str, bytes | None, str] | None = None
+    """For a ReportDependency: what the job was told of that dependency already, if anything (engine-read)."""
 
     def policy(self, task_type: str) -> TaskPolicy:
         """The task type's policy, or the default one."""

@@ -55,7 +55,14 @@ class JobView:
     children: tuple[tuple[str, str, str, str], ...] = ()  # scoped jobs: (tenant, child id, status, error)
     cancel: tuple[str, str] | None = None  # a cancel asked of the running attempt: (reason, requested_by)
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
+    depends_on: dict[str, str] | None = None  # dependency id -> cancel | run (what this job does if it fails)
+    reported: int = 0  # how many of its dependencies were reported ended (each report: projections.views.dependencies)
+    dependents: tuple[str, ...] = ()  # the jobs waiting for this one, told how it ends
     traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
+
+    def awaiting(self) -> int:
+        """How many of its dependencies have not ended (as far as this job was told)."""
+        return len(self.depends_on or ()) - self.reported
 
     def child_counts(self) -> tuple[int, int, int]:
         """(succeeded, failed, pending) children of a scoped job."""
@@ -112,13 +119,19 @@ TRIGGERS: dict[type, Trigger] = {
     m.JobReprioritized: Trigger.REPRIORITIZE,
     m.JobFannedOut: Trigger.FAN_OUT,
     m.ChildReported: Trigger.CHILD_REPORT,
+    m.DependenciesAwaited: Trigger.AWAIT,
+    m.DependentAdded: Trigger.ADD_DEPENDENT,
+    m.DependencyReported: Trigger.DEPENDENCY_REPORT,
 }
+RELEASED = "dependencies_met"
+"""The cause of the JobQueued that releases a waiting job."""
 
 
 def trigger_of(body: m.EventBody) -> Trigger | None:
     """The lifecycle trigger an event body records, or None if it changes no job state."""
     if isinstance(body, m.JobQueued):
-        return Trigger.ENQUEUE if body.cause == "submitted" else Trigger.DUE
+        return Trigger.ENQUEUE if body.cause == "submitted" else (
+            Trigger.RELEASE if body.cause == RELEASED else Trigger.DUE)
     if isinstance(body, m.JobSettled):
         return Trigger.SETTLE if body.outcome == "completed" else Trigger.SETTLE_PARTIAL
     return TRIGGERS.get(type(body))
@@ -145,6 +158,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         body.max_attempts, body.payload, event.occurred_at, event.occurred_at, event.epoch, body.idempotency_key,
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
+        body.depends_on or None, 0, (),
         body.traceparent,
     )
 
@@ -199,7 +213,9 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobReplayed, job: JobView, at: int) -> dict[str, object]:
-    return dict(attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at, due_at=at)
+    # its dependents were told it died: the next end is nobody's news
+    return dict(attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at, due_at=at,
+                dependents=())
 
 
 @_apply.register
@@ -222,6 +238,16 @@ def reported(children: tuple[tuple[str, str, str, str], ...],
 @_apply.register
 def _(body: m.JobSettled, job: JobView, at: int) -> dict[str, object]:
     return dict(finished_at=at)
+
+
+@_apply.register
+def _(body: m.DependentAdded, job: JobView, at: int) -> dict[str, object]:
+    return dict(dependents=(*job.dependents, body.dependent_job_id))
+
+
+@_apply.register
+def _(body: m.DependencyReported, job: JobView, at: int) -> dict[str, object]:
+    return dict(reported=job.reported + 1)
 
 
 @_apply.register

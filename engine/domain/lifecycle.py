@@ -21,6 +21,7 @@ class JobState(StrEnum):
     DEAD = "dead"
     CANCELLED = "cancelled"
     PARTIAL = "partial"  # a scoped job whose children settled, some of them not successfully
+    WAITING = "waiting"  # submitted with dependencies: waits until each of them has ended
 
 
 class Trigger(StrEnum):
@@ -46,6 +47,10 @@ class Trigger(StrEnum):
     REQUEST_CANCEL = "request_cancel"  # JobCancelRequested: the running attempt is asked to stop
     PROGRESS = "progress"          # JobProgressed: the running attempt reported how far it got
     REPRIORITIZE = "reprioritize"  # JobReprioritized: a waiting job's priority changed
+    AWAIT = "await"                # DependenciesAwaited: a job with dependencies waits for them
+    ADD_DEPENDENT = "add_dependent"  # DependentAdded: a job now waits for this one
+    DEPENDENCY_REPORT = "dependency_report"  # DependencyReported: one dependency ended (or is unknown)
+    RELEASE = "release"            # JobQueued(cause=dependencies_met): every dependency ended as the job needs
 
 
 S, T = JobState, Trigger
@@ -87,6 +92,14 @@ TRANSITIONS: dict[tuple[JobState | None, Trigger], JobState] = {
     (S.RUNNING, T.SETTLE): S.COMPLETED,
     (S.PARTIAL, T.SETTLE): S.COMPLETED,
     (S.RUNNING, T.SETTLE_PARTIAL): S.PARTIAL,
+    (S.PENDING, T.AWAIT): S.WAITING,
+    (S.WAITING, T.DEPENDENCY_REPORT): S.WAITING,
+    (S.WAITING, T.RELEASE): S.QUEUED,
+    (S.WAITING, T.SCHEDULE): S.SCHEDULED,  # released before its run_at
+    (S.WAITING, T.CANCEL): S.CANCELLED,
+    (S.WAITING, T.REPRIORITIZE): S.WAITING,
+    **{(state, T.ADD_DEPENDENT): state for state in (S.WAITING, S.SCHEDULED, S.QUEUED, S.RUNNING, S.FAILED,
+                                                      S.RETRYING)},  # every state a job has not ended in
 }
 
 FINAL_STATES = frozenset({S.COMPLETED, S.DEAD, S.CANCELLED, S.PARTIAL})

@@ -36,6 +36,11 @@ def check_task_command(command: m.Command) -> None:
     """A pause or resume's fields, by the rules every command's are checked by; ValidationError naming one."""
     body = command.body
     assert isinstance(body, TASK_COMMANDS)
+    check_task_fields(body)
+
+
+def check_task_fields(body: m.PauseTaskType | m.ResumeTaskType | m.SetRateLimit | m.ClearRateLimit) -> None:
+    """The fields every command on a task type has (pause, resume, rate limits): its type, why, by whom."""
     check_task_type(body.task_type)
     check_free_text("reason", body.reason)
     check_free_text("requested_by", body.requested_by)

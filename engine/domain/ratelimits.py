@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine.contract import messages as m
-from engine.contract.validation import check_free_text, check_task_type, invalid
-from engine.domain.pauses import task_envelope
+from engine.contract.validation import check_task_type, invalid
+from engine.domain.pauses import check_task_fields, task_envelope
 
 US = 1_000_000
 LIMIT_ENVELOPE = "ratelimit:"
@@ -121,8 +121,7 @@ def check_limit_command(command: m.Command) -> None:
     if isinstance(body, m.SetRateLimit):
         check_rate(body.rate)
         check_burst(body.burst)
-    check_free_text("reason", body.reason)
-    check_free_text("requested_by", body.requested_by)
+    check_task_fields(body)
 
 
 def decide_limit(command: m.Command, current: Callable[[str], Bucket | None], partitions: int) -> m.EventBody:

@@ -30,12 +30,13 @@ from engine.contract import messages as m
 from engine.domain.switch import type_switch
 from engine.contract.ids import occurrence_job_id
 from engine.contract.validation import check_payload, check_schedule_command, invalid, shown
+from engine.domain.commands import Route, taking
 from engine.domain.cron import Schedule, due_occurrences, next_after_run, next_occurrences
 from engine.domain.decide import CommandInput, Emit, Send
 from engine.errors import ValidationError
 
 ENVELOPE_PREFIX = "schedule:"
-SCHEDULE_COMMANDS = (m.UpsertSchedule, m.PauseSchedule, m.ResumeSchedule, m.RemoveSchedule, m.ReportOccurrence)
+SCHEDULE_COMMANDS = taking(Route.SCHEDULE)  # engine/domain/commands.py
 SCHEDULE_EVENTS = (m.ScheduleUpserted, m.SchedulePaused, m.ScheduleResumed, m.ScheduleRemoved, m.ScheduleArmed,
                    m.ScheduleFired, m.OccurrenceSkipped)
 LABEL_SCHEDULE, LABEL_OCCURRENCE = "schedule", "occurrence"

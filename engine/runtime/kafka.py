@@ -47,6 +47,10 @@ PREFETCH_MESSAGES = 5000
 """What a consumer fetches ahead of the loop, per partition in messages and in all in kilobytes.
 librdkafka's defaults (100,000 messages per partition, 64 MB) are what a backlog of millions of
 commands would otherwise hold in the engine's memory."""
+COMMANDS_FETCH_WAIT_MS = 100
+"""How long the broker may hold the commands consumer's fetch when there is nothing to return. A command that
+arrives returns it at once (``fetch.min.bytes`` is 1); the wait only bounds how soon a partition resumed or
+rewound joins the fetch. At 10 ms an idle engine fetched a hundred times a second (9 ms of CPU a second)."""
 FETCH_QUEUE_BACKOFF_MS = 10
 """How long librdkafka waits before fetching again once the prefetch queue passed its bounds.
 
@@ -99,7 +103,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
         "max.poll.interval.ms": 120000,
         "isolation.level": "read_committed",
-        "fetch.wait.max.ms": 10,
+        "fetch.wait.max.ms": COMMANDS_FETCH_WAIT_MS,
         "queued.max.messages.kbytes": PREFETCH_KB,
         "queued.min.messages": PREFETCH_MESSAGES,
         "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,

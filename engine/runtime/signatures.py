@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import Settings
 from engine.contract import messages as m
+from engine.domain.commands import Sender, sent_by
 from engine.contract.signing import (
     SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, sign,
 )
@@ -90,8 +91,9 @@ def signature_of(headers: Sequence[tuple[str, str | bytes | None]] | dict[str, s
     return None
 
 
-INTERNAL_COMMANDS = (m.ReportChild, m.ReportOccurrence)
-"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule."""
+INTERNAL_COMMANDS = sent_by(Sender.ENGINE)
+"""Commands only engines send: a child's end reported to its scoped parent, an occurrence's to its schedule,
+a job's wait for a dependency and the dependency's end reported to it."""
 
 
 class CommandChecker:

@@ -38,7 +38,7 @@ class TopicInfo:
 
 
 def workers_topic(settings: Settings) -> str:
-    """The compacted topic of the engines' heartbeats (``engine.runtime.read.workers``)."""
+    """The compacted topic of the engines' heartbeats (``engine.questions.workers``)."""
     return f"{settings.namespace}.workers"
 
 

@@ -11,7 +11,7 @@ executor's handler call (``engine.testing.loop``); docs/testing.md says what dif
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ from engine.domain.timerouter import SECOND
 from engine.errors import NotFoundError, ValidationError
 from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.options import DEFAULT_SLOTS
-from engine.runtime.read.outcome import Outcome
+from engine.questions.outcome import Outcome
 from engine.testing.loop import Setup, VirtualLoop
 from engine.testing.runner import InlineRunner
 from projections.views.schedules import all_schedules, read_schedule
@@ -117,13 +117,16 @@ class TestEngine:
                run_at: datetime | float | None = None, delay: float | None = None,
                idempotency_key: str | None = None, lane: str | None = None,
                max_attempts: int | None = None, correlation_id: str | None = None,
-               scope: str | None = None, labels: Mapping[str, str] | None = None) -> TestHandle:
-        """Submit one job, as ``Client.submit`` (``delay`` and ``run_at`` on the virtual clock); it is
-        decided at the next ``run_until_idle`` or ``advance``. A bad value raises ``ValidationError``."""
+               scope: str | None = None, labels: Mapping[str, str] | None = None,
+               depends_on: Iterable[Any] | None = None, if_dependency_fails: str = "cancel") -> TestHandle:
+        """Submit one job, as ``Client.submit`` (``delay`` and ``run_at`` on the virtual clock; ``depends_on``:
+        jobs it waits for); it is decided at the next ``run_until_idle`` or ``advance``. A bad value raises
+        ``ValidationError``."""
         job_id, command_id = new_uuid4s(2)
         command = submit_command(job_id, command_id, self._loop.now, task_type, payload, tenant, priority, run_at,
                                  delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels,
-                                 max_payload_bytes=self._loop.settings.max_payload_bytes)
+                                 max_payload_bytes=self._loop.settings.max_payload_bytes, depends_on=depends_on,
+                                 if_dependency_fails=if_dependency_fails)
         self._loop.send(command)
         return TestHandle(self, command.job_id)
 

@@ -41,12 +41,13 @@ from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
-from engine.runtime.read.logged import LoggedEvent
+from engine.questions.logged import LoggedEvent
 from engine.testing.store import MemoryStore
 from projections.evolve import FENCED, record_position
 from projections.views import keys as k
 from projections.views.breakers import all_breakers
 from projections.views.counters import fair_state
+from projections.views.dependencies import read_reports
 from projections.views.schedules import SCHEDULE_DUE
 
 OWNER = "test-engine"
@@ -124,8 +125,7 @@ class VirtualLoop:
         self.held = [Held(n, WINDOWS, self.board, self.poison) for n in range(max(1, setup.partitions))]
         self.partitions = {h.partition.number: h.partition for h in self.held}
         self.admission = Admission(COMMANDS_TOPIC, len(self.held), self.base_ctx.tasks,  # type: ignore[arg-type]
-                                   dict(setup.lane_limits), setup.max_queued.get, self._scope, self.poison,
-                                   lambda p: self.held[p.number].timers.desk)
+                                   dict(setup.lane_limits), setup.max_queued.get, self._scope, self.poison)
         self.dispatcher = Dispatcher(self.board, self._weight, OWNER, self.poison.job, setup.fair)
         self._turn = 0
         self._idle = False  # True: nothing more happens at ``now`` until a command is sent or the clock moves
@@ -170,7 +170,7 @@ class VirtualLoop:
         for held in self.held:
             while held.commands:
                 offset, raw = held.commands.popleft()
-                self.admission.admit(held.partition, offset, raw, ctxs[held.partition.number])
+                self.admission.admit(held.partition, offset, raw, ctxs[held.partition.number], desk=held.timers.desk)
         for held in self.held:
             held.timers.tick(ctxs[held.partition.number])
         self._dispatch(ctxs)
@@ -223,7 +223,9 @@ class VirtualLoop:
             attempt: int = event.body.attempt  # type: ignore[union-attr]
             request = RunRequest(held.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
-                                 job.queued_at or job.submitted_at, job.traceparent)
+                                 job.queued_at or job.submitted_at,
+                                 read_reports(held.partition.batch, job) if job.depends_on else None,
+                                 job.traceparent)
             self.runner.start(request, self.now)
 
     # --- around the ticks ----------------------------------------------------------------------

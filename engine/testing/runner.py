@@ -62,7 +62,7 @@ class InlineRunner:
         deadline = min(request.deadline, started + spec.timeout)
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, next(self._tokens),
-                         self._cancels, None)
+                         self._cancels, None, _dependencies=request.dependencies)
         if spec.is_async:
             outcome = self._on_loop_thread().submit(
                 lambda: self._event_loop().run_until_complete(

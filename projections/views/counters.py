@@ -68,3 +68,13 @@ def backlogged(reader: Any, lane: str) -> dict[str, int]:
     """Tenants with queued jobs in ``lane`` and how many each has."""
     prefix = k.lane_tenant_key(k.BACKLOG, lane, "")
     return {k.suffix_after(prefix, key): int(v) for key, v in reader.scan(prefix)}
+
+
+def lane_depth(reader: Any, lane: str) -> int:
+    """Queued jobs in ``lane`` (``reader``: a batch or a store)."""
+    return read_int(reader, k.lane_key(k.LANE_DEPTH, lane))
+
+
+def tenant_backlog(reader: Any, tenant: str, lanes: tuple[str, ...]) -> int:
+    """The tenant's queued jobs over ``lanes``."""
+    return sum(read_int(reader, k.lane_tenant_key(k.BACKLOG, lane, tenant)) for lane in lanes)

@@ -2,12 +2,15 @@
 
 Keys (beside those of ``projections.views.keys``)::
 
-    e:<job_id>                 -> (status, ended_at, tenant, idempotency key) as a marshal v2 tuple
+    e:<job_id>                 -> (status, ended_at, tenant, idempotency key, result) as a marshal v2 tuple
     E:<expires_at>:<job_id>    -> b""   the expiry index (absent when the window is 0: for ever)
 
 A job that completes or is cancelled leaves the write model: its record and index entries
 are deleted and its tombstone stays, so a duplicate SubmitJob of its id is still answered
-as a duplicate and a command on it is refused with its final state. Expiry is driven by
+as a duplicate and a command on it is refused with its final state, and a job that waits for it
+(``engine.domain.dependencies``) is told at once how it ended and gets its result: a completed job's
+result stays in its tombstone for the window (stores written before the result was kept read
+``None``). A dependency older than the window is unknown. Expiry is driven by
 event time, in log order: when an event's time reaches ``m:sweep``, at most SWEEP_LIMIT
 tombstones whose time has come are deleted (with a schedule occurrence's ``o:`` mark), and
 the next sweep is set SWEEP_EVERY_US later (or at once, if more were due). A replay from
@@ -49,7 +52,7 @@ def expiry_key(expires_at: int, job_id: str) -> bytes:
 
 def encode_ended(job: JobView, ended_at: int) -> bytes:
     """A tombstone's stored form."""
-    return marshal.dumps((job.state.value, ended_at, job.tenant_id, job.idempotency_key), 2)
+    return marshal.dumps((job.state.value, ended_at, job.tenant_id, job.idempotency_key, job.result), 2)
 
 
 def end_job(batch: Any, job: JobView, ended_at: int, window_us: int) -> None:
@@ -72,13 +75,13 @@ def forget_ended(batch: Any, job_id: str, window_us: int) -> None:
 
 
 def read_ended(reader: Any, job_id: str) -> JobView | None:
-    """An ended job as decisions see it (state, end, tenant, key; nothing else), or None."""
+    """An ended job as decisions see it (state, end, tenant, key, result; nothing else), or None."""
     raw = reader.get(ended_key(job_id))
     if raw is None:
         return None
-    status, ended_at, tenant, key = marshal.loads(raw)
+    status, ended_at, tenant, key, *rest = marshal.loads(raw)
     return JobView(job_id, tenant, "", JobState(status), 0, "", 0, _NO_PAYLOAD, 0, ended_at, 0, key,
-                   finished_at=ended_at)
+                   finished_at=ended_at, result=rest[0] if rest else None)
 
 
 def sweep(batch: Any, now: int, window_us: int) -> int:

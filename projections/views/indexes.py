@@ -50,3 +50,13 @@ def index_changes(before: JobView | None, after: JobView | None) -> dict[bytes, 
     changes: dict[bytes, bytes | None] = {key: None for key in old if key not in new}
     changes.update({key: v for key, v in new.items() if old.get(key) != v})
     return changes
+
+
+def running_jobs(reader: Any) -> list[tuple[str, int]]:
+    """(job id, epoch that started it) of every running job (scoped parents aside, as ``index_entries`` says)."""
+    return [(key[len(k.RUNNING):].decode(), int(epoch)) for key, epoch in reader.scan(k.RUNNING)]
+
+
+def dead_count(reader: Any) -> int:
+    """Jobs in the dead-letter queue."""
+    return sum(1 for _ in reader.scan(k.DEAD))

@@ -19,7 +19,7 @@ from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
 from projections.views import keys as k
 
-STATUSES = ("scheduled", "queued", "running", "retrying", "completed", "dead", "cancelled")
+STATUSES = ("waiting", "scheduled", "queued", "running", "retrying", "completed", "dead", "cancelled")
 """The statuses a listing knows; every job state maps to one of them (:func:`status_of`)."""
 _SHOWN_AS = {JobState.PENDING: "queued", JobState.FAILED: "retrying", JobState.PARTIAL: "completed"}
 """States shown as another: pending (submitted, not yet placed) lasts one decision; failed is followed

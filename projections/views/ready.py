@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from projections.store import ProjectionStore
 
 WINDOW = 128  # entries read from the store at a time, per (lane, tenant)
+FOLLOWED = (k.READY, k.BACKLOG)
+"""The key prefixes whose folded changes the view follows (``Batch(..., follow, FOLLOWED)``)."""
 
 
 class ReadyWindow:
@@ -85,6 +87,12 @@ class ReadyView:
             if window.complete:
                 return None
             self._read_more(window)
+
+    @staticmethod
+    def order_of(lane: str, tenant: str, key: bytes) -> bytes:
+        """The queue order of one of the tenant's entries (priority, due time, arrival, id): its key after the
+        tenant's prefix."""
+        return key[len(k.ready_tenant_prefix(lane, tenant)):]
 
     def _window(self, prefix: bytes) -> ReadyWindow:
         window = self.windows.get(prefix)

@@ -142,3 +142,10 @@ def gated(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
             return {"gated": True, "attempt": ctx.attempt}
         time.sleep(0.05)
     raise TimeoutError(f"the gate {gate} never opened")
+
+
+@app.task("gather")
+def gather(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Returns what it waited for: each dependency's result (ctx.dependency_results) and its own payload."""
+    mark("gather", ctx)
+    return {"dependencies": ctx.dependency_results, "payload": payload}

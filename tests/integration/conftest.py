@@ -136,7 +136,7 @@ def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:
     """Every job's events, read from the log in one pass per partition, with fencing verdicts."""
     from engine.contract.codec import decode_event_at
     from engine.runtime import kafka
-    from engine.runtime.read.joblog import scan_partition, with_fencing
+    from engine.questions.history import scan_partition, with_fencing
 
     out: dict[str, list] = {}
     consumer = kafka.events_reader(settings, "test-scan")

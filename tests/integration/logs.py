@@ -28,7 +28,7 @@ from engine.contract.messages import (
 from engine.contract.partitioner import partition_for
 from engine.errors import UnknownTypeError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import scan_partition
+from engine.questions.history import scan_partition
 from tests.integration.conftest import EngineProcess, start_engine
 
 JOBS = 6

@@ -17,8 +17,8 @@ from engine.cli.audit import CSV_COLUMNS
 from engine.client import Client, JobHandle
 from engine.config import Settings
 from engine.contract.partitioner import partition_for
-from engine.runtime.read.audit import AuditFilter, AuditSummary, audit_events
-from engine.runtime.read.joblog import job_events
+from engine.questions.audit import AuditFilter, AuditSummary, audit_events
+from engine.questions.history import job_events
 from engine.contract import messages as m
 from tests.integration.conftest import start_engine
 from tests.integration.test_bad_input import decided, produce_raw

@@ -21,7 +21,7 @@ from engine.contract.ids import new_command_id, new_job_id
 from engine.contract.partitioner import partition_for
 from engine.errors import ValidationError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import scan_partition
+from engine.questions.history import scan_partition
 from tests.integration.conftest import ROOT, start_engine
 
 

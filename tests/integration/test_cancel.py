@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.client import Client, JobHandle
 from engine.config import Settings
 from engine.errors import NotFoundError
-from engine.runtime.read.follow import decided
+from engine.questions.follow import decided
 from tests.integration.conftest import ROOT, start_engine
 
 

@@ -36,7 +36,8 @@ def test_jobs_list_shows_every_status_with_counts_filters_and_pages(  # type: ig
     dead = client.submit("fragile", {"fixed_when": str(tmp_path / "never")}, tenant="globex")
     client.cancel(later[0].job_id, tenant="acme")
     assert all(h.wait(30).status == "completed" for h in done) and dead.wait(30).status == "dead"
-    want = {"completed": 4, "running": 2, "scheduled": 2, "cancelled": 1, "dead": 1, "queued": 0, "retrying": 0}
+    want = {"completed": 4, "running": 2, "scheduled": 2, "cancelled": 1, "dead": 1, "queued": 0, "retrying": 0,
+            "waiting": 0}
 
     def settled() -> dict[str, Any]:
         page = listed(settings, engine.state_dir)

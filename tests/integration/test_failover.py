@@ -12,8 +12,8 @@ from engine.client import Client
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
-from engine.runtime.read.joblog import job_events
-from projections.query import find_job
+from engine.questions.history import job_events
+from engine.questions.stores import find_job
 from tests.integration.conftest import events_by_job, start_engine, verify_partition
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from engine.runtime.read.joblog import job_events, job_history
+from engine.questions.history import job_events, job_history
 from tests.integration.conftest import start_engine
 
 

@@ -21,7 +21,7 @@ from engine.config import Settings
 from engine.contract.codec import catalog, decode_command
 from engine.contract.partitioner import partition_for
 from engine.runtime import kafka
-from engine.runtime.read.joblog import job_events, scan_partition
+from engine.questions.history import job_events, scan_partition
 from tests.integration.conftest import ROOT, start_engine
 
 PRODUCERS = ROOT / "examples" / "producers"

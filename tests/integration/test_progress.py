@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from engine.runtime.read.follow import decided
+from engine.questions.follow import decided
 from tests.integration.conftest import ROOT, start_engine
 
 

@@ -18,7 +18,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
 from engine.runtime.tenants import set_tenant
-from projections.query import read_store
+from engine.questions.stores import read_store
 from projections.store import store_path
 from projections.views import keys as k
 from tests.integration.conftest import start_engine

@@ -14,7 +14,7 @@ from engine.contract.ids import new_command_id, new_job_id
 from engine.contract.messages import Command, Payload, SubmitJob
 from engine.contract.partitioner import partition_for
 from engine.runtime import kafka
-from engine.runtime.read.joblog import job_events, scan_partition
+from engine.questions.history import job_events, scan_partition
 from tests.integration.conftest import start_engine
 
 JOBS = 12

@@ -248,6 +248,7 @@ def test_scoped_jobs_and_schedules_run_under_the_documented_secure_set_up(
         parent = service.submit("echo", {"n": 1}, tenant="ops", scope="global")  # children sent by the engine
         service.add_schedule("tick", "noop", "* * * * * *", tenant="acme", wait=None)  # occurrences: the same
         plain = service.submit("echo", {"n": 2}, tenant="globex")
+        after = service.submit("gather", {}, tenant="globex", depends_on=[plain])  # AwaitJob, ReportDependency
         service.close()
         auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
         done = _poll(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
@@ -255,6 +256,8 @@ def test_scoped_jobs_and_schedules_run_under_the_documented_secure_set_up(
         assert set(done.children) == {"acme", "globex"}
         assert {c["status"] for c in done.children.values()} == {"completed"}
         assert auditor.status(plain.job_id).status == "completed"
+        waited = _poll(lambda: (o := auditor.status(after.job_id)).done and o, 60, "final dependent job")
+        assert waited.status == "completed" and list(waited.result["dependencies"]) == [plain.job_id]
         reader = as_user(secure_home, "auditor", ns, tmp_path / "none")
 
         def ran() -> int:

@@ -24,7 +24,7 @@ def test_a_set_up_that_failed_after_opening_the_store_is_retried_afresh(
         assert lifecycle.partitions[0].state is State.ASSIGNED and lifecycle.partitions[0].store is None
 
         ensure_topics(settings, partitions=1)
-        lifecycle._retry_at.clear()
+        lifecycle.taking._retry_at.clear()  # no wait before the retry
         lifecycle.set_up()  # used to fail for good: the store was still open (locked) in this process
         assert lifecycle.partitions[0].state is State.RESTORING
     finally:

@@ -196,3 +196,47 @@ def test_a_tenants_key_cannot_reach_another_tenants_work_and_an_operators_can(
     finally:
         assert engine.stop() == 0, engine.logs()[-3000:]
     assert "unauthorized command" in engine.logs() and " WARNING " in engine.logs()
+
+
+def test_a_dependency_is_a_job_of_the_same_tenant_and_no_tenant_can_release_a_waiting_job(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signed commands of jobs that wait for jobs: the engines' own AwaitJob and ReportDependency pass; a tenant
+    waiting for another tenant's job is told it is unknown; a report signed by a tenant (its own or another's)
+    is refused and releases nothing."""
+    from engine.commands import new_command
+    from engine.contract.signing import load_public_key
+
+    acme_key, acme_pub = key_files(tmp_path, "acme")
+    globex_key, globex_pub = key_files(tmp_path, "globex")
+    engine_key, _ = key_files(tmp_path, "engine")
+    set_tenant(settings, "acme", 1.0, public_keys=[load_public_key(acme_pub)])
+    set_tenant(settings, "globex", 1.0, public_keys=[load_public_key(globex_pub)])
+    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
+    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
+    engine = EngineProcess(settings, "signed", tmp_path)
+    try:
+        engine.wait_active(3)
+        acme = Client(settings.model_copy(update={"signing_key_file": acme_key}))
+        mallory = Client(settings.model_copy(update={"signing_key_file": globex_key}))
+        gate = acme.submit("gated", {"open_when": str(tmp_path / "gate")}, tenant="acme")
+        waiting = acme.submit("gather", {}, tenant="acme", depends_on=[gate])
+        assert _wait_for(lambda: acme.status(gate.job_id).dependents == [waiting.job_id]), engine.logs()[-3000:]
+        stranger = mallory.submit("gather", {}, tenant="globex", depends_on=[gate], if_dependency_fails="run")
+        answered = stranger.wait(30)
+        assert answered.status == "cancelled" and answered.reason.startswith("dependency_unknown: "), answered
+        release = m.ReportDependency(gate.job_id, "completed", b"{}")
+        for client, tenant in ((mallory, "globex"), (mallory, "acme"), (acme, "acme")):
+            client._send([new_command(waiting.job_id, tenant, release)])
+        assert _wait_for(lambda: _refusals(acme, waiting.job_id, "") >= 3), engine.logs()[-3000:]
+        mallory._send([new_command(gate.job_id, "acme", m.AwaitJob(stranger.job_id))])
+        assert _wait_for(lambda: _refusals(acme, gate.job_id, "") >= 1)
+        assert acme.status(waiting.job_id).status == "waiting"
+        assert acme.status(gate.job_id).dependents == [waiting.job_id]
+        (tmp_path / "gate").touch()
+        done = waiting.wait(60)
+        assert done.status == "completed" and done.result["dependencies"] == {
+            gate.job_id: {"gated": True, "attempt": 1}}
+        for client in (acme, mallory):
+            client.close()
+    finally:
+        assert engine.stop() == 0, engine.logs()[-3000:]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from projections.query import read_store
+from engine.questions.stores import read_store
 from projections.store import store_path
 from tests.integration.conftest import start_engine, verify_partition
 from tests.integration.test_failover import wait_for

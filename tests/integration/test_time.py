@@ -14,9 +14,9 @@ from pathlib import Path
 from engine.client import Client
 from engine.config import Settings
 from engine.contract.ids import occurrence_job_id
-from engine.runtime.read.lateness import percentile
-from projections.query import find_job
-from projections.schedule_query import due_entry, find_schedule
+from engine.questions.lateness import percentile
+from engine.questions.stores import find_job
+from engine.questions.schedules import due_entry, find_schedule
 from tests.integration.conftest import events_by_job, start_engine, verify_partition
 from tests.integration.test_failover import wait_for
 from tests.integration.test_metrics_endpoint import free_port

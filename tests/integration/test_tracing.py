@@ -19,7 +19,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.runtime.loop.engine import Engine
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.observe.tracing import trace_id
+from engine.questions.traces import trace_id
 
 EXPORTER = InMemorySpanExporter()
 app = App()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.contract import messages as m
-from engine.runtime.read.audit import AuditFilter, AuditSummary, matching_events
-from engine.runtime.read.joblog import with_fencing
+from engine.questions.audit import AuditFilter, AuditSummary, matching_events
+from engine.questions.history import with_fencing
 from tests.unit.factories import claim, event
 
 PAYLOAD = m.Payload(b"{}")

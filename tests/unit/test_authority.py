@@ -79,7 +79,7 @@ def test_an_operator_key_signs_for_any_tenant_but_never_an_engines_internal_comm
 
 def test_the_cli_says_refused_not_already_paused_when_the_signer_lacks_the_power(capsys) -> None:  # type: ignore[no-untyped-def]
     from engine.cli.common import not_permitted
-    from engine.runtime.read.outcome import Outcome
+    from engine.questions.outcome import Outcome
 
     already = Outcome("tasktype:echo#0", reason="refused", error="PauseTaskType refused in state paused: already")
     denied = Outcome("tasktype:echo#1", reason="refused",

@@ -26,7 +26,7 @@ def test_every_string_field_of_every_command_has_a_bound() -> None:
     assert string_fields(m.Command) - {"tenant_id"} == {name for name, _ in ENVELOPE}
     assert string_fields(m.Payload) == {name for name, _ in PAYLOAD}
     for name, cls in m.COMMAND_BODIES.items():
-        labels = {"labels"} if cls is m.SubmitJob else set()  # keys and values: bounded apart
+        labels = {"labels", "depends_on"} if cls is m.SubmitJob else set()  # keys and values: bounded apart
         assert string_fields(cls) - labels == {field for field, _ in BODIES[cls]}, name
 
 
@@ -87,3 +87,16 @@ def test_the_sane_range_of_rates_passes() -> None:
 def test_a_payload_that_is_no_payload_is_left_to_the_finer_rules() -> None:
     cmd = command("job-1", m.SubmitJob("echo", None))  # type: ignore[arg-type]
     assert check_bounds(cmd) is cmd
+
+
+def test_dependencies_over_their_bounds_name_the_field() -> None:
+    import pytest
+
+    from engine.errors import ValidationError
+
+    many = m.SubmitJob("t", m.Payload(b"{}"), depends_on={f"j{i}": "run" for i in range(10_001)})
+    with pytest.raises(ValidationError, match=r"^depends_on: 10,001 dependencies, at most 10,000 allowed"):
+        check_bounds(m.Command("c", "j", "acme", 0, many))
+    long = m.SubmitJob("t", m.Payload(b"{}"), depends_on={"j" * 300: "run"})
+    with pytest.raises(ValidationError, match=r"^depends_on: dependency 'jjj"):
+        check_bounds(m.Command("c", "j", "acme", 0, long))

@@ -13,7 +13,7 @@ from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.errors import ValidationError
 from projections.batch import Batch
-from projections.catalog import JobFilter, job_detail, list_jobs
+from engine.questions.jobs import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
 from projections.store import LISTING_INDEXED, open_store, view_store_path
 from projections.views import keys as k

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.runtime.read.joblog import with_fencing
+from engine.questions.history import with_fencing
 from projections.batch import Batch
 from projections.evolve import APPLIED, FENCED, current_epoch, fold
 from projections.store import open_store

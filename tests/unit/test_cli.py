@@ -12,7 +12,7 @@ from engine.cli.common import parse_time, read_payload
 from engine.client import Outcome, _submit_kwargs
 from engine.contract import messages as m
 from engine.errors import ValidationError
-from engine.runtime.read.joblog import LoggedEvent
+from engine.questions.history import LoggedEvent
 from engine.runtime.topics import TopicInfo, check_asked
 from engine.config import load_settings
 from engine.errors import TopicMismatchError

@@ -40,6 +40,7 @@ from engine.contract.messages import (
     ScheduleUpserted, UpsertSchedule,
 )
 from engine.contract.messages import (
+    AwaitJob, DependenciesAwaited, DependencyReported, DependentAdded, ReportDependency,
     ClearRateLimit, JobReprioritized, RateLimitCleared, RateLimitSet, ReprioritizeJob, SetRateLimit,
 )
 from engine.contract.partitioner import murmur2, partition_for
@@ -69,6 +70,10 @@ COMMAND_SAMPLES = [
     SetRateLimit("email.send", 0.1),
     ClearRateLimit("email.send", "quota lifted", "ops"),
     ReprioritizeJob(9, "vip", "ops"),
+    SubmitJob("report.merge", PAYLOAD, depends_on={"job-1": "cancel", "job-2": "run"}),
+    AwaitJob("job-3"),
+    ReportDependency("job-1", "completed", b'{"rows": 3}'),
+    ReportDependency("job-2", "unknown", None, "no such job"),
 ]
 
 EVENT_SAMPLES = [
@@ -107,6 +112,10 @@ EVENT_SAMPLES = [
     RateLimitSet("email.send", 12.5, 3, 480_000, 1, "smtp quota", "ops"),
     RateLimitCleared("email.send"),
     JobReprioritized(9, 2, "HIGH", "vip", "ops"),
+    DependenciesAwaited(2),
+    DependentAdded("job-3"),
+    DependencyReported("job-1", "completed", b'{"rows": 3}'),
+    DependencyReported("job-2", "dead", None, "ValueError: boom"),
     ScheduleUpserted("nightly", "acme", "report.build", "0 2 * * *", PAYLOAD),
     SchedulePaused("nightly", "holiday"),
     ScheduleResumed("nightly"),

@@ -85,3 +85,21 @@ def test_cli_times_need_iso_and_a_zone() -> None:
     for text in ("tomorrow", "2026-12-01T09:00:00"):
         with pytest.raises(ValidationError, match="^run_at: "):
             parse_time(text, "run_at")
+
+
+def test_a_batchs_dependents_come_in_a_wave_after_their_dependencies_and_a_cycle_is_refused() -> None:
+    from engine.commands import dependencies, dependency_waves
+
+    def job(job_id: str, *after: str) -> m.Command:
+        return m.Command(f"c-{job_id}", job_id, "acme", 0, m.SubmitJob("t", m.Payload(b"{}"),
+                                                                       depends_on=dict.fromkeys(after, "cancel")))
+
+    a, b, c, d = job("a"), job("b", "a"), job("c", "b", "outside"), job("d", "outside")
+    assert [[x.job_id for x in wave] for wave in dependency_waves([c, b, a, d])] == [["a", "d"], ["b"], ["c"]]
+    with pytest.raises(ValidationError, match="^depends_on: the jobs x, y wait for each other in a cycle"):
+        dependency_waves([job("x", "y"), job("y", "x")])
+    assert dependencies(["a", "b", "a"], "run") == {"a": "run", "b": "run"}
+    with pytest.raises(ValidationError, match="^if_dependency_fails: must be cancel or run, got 'later'"):
+        dependencies(["a"], "later")
+    with pytest.raises(ValidationError, match="^depends_on: must be a list of job ids, got str"):
+        dependencies("a")

@@ -14,8 +14,8 @@ from engine.console.params import path_ids, segment
 from engine.console.tasktypes import task_type_rows
 from engine.domain.jobs import AttemptError, JobView, replace
 from engine.errors import ValidationError
-from projections.dead_query import DeadQuery, dead_page, error_group
-from projections.query import DeadFilter
+from engine.questions.deadletters import DeadQuery, dead_page, error_group
+from engine.questions.stores import DeadFilter
 from projections.store import ProjectionStore, view_store_path
 from projections.views import keys as k
 from projections.views.jobs import encode_job
@@ -119,7 +119,7 @@ def test_payloads_are_pretty_printed_when_json_and_durations_read_well() -> None
 def test_throughput_series_buckets_the_minutes_of_each_task_type() -> None:
     from collections import Counter
 
-    from engine.runtime.read.recent import Tally
+    from engine.questions.recent import Tally
 
     def tally(ok: int, failed: int, dead: int) -> Tally:
         return Tally({"send": Counter(succeeded=ok, failed=failed, dead=dead)})
@@ -133,7 +133,7 @@ def test_throughput_series_buckets_the_minutes_of_each_task_type() -> None:
 
 def test_task_type_rows_join_counts_pauses_limits_and_breakers() -> None:
     from engine.domain.breaker import BreakerStatus
-    from projections.holdup_query import HoldupRows
+    from engine.questions.holdup_rows import HoldupRows
     from projections.views.breakers import BreakerRecord
     from projections.views.pauses import PauseRecord
 

@@ -158,28 +158,51 @@ def test_undo_forgets_the_outputs_an_input_staged() -> None:
 
 
 class Refused:
-    def __init__(self, staged: Staged, refused: dict[tuple[str, int], str]) -> None:
-        self.staged, self.refused = staged, refused
+    def __init__(self, staged: Staged, refused: dict[tuple[str, int], str], error: Exception | None = None) -> None:
+        self.staged, self.refused, self.error = staged, refused, error
 
 
-def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_other() -> None:
+def refused_pair() -> tuple[Staged, RunResult, RunResult]:
     staged = Staged()
     ok = RunResult(request("emit", "ok"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("o", b"1"),)))
     bad = RunResult(request("emit", "bad"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("s", b"2"),)))
     staged.results = [ok, bad]
-    assert not effects.refuse(Refused(staged, {}))  # type: ignore[arg-type]
-    assert effects.refuse(Refused(staged, {("bad", 2): "s: MSG_SIZE_TOO_LARGE"}))  # type: ignore[arg-type]
-    assert staged.results[0] is ok
-    failed = staged.results[1].outcome
+    return staged, ok, bad
+
+
+def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_other() -> None:
+    staged, ok, bad = refused_pair()
+    assert effects.refused_results(Refused(staged, {})) is None  # type: ignore[arg-type]
+    results = effects.refused_results(Refused(staged, {("bad", 2): "s: MSG_SIZE_TOO_LARGE"}))  # type: ignore[arg-type]
+    assert results is not None and results[0] is ok
+    assert staged.results == [ok, bad]  # data: the staged results are left as they are
+    failed = results[1].outcome
     assert failed.kind is OutcomeKind.FAILED and failed.retryable and failed.records == ()
     assert failed.error_type == "OutputRefusedError" and "MSG_SIZE_TOO_LARGE" in failed.message
+
+
+def test_the_apply_step_resyncs_a_transaction_refused_over_a_handler_s_record_with_its_attempt_failed() -> None:
+    from engine.errors import AccessDeniedError
+    from engine.runtime.loop.apply import Next, Verdict, followup
+    from engine.runtime.loop.partition import State
+
+    staged, ok, _ = refused_pair()
+    staged.first_command_offset = 7
+    denied = AccessDeniedError("topic s: not authorized")
+    step = followup(Refused(staged, {("bad", 2): "s: TOPIC_AUTHORIZATION_FAILED"}, denied),  # type: ignore[arg-type]
+                    Verdict.REFUSED, State.ACTIVE)
+    assert step.verdict is Verdict.ABORTED and step.next is Next.RESYNC and step.keep_results and step.rewind == 7
+    assert step.results is not None and step.results[0] is ok
+    assert step.results[1].outcome.error_type == "OutputRefusedError"
+    plain = followup(Refused(staged, {}, denied), Verdict.REFUSED, State.ACTIVE)  # type: ignore[arg-type]
+    assert plain.next is Next.BACK_OFF and plain.results is None  # the partition's own writes: back off
 
 
 def test_the_trace_id_of_a_traceparent_and_the_console_s_job_page_line() -> None:
     from types import SimpleNamespace
 
     from engine.console.jobpage import _trace_id
-    from engine.runtime.observe.tracing import trace_id
+    from engine.questions.traces import trace_id
 
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     assert trace_id(parent) == "0af7651916cd43dd8448eb211c80319c"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from engine.cli.jobs import change_line
 from engine.contract import messages as m
 from engine.domain.breaker import BreakerStatus
-from engine.runtime.read.holdups import Holdups, Snapshot, from_records
-from engine.runtime.read.joblog import LoggedEvent
-from engine.runtime.read.outcome import Outcome
+from engine.questions.holdups import Holdups, Snapshot, from_records
+from engine.questions.history import LoggedEvent
+from engine.questions.outcome import Outcome
 from tests.unit.factories import event
 
 S = 1_000_000  # µs
@@ -85,3 +85,17 @@ def test_a_rate_limit_is_named_while_it_stands_in_the_job_s_partition() -> None:
     assert holdups.why("mail", 1, T0 + S) is None
     holdups.see(0, event(m.TaskTypePaused("mail", "db"), "tasktype:mail#0", at=T0))
     assert holdups.why("mail", 0, T0) == "paused: task type mail is paused (db)"  # a pause says more than a limit
+
+
+def test_the_lines_of_a_wait_for_a_job_with_dependencies() -> None:
+    outcome = Outcome("job-1")
+    lines = []
+    for body in (m.JobSubmitted("pay", m.Payload(b"{}"), 5, "NORMAL", 3, depends_on={"a": "cancel", "b": "cancel"}),
+                 m.DependenciesAwaited(2), m.DependencyReported("a", "completed", b"1"),
+                 m.DependencyReported("b", "dead", None, "E: boom"),
+                 m.JobCancelled("dependency_failed: job b is dead")):
+        outcome.apply(logged(body))
+        lines.append(change_line(outcome))
+    assert lines == ["accepted", "waiting for 2 job(s)", "waiting for 2 job(s)", "waiting for 2 job(s)",
+                     "cancelled (dependency_failed: job b is dead)"]
+    assert outcome.dependencies == {"a": "completed", "b": "dead"}

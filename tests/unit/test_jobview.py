@@ -20,7 +20,8 @@ NEW_VALUES = {
     "queued_at": 30, "started_at": 40, "finished_at": 50, "result": b"ok",
     "errors": (AttemptError(1, "E", "boom", "tb", 5, 6),), "dead_reason": "r", "replays": 1, "scope": "global",
     "parent_job_id": "p", "children": (("t", "c", "pending", ""),), "cancel": ("why", "ops"),
-    "progress": (0.5, "half"), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "progress": (0.5, "half"), "depends_on": {"a": "run"}, "reported": 1,
+    "dependents": ("d",), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 }
 
 
@@ -56,7 +57,18 @@ def test_a_stored_record_from_before_the_cancel_field_still_decodes() -> None:
 
     record = replace(BASE, cancel=("why", "ops"))
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-3], 2)  # the record as a release before both wrote it
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-6], 2)  # as written before the cancel field
+    assert decode_job(older) == BASE
+
+
+def test_a_stored_record_from_before_dependencies_still_decodes() -> None:
+    import marshal
+
+    from projections.views.jobs import decode_job, encode_job
+
+    record = replace(BASE, depends_on={"a": "run"}, reported=1, dependents=("d",))
+    assert decode_job(encode_job(record)) == record
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-4], 2)  # the record as a release before both wrote it
     assert decode_job(older) == BASE
 
 

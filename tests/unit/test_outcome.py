@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.contract import messages as m
-from engine.runtime.read.follow import decided
-from engine.runtime.read.joblog import LoggedEvent
-from engine.runtime.read.outcome import Outcome
+from engine.questions.follow import decided
+from engine.questions.history import LoggedEvent
+from engine.questions.outcome import Outcome
 from projections.batch import Batch
-from projections.catalog import row_of
+from engine.questions.jobs import row_of
 from projections.evolve import fold
 from projections.store import open_store
 from projections.views.jobs import read_job

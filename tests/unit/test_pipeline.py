@@ -33,7 +33,7 @@ from engine.runtime.loop.write import Written
 from projections.evolve import WRITE_MODEL, fold
 from projections.batch import Batch
 from projections.store import open_store
-from tests.unit.factories import submit
+from tests.unit.factories import command, submit
 
 TASKS = {"email.send": TaskPolicy()}
 NOW = 1_700_000_000_000_000
@@ -54,8 +54,7 @@ class Rig:
         self.partition.state = State.ACTIVE
         self.timers = PartitionTimers(self.partition, Windows(), self.board, self.poison.job)
         self.partition.observer = self.timers.observe
-        self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison,
-                                   lambda p: self.timers.desk)
+        self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison)
         self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
         self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
         self.partition.next_offset = 0
@@ -66,7 +65,7 @@ class Rig:
 
     def admit(self, command: m.Command | bytes) -> None:
         raw = command if isinstance(command, bytes) else encode_command(command)
-        self.admission.admit(self.partition, self.command_offset, raw, self.ctx())
+        self.admission.admit(self.partition, self.command_offset, raw, self.ctx(), desk=self.timers.desk)
         self.command_offset += 1
 
     def dispatch(self, free: int = 10) -> int:
@@ -244,3 +243,27 @@ def test_a_huge_undecodable_command_is_quarantined_with_its_head_kept(rig: Rig) 
     assert isinstance(body, m.CommandQuarantined)
     assert len(body.raw) == 64 * 1024 and "300002 bytes" in body.error
     assert len(rig.partition.staged.raws[-1]) < 100_000  # the event fits any broker's record limit
+
+
+def test_a_job_set_aside_as_poison_still_tells_the_jobs_waiting_for_it(rig: Rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    rig.admit(submit("job-1"))
+    rig.admit(command("job-1", m.AwaitJob("job-2")))
+    assert rig.partition.job("job-1").dependents == ("job-2",)  # type: ignore[union-attr]
+    rig.dispatch()
+    monkeypatch.setattr(outcomes, "_record_one", lambda *a: (_ for _ in ()).throw(ValueError("bad result")))
+    rig.finish()
+    assert rig.job_state("job-1") is JobState.DEAD
+    (report,) = [c for c in rig.partition.staged.commands if c.job_id == "job-2"]
+    assert report.body == m.ReportDependency("job-1", "dead", None, "EngineError: ValueError: bad result")
+
+
+def test_admission_tells_decide_whether_a_dependency_was_reported_already(rig: Rig) -> None:
+    waits = m.SubmitJob("email.send", m.Payload(b"{}"), depends_on={"a": "cancel", "b": "cancel"})
+    rig.admit(command("job-1", waits))
+    report = command("job-1", m.ReportDependency("a", "completed", b"1"))
+    rig.admit(report)
+    rig.admit(report)  # the same report again, in the same tick and after it
+    rig.apply()
+    rig.admit(report)
+    assert types(logged(rig) + rig.partition.staged.events, "job-1").count("DependencyReported") == 1
+    assert rig.job_state("job-1") is JobState.WAITING

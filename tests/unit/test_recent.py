@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.runtime.read.lateness import percentile
-from engine.runtime.read.recent import RATIO, Tally, bucket_of, bucket_value, quantile
+from engine.questions.lateness import percentile
+from engine.questions.recent import RATIO, Tally, bucket_of, bucket_value, quantile
 
 
 @given(st.integers(min_value=1, max_value=10**12))

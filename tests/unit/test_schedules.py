@@ -24,7 +24,7 @@ from engine.domain.schedules import (
     ScheduleContext, ScheduleDue, ScheduleView, decide_schedule, envelope_id, evolve_schedule, occurrence_of,
 )
 from engine.domain.timerouter import SECOND, Windows
-from engine.runtime.read.lateness import percentile, summarize
+from engine.questions.lateness import percentile, summarize
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Staged
 from engine.runtime.loop.schedules import FIRST_PING_US, ScheduleDesk

@@ -100,6 +100,22 @@ def test_a_v1_event_reader_skips_the_types_v4_added_and_names_them() -> None:
     assert "JobSubmitted" not in skipped and "JobSucceeded" not in skipped
 
 
+def test_v5_dependencies_read_as_none_by_older_readers_and_older_submits_read_as_none_today(
+        log_source: Any) -> None:
+    """v5 adds ``depends_on`` (a map, default empty) to SubmitJob and JobSubmitted, and five body records."""
+    v4 = codec.MessageCodec(_only("event", 4), Event, EVENT_BODIES)
+    submitted = Event("e-1", "j-1", "acme", 3, "o", 5,
+                      JobSubmitted("echo", Payload(b"{}"), 5, "NORMAL", 3, depends_on={"j-0": "run"}))
+    decoded = v4.decode(codec.encode_event(submitted))
+    assert decoded.body.task_type == "echo" and decoded.body.depends_on == {}  # v4 has no such field
+    skipped = skipped_types(VERSIONS["event"][-1][1], VERSIONS["event"][3][1])
+    assert set(skipped) == {"DependenciesAwaited", "DependentAdded", "DependencyReported"}
+    skipped = skipped_types(VERSIONS["command"][-1][1], VERSIONS["command"][3][1])
+    assert set(skipped) == {"AwaitJob", "ReportDependency"}
+    older = v4.encode(Event("e-2", "j-2", "acme", 3, "o", 5, JobSubmitted("echo", Payload(b"{}"), 5, "NORMAL", 3)))
+    assert codec.decode_event(older).body.depends_on == {}
+
+
 def test_growth_outside_the_body_union_is_a_reader_problem() -> None:
     old, new = newest("tenant"), newest("tenant")
     old["fields"].append({"name": "tier", "type": {"type": "enum", "name": "Tier", "symbols": ["FREE"]},

@@ -302,3 +302,34 @@ def test_records_a_handler_produces_are_kept_only_with_its_success() -> None:
         assert t.status(job.job_id).status == "completed"
         produced = t.produced("billing.invoices")
     assert [(r.key, r.value) for r in produced] == [(job.job_id.encode(), f"{job.job_id}/2".encode())]
+def test_a_fan_in_then_a_chain_each_handler_reading_the_results_it_waited_for() -> None:
+    seen: dict[str, dict[str, Any]] = {}
+    app = App()
+
+    @app.task("part")
+    def part(ctx: JobContext, payload: dict) -> int:
+        if payload["n"] < 0:
+            raise ValueError("negative")
+        return int(payload["n"]) * 10
+
+    @app.task("total")
+    def total(ctx: JobContext, payload: dict) -> int:
+        seen[ctx.job_id] = ctx.dependency_results
+        return sum(v for v in ctx.dependency_results.values() if isinstance(v, int))
+
+    with TestEngine(app) as t:
+        parts = [t.submit("part", {"n": n}, tenant="acme", max_attempts=1) for n in (1, 2, 3, -1)]
+        both = t.submit("total", {}, tenant="acme", depends_on=parts, if_dependency_fails="run")
+        strict = t.submit("total", {}, tenant="acme", depends_on=[p.job_id for p in parts])
+        after = t.submit("total", {}, tenant="acme", depends_on=[both])
+        t.run_until_idle()
+        assert t.status(both.job_id).result == 60 and t.status(after.job_id).result == 60
+        outcome = t.status(strict.job_id)
+        assert outcome.status == "cancelled" and outcome.reason is not None
+        assert outcome.reason.startswith(f"dependency_failed: job {parts[3].job_id} is dead (ValueError: negative")
+        assert outcome.dependencies[parts[3].job_id] == "dead"
+        assert t.status(both.job_id).dependents == [after.job_id]  # it waited for both; the parts ended first
+        assert "DependenciesAwaited" in types(t.history(both.job_id))
+    assert seen[both.job_id] == {parts[0].job_id: 10, parts[1].job_id: 20, parts[2].job_id: 30,
+                                 parts[3].job_id: {"status": "dead", "error": "ValueError: negative"}}
+    assert seen[after.job_id] == {both.job_id: 60} and strict.job_id not in seen

@@ -9,7 +9,7 @@ import pytest
 
 from engine.cli.view import keep_finished
 from engine.console.reads import view_lag_line
-from engine.runtime.view.status import PartitionLag, ViewStatus
+from engine.questions.view_status import PartitionLag, ViewStatus
 from projections.store import store_path, view_store_path
 
 

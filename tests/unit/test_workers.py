@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from engine.runtime.read.workers import LaneSlots, PartitionRow, WorkerRow, decode_heartbeat, encode_heartbeat, latest
+from engine.contract.heartbeat import LaneSlots, PartitionRow, WorkerRow, decode_heartbeat, encode_heartbeat
+from engine.questions.workers import latest
 from engine.cli.catalog import parse_labels, worker_json
 
 import pytest
@@ -44,7 +45,7 @@ def test_label_flags_are_pairs_and_a_flag_without_equals_is_refused() -> None:
 
 
 def test_a_heartbeat_lists_the_task_types_its_engine_handles() -> None:
-    from engine.runtime.read.workers import announced_task_types
+    from engine.questions.workers import announced_task_types
 
     written = WorkerRow(**{**row("a", 10).__dict__, "task_types": ["echo", "email.send"]})
     assert decode_heartbeat(encode_heartbeat(written), 10 * S) == written

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 
 from engine.contract import messages as m
-from engine.domain.decide import CommandInput, DecideContext, decide
+from engine.domain.decide import CommandInput, DecideContext, Send, decide
 from engine.domain.lifecycle import JobState
 from projections.batch import Batch
 from projections.evolve import FULL, WRITE_MODEL, fold, write_model
@@ -67,6 +68,22 @@ def test_a_duplicate_of_an_ended_job_is_answered_from_its_tombstone(tmp_path: Pa
     cancel = decide(tomb, CommandInput(command("job-1", m.CancelJob("no", "ops")), 10), DecideContext(2_000, 1))
     refused = cancel[0].body  # type: ignore[union-attr]
     assert isinstance(refused, m.CommandRefused) and refused.state == "completed"
+
+
+def test_a_late_dependent_is_told_from_the_tombstone_with_the_result_and_a_tombstone_of_old_reads_none(
+        tmp_path: Path) -> None:
+    events = life()
+    events[-1] = event(m.JobSucceeded(1, 5, b'{"rows": 3}'), "job-1", at=1_002)
+    batch = fold_all(tmp_path / "s", [claim(1), *events])
+    tomb = read_ended(batch, "job-1")
+    assert tomb is not None and tomb.result == b'{"rows": 3}'
+    out = decide(tomb, CommandInput(command("job-1", m.AwaitJob("late")), 11), DecideContext(2_000, 1))
+    (send,) = out
+    assert isinstance(send, Send) and send.command.job_id == "late"
+    assert send.command.body == m.ReportDependency("job-1", "completed", b'{"rows": 3}', "")
+    batch.store.write_raw([(ended_key("old"), marshal.dumps(("completed", 5, "acme", None), 2))])  # before results
+    old = read_ended(batch.store, "old")
+    assert old is not None and old.state is JobState.COMPLETED and old.result is None
 
 
 def test_a_tombstone_expires_by_event_time_after_the_window(tmp_path: Path) -> None:
@@ -142,3 +159,23 @@ def test_a_sweep_is_bounded_and_a_replay_in_other_batches_reaches_the_same_bytes
     assert list(store.items()) == list(whole.store.items())
     store.close()
     whole.store.close()
+
+
+def test_a_waiting_jobs_reports_are_one_key_each_and_go_when_it_has_run(tmp_path: Path) -> None:
+    from projections.views.dependencies import read_report, read_reports, report_key
+
+    submitted = m.JobSubmitted("email.send", m.Payload(b"{}"), 5, "normal", 3, depends_on={"a": "cancel", "b": "run"})
+    events = [claim(1), event(submitted, "job-1"), event(m.DependenciesAwaited(2), "job-1"),
+              event(m.DependencyReported("b", "dead", None, "E: boom"), "job-1"),
+              event(m.DependencyReported("a", "completed", b"7"), "job-1"),
+              event(m.JobQueued("dependencies_met"), "job-1")]
+    batch = fold_all(tmp_path / "s", events)
+    job = read_job(batch, "job-1")
+    assert job is not None and job.state is JobState.QUEUED and job.reported == 2 and job.awaiting() == 0
+    assert read_reports(batch, job) == {"a": ("completed", b"7", ""), "b": ("dead", None, "E: boom")}
+    assert read_report(batch, "job-1", "c") is None
+    ran = [event(m.JobStarted(1, "w", 1), "job-1"), event(m.JobSucceeded(1, 5, None), "job-1")]
+    for offset, ev in enumerate(ran, start=len(events)):
+        fold(batch, ev, offset)
+    batch.commit()
+    assert batch.store.get(report_key("job-1", "a")) is None and batch.store.get(report_key("job-1", "b")) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -60,6 +61,7 @@ class JobContext:
     _gate: TopicGate | None = field(default=None, repr=False, compare=False)  # the executor's, shared
     _records: list[OutputRecord] | None = field(default=None, repr=False, compare=False)  # made by produce()
     _traceparent: str | None = field(default=None, repr=False, compare=False)
+    _dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = field(default=None, repr=False)
 
     @property
     def traceparent(self) -> str | None:
@@ -98,6 +100,13 @@ class JobContext:
         carries a lower one (``... WHERE token < :new``), so a fenced zombie's late write is
         rejected (docs/handlers.md, "Fencing tokens")."""
         return fencing_token(self.epoch, self.attempt)
+
+    @property
+    def dependency_results(self) -> dict[str, Any]:
+        """Each dependency's job id mapped to its result (decoded JSON; None if it returned nothing), or, for one
+        that did not complete (the job runs anyway: ``if_dependency_fails="run"``), ``{"status": "dead" |
+        "cancelled" | "partial", "error": "..."}``. Empty for a job submitted without ``depends_on``."""
+        return {job_id: dependency_result(*report) for job_id, report in (self._dependencies or {}).items()}
 
     def progress(self, value: float | None = None, message: str = "") -> None:
         """Report how far the attempt got (``value``: a fraction, a count...; ``message``: text).
@@ -157,9 +166,11 @@ class JobContext:
         partition: int,
         idempotency_key: str | None,
         deadline: float,
+        dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None,
     ) -> JobContext:
         """A context whose logger comes from ``epochq.handler.<task_type>``."""
-        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline)
+        return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline,
+                   _dependencies=dependencies)
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0.0 once it has passed)."""
@@ -170,7 +181,7 @@ class JobContext:
         return {
             "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
             "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
-            "idempotency_key": self.idempotency_key, "deadline": self.deadline,
+            "idempotency_key": self.idempotency_key, "deadline": self.deadline, "dependencies": self._dependencies,
         }
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -184,3 +195,15 @@ def fencing_token(epoch: int, attempt: int) -> int:
 
 def _rebuild(fields: dict[str, Any]) -> JobContext:
     return JobContext.create(**fields)
+
+
+def dependency_result(status: str, result: bytes | None, error: str) -> Any:
+    """What ``ctx.dependency_results`` shows of one dependency: its decoded result, or its status and error."""
+    if status != "completed":
+        return {"status": status, "error": error}
+    if result is None:
+        return None
+    try:
+        return json.loads(result)
+    except ValueError:  # not JSON (written by a producer of another language): the bytes as they are
+        return result

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -46,6 +47,7 @@ class RunRequest:
     idempotency_key: str | None
     deadline: float
     queued_at_us: int
+    dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None  # how each dependency ended
     traceparent: str | None = None  # the submitter's trace context: the attempt's span joins it
 
 

@@ -2,9 +2,10 @@
 
 An undecodable record is quarantined (``CommandQuarantined``); a command with a string over its
 bound (``engine.contract.bounds``) is rejected or refused naming the field, before anything of it
-is copied into an event; a command for another partition is rejected; a schedule command goes
-to the partition's schedule desk; a ``SubmitJob`` is decided with the backpressure inputs of
-the moment. Each command is one input: if any of that raises, it is set aside
+is copied into an event; a command for another partition is rejected; the rest go where
+``engine.domain.commands`` routes them: a schedule command to the partition's schedule desk, a
+pause or rate limit to ``engine.domain.tasktypes``, a job command to ``decide`` (a ``SubmitJob``
+with the backpressure inputs of the moment). Each command is one input: if any of that raises, it is set aside
 (``engine.runtime.loop.poison``), never fatal.
 """
 
@@ -22,21 +23,22 @@ from engine.contract.signing import Proof, Signer
 from engine.domain import authority
 from engine.domain.decide import CommandInput, DecideContext, Emit, Limits, TaskPolicy
 from engine.domain.lanes import Lane, lane_for
-from engine.domain.pauses import check_task_command, decide_pause, is_task_command
-from engine.domain.ratelimits import Bucket, check_limit_command, decide_limit, is_limit_command, shown_rate
-from engine.domain.schedules import is_schedule_command
+from engine.domain import tasktypes
+from engine.domain.commands import COMMANDS, Route, Sender, route_of
+from engine.domain.ratelimits import Bucket
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.loop.partition import Partition, quarantined
 from engine.runtime.loop.poison import PoisonDesk
-from engine.runtime.signatures import INTERNAL_COMMANDS
-from projections.views import keys as k
-from projections.views.counters import read_int
+from engine.runtime.loop.schedules import ScheduleDesk
+from projections.views.counters import lane_depth, tenant_backlog
+from projections.views.dependencies import read_report
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
 log = logging.getLogger("epochq.admit")
 NO_LIMITS = Limits()
 UNSIGNED = Proof()
+QUEUED_LANES = tuple(ln.value for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,21 +52,23 @@ class Admission:
     max_queued: Callable[[str], int | None]
     scope: Callable[[str | None], tuple[str, ...]]
     poison: PoisonDesk
-    schedule_desk: Callable[[Partition], object]
     authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
     """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
 
     def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-              signature: bytes | None = None) -> None:
-        """Decide the command at ``offset`` (``signature``: its signature header); set it aside if that raises."""
+              signature: bytes | None = None, desk: ScheduleDesk | None = None) -> tuple[m.Event, ...]:
+        """Decide the command at ``offset`` (``signature``: its signature header; ``desk``: the partition's
+        schedules); set it aside if that raises. The events it staged (folded into the partition's batch)."""
         command: list[m.Command] = []
-        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature)
+        before = len(partition.staged.events)
+        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature, desk)
         if error is not None:
             self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
         partition.consumed(offset)
+        return tuple(partition.staged.events[before:])
 
     def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
-             seen: list[m.Command], signature: bytes | None = None) -> None:
+             seen: list[m.Command], signature: bytes | None, desk: ScheduleDesk | None) -> None:
         try:
             command = decode_command_at(raw, self.topic, partition.number, offset)
         except DecodeError as e:
@@ -80,19 +84,19 @@ class Admission:
             return
         proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
         if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
-            proof = self._authorize(partition, command, proof)
+            proof = self._authorize(desk, command, proof)
         if proof.refusal is not None:
             self._refuse(partition, command, proof, ctx)
             return
         if not proof.by_engine and self._other_tenant(partition, command, ctx):
             return
-        self._decide(partition, command, offset, ctx)
+        self._decide(partition, command, offset, ctx, desk)
 
-    def _authorize(self, partition: Partition, command: m.Command, proof: Proof) -> Proof:
+    def _authorize(self, desk: ScheduleDesk | None, command: m.Command, proof: Proof) -> Proof:
         """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""
         owner = None
-        if is_schedule_command(command):
-            view = self.schedule_desk(partition).view(getattr(command.body, "schedule_id", ""))  # type: ignore[attr-defined]
+        if route_of(command) is Route.SCHEDULE and desk is not None:
+            view = desk.view(getattr(command.body, "schedule_id", ""))
             owner = view.tenant_id if view is not None else None
         why = authority.refusal(command, proof.signer, owner)
         return proof if why is None else Proof(why, proof.signer, "unauthorized")
@@ -102,8 +106,8 @@ class Admission:
 
         A SubmitJob for an existing job is decide's (a duplicate or a refusal); commands only engines
         send (reports to a parent of another tenant) are checked by their signature."""
-        body = command.body
-        if isinstance(body, (m.SubmitJob, *INTERNAL_COMMANDS)) or is_schedule_command(command):
+        body, kind = command.body, COMMANDS[type(command.body)]
+        if isinstance(body, m.SubmitJob) or kind.route is Route.SCHEDULE or kind.sender is Sender.ENGINE:
             return False
         job = partition.job(command.job_id)
         if job is None or job.tenant_id == command.tenant_id:
@@ -153,7 +157,8 @@ class Admission:
                                                                             f"{reason}: {why}"))
         partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
-    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext,
+                desk: ScheduleDesk | None) -> None:
         home = partition_for(command.job_id, self.partitions)
         if home != partition.number:
             task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
@@ -163,55 +168,41 @@ class Admission:
             partition.stage(Emit(command.job_id, command.tenant_id, rejected), ctx.now, command.command_id,
                             command.correlation_id)
             return
-        given = CommandInput(command, offset)
-        if is_schedule_command(command):  # its "job" is the schedule: engine/runtime/loop/schedules.py
-            desk = self.schedule_desk(partition)
-            desk.decide(getattr(command.body, "schedule_id", ""), given, ctx,  # type: ignore[attr-defined]
+        route = route_of(command)  # engine/domain/commands.py: which commands exist, and where each goes
+        if route is Route.SCHEDULE:  # its "job" is the schedule: engine/runtime/loop/schedules.py
+            assert desk is not None, "an active partition has its schedule desk"
+            desk.decide(getattr(command.body, "schedule_id", ""), CommandInput(command, offset), ctx,
                         command.command_id, command.correlation_id)
-            return
-        if is_task_command(command):  # its "job" is the task type in this partition: engine/domain/pauses.py
-            self._pause(partition, command, ctx)
-            return
-        if is_limit_command(command):  # the same, for a rate limit: engine/domain/ratelimits.py
-            self._limit(partition, command, ctx)
-            return
+        elif route is Route.TASK_TYPE:  # its "job" is the task type in this partition
+            self._task_type(partition, command, ctx)
+        else:
+            self._job(partition, command, offset, ctx)
+
+    def _job(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+        """A command for the job it names: decided with the backpressure inputs and scope of the moment."""
         body = command.body
-        if isinstance(body, m.SubmitJob):
+        if isinstance(body, m.ReportDependency):  # what the job was told of that dependency already
+            ctx = replace(ctx, reported=read_report(partition.batch, command.job_id, body.dependency_job_id))
+        elif isinstance(body, m.SubmitJob):
             limits = self._limits(partition, command)
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
-        partition.decide(command.job_id, given, ctx, command.command_id, command.correlation_id)
+        partition.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
+                         command.correlation_id)
 
-    def _pause(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
-        try:
-            check_task_command(command)
-            body = decide_pause(command, lambda task_type: is_paused(partition.batch, task_type))
-        except ValidationError as e:
-            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
-        if isinstance(body, (m.TaskTypePaused, m.TaskTypeResumed)):
-            log.warning("task type %s %s in partition %d (%s)", body.task_type,
-                        "paused" if isinstance(body, m.TaskTypePaused) else "resumed", partition.number,
-                        body.reason or "no reason given")
-        partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
-                        command.correlation_id)
-
-    def _limit(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+    def _task_type(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+        """A pause, resume or rate limit of a task type in this partition (``engine.domain.tasktypes``)."""
         def bucket(task_type: str) -> Bucket | None:
             record = read_limit(partition.batch, task_type)
             return record.bucket if record is not None else None
 
-        try:
-            check_limit_command(command)
-            body = decide_limit(command, bucket, self.partitions)
-        except ValidationError as e:
-            body = m.CommandRefused(type(command.body).__name__, "unknown", str(e))
-        if isinstance(body, m.RateLimitSet):
-            log.warning("task type %s limited to %s in partition %d (%s)", body.task_type, shown_rate(body.rate),
-                        partition.number, body.reason or "no reason given")
-        elif isinstance(body, m.RateLimitCleared):
-            log.warning("task type %s: rate limit cleared in partition %d (%s)", body.task_type, partition.number,
-                        body.reason or "no reason given")
+        body = tasktypes.decide(command, lambda task_type: is_paused(partition.batch, task_type), bucket,
+                                self.partitions)
+        change = tasktypes.changed(body)
+        if change is not None:
+            log.warning("%s in partition %d (%s)", change, partition.number,
+                        getattr(body, "reason", "") or "no reason given")
         partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
                         command.correlation_id)
 
@@ -230,7 +221,5 @@ class Admission:
         if tenant_max is None and lane_max is None:
             return NO_LIMITS
         batch = partition.batch
-        tenant_depth = sum(read_int(batch, k.lane_tenant_key(k.BACKLOG, ln.value, command.tenant_id))
-                           for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.BATCH))
-        lane_depth = read_int(batch, k.lane_key(k.LANE_DEPTH, lane.value))
-        return Limits(tenant_depth, tenant_max, lane_depth, lane_max)
+        tenant_depth = tenant_backlog(batch, command.tenant_id, QUEUED_LANES)
+        return Limits(tenant_depth, tenant_max, lane_depth(batch, lane.value), lane_max)

@@ -11,15 +11,25 @@ that just committed (``Partition.written_end``): a read_committed reader's end (
 stable offset) can still lie before it, while its commit markers are being written or while
 a foreign transaction is open before it, and a store short of the owner's own committed
 decisions would see its running jobs as queued and drop their results.
+
+The step returns its verdict as data (:class:`Followup`: go on, activate, step down, drop,
+back off, resync) and the attempts to start (:func:`run_requests`); the loop carries them out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 
+from engine.domain.lanes import Lane
 from engine.errors import AccessDeniedError, FencedError
+from engine.runtime.execution.verdicts import RunRequest, RunResult
+from engine.runtime.loop import effects
+from engine.runtime.loop.partition import State
 from engine.runtime.loop.write import Written
 from projections.evolve import record_position
+from projections.views.dependencies import read_reports
 
 
 class Verdict(StrEnum):
@@ -65,3 +75,63 @@ def written_end(written: Written, n: int) -> int:
     if written.last is not None:
         return written.last + 2
     return written.partition.next_offset + n + 1
+
+
+class Next(StrEnum):
+    """What the loop does with a partition after its transaction's verdict."""
+
+    GO_ON = "go_on"  # committed: nothing to do (an episode of refusals, if any, is over)
+    ACTIVATE = "activate"  # its claim committed: it is active now
+    STEP_DOWN = "step_down"  # fenced: a newer owner holds it
+    DROP = "drop"  # not committed while handing back: forget it
+    BACK_OFF = "back_off"  # refused for want of an ACL: restore, hold, try again (loop/refusals.py)
+    RESYNC = "resync"  # aborted or out of order: restore from the log, decide again
+
+
+@dataclass(frozen=True, slots=True)
+class Followup:
+    """The apply step's verdict on one transaction, as data: what comes next for its partition."""
+
+    verdict: Verdict
+    next: Next
+    why: str = ""
+    rewind: int | None = None  # read the commands again from here (None: from the last committed offset)
+    keep_results: bool = False  # record the results it carried again
+    results: tuple[RunResult, ...] | None = None  # ...as these: refused records' attempts as failures (loop/effects)
+
+    @property
+    def counted(self) -> bool:
+        """Whether its events are in the log (committed, in our order or not): start and cancel what they say."""
+        return self.verdict is Verdict.COMMITTED or self.verdict is Verdict.OUT_OF_ORDER
+
+
+def followup(written: Written, verdict: Verdict, state: State) -> Followup:
+    """What comes next for a partition in ``state`` whose transaction ended with ``verdict``. Pure."""
+    if verdict is Verdict.FENCED:
+        return Followup(verdict, Next.STEP_DOWN, "fenced")
+    results = effects.refused_results(written) if verdict in (Verdict.ABORTED, Verdict.REFUSED) else None
+    if results is not None:
+        verdict = Verdict.ABORTED  # a handler's record was refused, not the partition's writes
+    if verdict is Verdict.COMMITTED:
+        return Followup(verdict, Next.ACTIVATE if state is State.CLAIMING else Next.GO_ON)
+    if state is State.REVOKING:
+        return Followup(verdict, Next.DROP, f"transaction {verdict} while handing back")
+    rewind = written.staged.first_command_offset
+    if verdict is Verdict.REFUSED:
+        return Followup(verdict, Next.BACK_OFF, str(written.error), rewind)
+    if verdict is Verdict.OUT_OF_ORDER:
+        return Followup(verdict, Next.RESYNC, "another writer's record lies between ours")
+    return Followup(verdict, Next.RESYNC, f"transaction aborted ({written.error})", rewind, keep_results=True,
+                    results=None if results is None else tuple(results))
+
+
+def run_requests(written: Written, timeout_of: Callable[[str], float], now: float) -> list[RunRequest]:
+    """The attempts whose JobStarted committed in ``written``, each with its deadline from ``now`` (s)."""
+    number = written.partition.number
+    return [RunRequest(partition=number, epoch=event.epoch, job_id=job.job_id, tenant=job.tenant_id,
+                       task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
+                       payload=job.payload, idempotency_key=job.idempotency_key,
+                       deadline=now + timeout_of(job.task_type), queued_at_us=job.queued_at or job.submitted_at,
+                       dependencies=read_reports(written.partition.batch, job) if job.depends_on else None,
+                       traceparent=job.traceparent)
+            for event, job in written.staged.starts]

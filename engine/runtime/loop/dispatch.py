@@ -20,7 +20,6 @@ from engine.domain.lifecycle import JobState
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.timers import SetAside
-from projections.views import keys as k
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
@@ -131,7 +130,6 @@ class LaneRound:
     def _advance(self, tenant: str) -> None:
         """Move the tenant's head to its next startable job (or drop the tenant)."""
         self.heads.pop(tenant, None)
-        prefix_len = len(k.ready_tenant_prefix(self.lane, tenant))
         ready, position = self.partition.ready, self.positions[tenant]
         for _ in range(MAX_SKIPPED):
             entry = ready.entry_after(self.lane, tenant, position)
@@ -139,7 +137,7 @@ class LaneRound:
                 break
             key, job_id = entry
             position = key
-            head = self._head_of(tenant, key[prefix_len:], job_id)
+            head = self._head_of(tenant, ready.order_of(self.lane, tenant, key), job_id)
             if head is not None:
                 self.heads[tenant] = (head, job_id)
                 break

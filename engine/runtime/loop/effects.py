@@ -11,8 +11,9 @@
   transaction (a topic with a smaller ``max.message.bytes``, an ACL revoked meanwhile), its delivery
   report names the attempt. The transaction aborts as a whole, as Kafka transactions do; then the
   attempts whose records were refused are recorded again as failures (``OutputRefusedError``,
-  retried by their policy) and every other job's decision is made again and written in the next
-  transaction, so one handler's record never holds up the partition.
+  retried by their policy; ``refused_results``, asked by the apply step's ``followup``) and every
+  other job's decision is made again and written in the next transaction, so one handler's record
+  never holds up the partition.
 
 Jobs that produce nothing pay one attribute test per finished attempt.
 """
@@ -50,16 +51,18 @@ def stage(partition: Partition, result: RunResult, events: list[m.Event]) -> Non
         partition.staged.outputs.append(Output(req.job_id, req.attempt, result.outcome.records))
 
 
-def refuse(written: Written) -> bool:
-    """After a failed transaction: the attempts whose records were refused become failures. True if any did."""
+def refused_results(written: Written) -> list[RunResult] | None:
+    """After a failed transaction: its finished attempts with those whose records were refused turned into
+    failures (a new list; the staged one is left as it is), or None if no record was refused."""
     if not written.refused:
-        return False
-    staged = written.staged
-    for i, result in enumerate(staged.results):
+        return None
+    results = []
+    for result in written.staged.results:
         why = written.refused.get((result.request.job_id, result.request.attempt))
         if why is not None:
             log.warning("job %s attempt %d: the brokers refused a record it produced (%s); its transaction is "
                         "written again without it and the attempt recorded as failed", result.request.job_id,
                         result.request.attempt, why)
-            staged.results[i] = RunResult(result.request, result.outcome.refused(why))
-    return True
+            result = RunResult(result.request, result.outcome.refused(why))
+        results.append(result)
+    return results

@@ -1,7 +1,7 @@
 """The engine's heartbeat: what this instance holds and runs, published to ``<ns>.workers`` every few seconds.
 
-One small JSON record keyed by the instance id (``engine.runtime.read.workers`` reads them),
-and a tombstone when the engine stops cleanly. Publishing never stops the engine: a missing
+One small JSON record keyed by the instance id (format: ``engine.contract.heartbeat``; ``engine.questions.workers``
+reads them), and a tombstone when the engine stops cleanly. Publishing never stops the engine: a missing
 topic or a refused write is logged once and the engine goes on without a heartbeat.
 """
 
@@ -19,7 +19,7 @@ from engine.config import Settings
 from engine.domain.lanes import Lane
 from engine.runtime.execution.executor import Executor
 from engine.runtime.loop.partition import Partition
-from engine.runtime.read.workers import LaneSlots, PartitionRow, WorkerRow, encode_heartbeat
+from engine.contract.heartbeat import LaneSlots, PartitionRow, WorkerRow, encode_heartbeat
 from engine.runtime.topics import workers_topic
 
 log = logging.getLogger("epochq.engine")

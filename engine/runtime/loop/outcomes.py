@@ -8,6 +8,7 @@ result is dropped. A finished attempt also feeds its task type's circuit breaker
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from engine.contract import messages as m
 from engine.domain import fence
@@ -21,9 +22,11 @@ from engine.runtime.loop.poison import PoisonDesk
 log = logging.getLogger("epochq.outcomes")
 
 
-def record(partitions: dict[int, Partition], results: list[RunResult], board: BreakerBoard, poison: PoisonDesk,
-           ctx_of: dict[int, DecideContext]) -> None:
-    """Decide every finished attempt whose partition is still ours under the same epoch."""
+def record(partitions: Mapping[int, Partition], results: list[RunResult], board: BreakerBoard,
+           poison: PoisonDesk, ctx_of: Mapping[int, DecideContext]) -> list[m.Event]:
+    """Decide every finished attempt whose partition is still ours under the same epoch; the events staged
+    (folded into their partitions' batches), in order."""
+    events: list[m.Event] = []
     for result in results:
         req = result.request
         partition = partitions.get(req.partition)
@@ -31,10 +34,12 @@ def record(partitions: dict[int, Partition], results: list[RunResult], board: Br
             log.warning("dropping result of job %s attempt %d: partition %d no longer ours at epoch %d",
                         req.job_id, req.attempt, req.partition, req.epoch)
             continue
-        ctx = ctx_of[partition.number]
+        ctx, before = ctx_of[partition.number], len(partition.staged.events)
         error = partition.attempt(_record_one, partition, result, board, ctx)
         if error is not None:
             poison.job(partition, req.job_id, error, ctx, "result")
+        events += partition.staged.events[before:]
+    return events
 
 
 def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ctx: DecideContext) -> None:
@@ -66,8 +71,8 @@ def log_failures(events: list[m.Event], task_type: str) -> None:
                      body.reason or "no reason given")
 
 
-def record_progress(partitions: dict[int, Partition], reports: list[tuple[RunRequest, float | None, str]],
-                    ctx_of: dict[int, DecideContext]) -> None:
+def record_progress(partitions: Mapping[int, Partition], reports: list[tuple[RunRequest, float | None, str]],
+                    ctx_of: Mapping[int, DecideContext]) -> None:
     """Decide each running attempt's latest progress report, if its partition is still ours and deciding."""
     for req, value, message in reports:
         partition, ctx = partitions.get(req.partition), ctx_of.get(req.partition)

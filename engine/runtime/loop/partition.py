@@ -36,10 +36,9 @@ from engine.errors import ProjectionCorruptedError, ValidationError
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
 from projections.profile import WRITE_MODEL, Profile
-from projections.views import keys as k
 from projections.views.ended import read_ended
 from projections.views.jobs import read_job
-from projections.views.ready import ReadyView
+from projections.views.ready import FOLLOWED, ReadyView
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
     from confluent_kafka import Producer
@@ -181,7 +180,7 @@ class Partition:
         """The store and the producer are ready: restore from the store's applied offset."""
         self.store, self.producer = store, producer
         self.ready = ReadyView(store)
-        self.batch = Batch(store, self.ready.follow, (k.READY, k.BACKLOG), self.profile)
+        self.batch = Batch(store, self.ready.follow, FOLLOWED, self.profile)
 
     @property
     def deciding(self) -> bool:

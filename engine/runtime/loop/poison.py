@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 
 from engine.contract import messages as m
-from engine.domain.decide import DecideContext, Emit
+from engine.domain.decide import DecideContext, Decision, Emit, told
 from engine.domain.lifecycle import JobState, Trigger, allows
 from engine.runtime.loop.partition import Partition, quarantined
 
@@ -48,7 +48,7 @@ class PoisonDesk:
         job = partition.job(job_id) if job_id else None
         if job is None:
             return
-        emits = _dead_letter(job.job_id, job.tenant_id, job.state, job.attempt, describe(error))
+        emits = told(job, _dead_letter(job.job_id, job.tenant_id, job.state, job.attempt, describe(error)), ctx.now)
         if emits and partition.attempt(partition.take, emits, ctx.now) is not None:
             log.error("partition %d: job %s could not be dead-lettered either; it stays %s",
                       partition.number, job_id, job.state)
@@ -70,7 +70,7 @@ class PoisonDesk:
                       partition.number, offset)
 
 
-def _dead_letter(job_id: str, tenant: str, state: JobState, attempt: int, detail: str) -> list[Emit]:
+def _dead_letter(job_id: str, tenant: str, state: JobState, attempt: int, detail: str) -> Decision:
     if state is JobState.RUNNING:
         failed = m.JobFailed(attempt, "EngineError", detail, 0, "", False)
         return [Emit(job_id, tenant, failed), Emit(job_id, tenant, m.JobDeadLettered(REASON, attempt))]

@@ -15,7 +15,6 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from engine.runtime.loop.lifecycle import Lifecycle
     from engine.runtime.loop.partition import Partition
 
 log = logging.getLogger("epochq.engine")
@@ -29,8 +28,9 @@ def hold_s(refusals: int) -> float:
     return min(MAX_HOLD_S, FIRST_HOLD_S * float(2 ** max(0, min(refusals - 1, 16))))
 
 
-def refused(lifecycle: Lifecycle, partition: Partition, error: Exception | None, rewind: int | None) -> None:
-    """A transaction of ``partition`` was refused: say so (once), restore, and hold it before it decides again."""
+def refused(partition: Partition, error: Exception | None) -> float:
+    """A transaction of ``partition`` was refused: say so (once); until when (monotonic) it holds before it decides
+    again (the loop restores it meanwhile)."""
     partition.refusals += 1
     hold = hold_s(partition.refusals)
     if partition.refusals == 1:
@@ -40,7 +40,7 @@ def refused(lifecycle: Lifecycle, partition: Partition, error: Exception | None,
     else:
         log.info("partition %d: transaction refused again (%d in a row); next try in %.1f s",
                  partition.number, partition.refusals, hold)
-    lifecycle.resync(partition, None, rewind, time.monotonic() + hold)
+    return time.monotonic() + hold
 
 
 def accepted(partition: Partition) -> None:

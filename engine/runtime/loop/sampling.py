@@ -11,8 +11,8 @@ from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.observe.metrics import EngineMetrics
 from projections.store import rocksdb_memory
-from projections.views import keys as k
-from projections.views.counters import read_int
+from projections.views.counters import lane_depth
+from projections.views.indexes import dead_count
 
 log = logging.getLogger("epochq.engine")
 
@@ -21,9 +21,8 @@ def sample(metrics: EngineMetrics, partitions: Iterable[Partition], standbys: St
     """Lane and dead-letter depths, partitions restoring and followed, RocksDB's memory."""
     partitions = list(partitions)
     held = [p for p in partitions if p.deciding and p.store is not None]
-    depths = {lane.value: sum(read_int(p.store, k.lane_key(k.LANE_DEPTH, lane.value)) for p in held)
-              for lane in RUNNABLE_LANES}
-    metrics.set_depths(depths, sum(1 for p in held if p.store is not None for _ in p.store.scan(k.DEAD)))
+    depths = {lane.value: sum(lane_depth(p.store, lane.value) for p in held) for lane in RUNNABLE_LANES}
+    metrics.set_depths(depths, sum(dead_count(p.store) for p in held if p.store is not None))
     restoring = sum(1 for p in partitions if p.state in (State.ASSIGNED, State.RESTORING))
     metrics.set_copies(restoring, len(standbys.copies) if standbys is not None else 0)
     stores = [p.store for p in partitions if p.store is not None]

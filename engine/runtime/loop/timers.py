@@ -34,14 +34,15 @@ from engine.domain.decide import DecideContext, Emit, TimerFired
 from engine.domain.lifecycle import JobState
 from engine.domain.schedules import ScheduleDue
 from engine.domain.timerouter import (
-    DueRange, HotSet, Windows, overdue_range, overdue_sweep_due, promotion_range, promotion_sweep_due,
+    HotSet, Windows, overdue_range, overdue_sweep_due, promotion_range, promotion_sweep_due,
 )
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.schedules import ScheduleDesk
 from projections.evolve import APPLIED, Folded
-from projections.views import keys as k
-from projections.views.schedules import SCHEDULE_DUE
+from projections.views import dueindex
+from projections.views.dueindex import bound
+from projections.views.dueindex import scan_due as scan_due  # the time router's reads, kept importable here
 
 if TYPE_CHECKING:  # types only: engine.testing runs the timers over an in-memory store
     from projections.store import ProjectionStore
@@ -54,26 +55,11 @@ WAITING = frozenset({JobState.SCHEDULED, JobState.RETRYING})
 BREAKER_EVENTS = (m.BreakerOpened, m.BreakerHalfOpened, m.BreakerClosed)
 
 
-def scan_due(store: ProjectionStore, prefix: bytes, slice_: DueRange) -> list[tuple[int, str]]:
-    """The ``(due_at, id)`` entries of a due index in ``(after, until]``, earliest first."""
-    start, stop = _bound(prefix, slice_.after_us), _bound(prefix, slice_.until_us)
-    out = []
-    for key, value in store.scan(prefix, start):
-        if key >= stop:
-            break
-        out.append((int(key[len(prefix):len(prefix) + 20]), value.decode()))
-    return out
-
-
-def _bound(prefix: bytes, due_at: int) -> bytes:
-    """The first key of entries due after ``due_at``."""
-    return prefix + k.num(max(0, due_at + 1))
-
-
 class Timeline:
     """One due index of one partition: its hot set and the state of its promotion and overdue sweeps."""
 
     def __init__(self, prefix: bytes, windows: Windows):
+        """``prefix``: one of ``projections.views.dueindex.INDEXES``."""
         self.prefix, self.windows = prefix, windows
         self.hot = HotSet()
         self.promoted_until: int | None = None
@@ -95,7 +81,7 @@ class Timeline:
             if not overdue_sweep_due(now, self.last_overdue_sweep, self.promoted_until, self.windows):
                 return []
             slice_ = overdue_range(now, self.windows)
-            self._overdue = (_bound(self.prefix, slice_.after_us), _bound(self.prefix, slice_.until_us))
+            self._overdue = (bound(self.prefix, slice_.after_us), bound(self.prefix, slice_.until_us))
             self.last_overdue_sweep = now
         start, stop = self._overdue
         found: list[str] = []
@@ -121,9 +107,9 @@ class PartitionTimers:
     def __init__(self, partition: Partition, windows: Windows, board: BreakerBoard,
                  set_aside: SetAside | None = None):
         self.partition = partition
-        self.jobs = Timeline(k.DUE, windows)
-        self.schedules = Timeline(SCHEDULE_DUE, windows)
-        self.breakers = Timeline(k.BREAKER_DUE, windows)
+        self.jobs = Timeline(dueindex.JOBS, windows)
+        self.schedules = Timeline(dueindex.SCHEDULES, windows)
+        self.breakers = Timeline(dueindex.BREAKERS, windows)
         self.desk = ScheduleDesk(partition, self.schedules.hot)
         self.board = board
         self.set_aside = set_aside or _log_only

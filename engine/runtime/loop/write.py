@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
@@ -122,13 +122,27 @@ class Writer:
         return written
 
     def _produce_events(self, written: Written, producer: Producer) -> None:
+        """Every event of the transaction, in order; only the first and the last ask for a delivery report.
+
+        The events between them go straight to ``producer.produce`` (positional arguments, no report): the
+        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue."""
         topic, p = self.events_topic, written.partition.number
         staged = written.staged
         last = len(staged.raws) - 1
-        for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
-            key = event.job_id.encode() if event.job_id else None
-            report = written.delivered(i) if i == 0 or i == last else None
-            kafka.produce_owned(producer, topic, raw, key, p, report)
+        produce = producer.produce
+        try:
+            for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
+                key = event.job_id.encode() if event.job_id else None
+                if 0 < i < last:
+                    try:
+                        produce(topic, raw, key, p)
+                        continue
+                    except BufferError:
+                        pass  # the producer's queue is full: the general path waits for room
+                report = written.delivered(i) if i == 0 or i == last else None
+                kafka.produce_owned(producer, topic, raw, key, p, report)
+        except KafkaException as e:
+            raise kafka.translate(e) from e
 
     def _commit(self, written: Written, group: Any) -> None:
         producer: Producer = written.partition.producer  # type: ignore[assignment]

@@ -5,7 +5,7 @@
 - Each attempt runs in a span (:func:`run_traced`) that is a child of that context and linked to
   it, named ``<task type> process``, with the task type, tenant, job id, attempt, outcome and error
   as attributes; the handler's own spans are its children.
-- The console's job page shows the trace id (:func:`trace_id`, pure: no OpenTelemetry needed).
+- The console's job page shows the trace id (``engine.questions.traces``, pure: no OpenTelemetry needed).
 
 Without OpenTelemetry, or with no tracer provider set (nobody configured the SDK), nothing is
 traced and an attempt pays one test.
@@ -14,7 +14,6 @@ traced and an attempt pays one test.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,17 +27,10 @@ try:
 except ImportError:  # the otel extra is not installed: nothing is traced
     trace = None  # type: ignore[assignment]
 
-TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 TRACER_NAME = "epochq"
 _PROPAGATOR: Any = TraceContextTextMapPropagator() if trace is not None else None
 _FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ  # a provider named there is loaded on first use
 _ON = False
-
-
-def trace_id(traceparent: str | None) -> str | None:
-    """The trace id (32 hex digits) of a W3C ``traceparent``; None for none or a malformed one. Pure."""
-    found = TRACEPARENT.match(traceparent or "")
-    return found.group(1) if found and found.group(1) != "0" * 32 else None
 
 
 def current_traceparent() -> str | None:

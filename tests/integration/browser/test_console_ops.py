@@ -250,3 +250,26 @@ def test_the_overview_charts_each_task_types_throughput_and_failures(stack: Stac
     failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.failed title')
     expect(failing.last).to_contain_text(re.compile(r"[1-9]\d* failed"))
     shoot(page, "overview-throughput", full_page=True)
+
+
+def test_a_waiting_jobs_page_links_what_it_waits_for_and_a_dependency_its_dependents(
+        stack: Stack, page: Page, tmp_path: Path) -> None:
+    owner = tenant("kramerica")
+    gate = stack.client.submit("gated", {"open_when": str(tmp_path / "gate")}, tenant=owner)
+    done = stack.client.submit("echo", {"n": 1}, tenant=owner)
+    waiting = stack.client.submit("gather", {}, tenant=owner, depends_on=[gate, done])
+    until(lambda: stack.client.status(waiting.job_id).dependencies.get(done.job_id) == "completed", "one reported")
+    until(lambda: stack.client.status(gate.job_id).dependents == [waiting.job_id], "the dependent recorded")
+    page.goto(f"{stack.url}/jobs/{waiting.job_id}")
+    expect(page.locator("#job-status")).to_have_attribute("data-status", "waiting")
+    expect(page.locator("#waits-for")).to_have_attribute("data-pending", "1")
+    expect(page.locator(f"#waits-for tr[data-job='{done.job_id}']")).to_have_attribute("data-status", "completed")
+    row = page.locator(f"#waits-for tr[data-job='{gate.job_id}']")
+    expect(row).to_have_attribute("data-status", "pending")
+    row.locator("a").click()
+    expect(page.locator("#job-id")).to_have_text(gate.job_id)
+    page.locator(f"#dependents a[data-job='{waiting.job_id}']").click()
+    expect(page.locator("#job-id")).to_have_text(waiting.job_id)
+    (tmp_path / "gate").touch()
+    expect(page.locator("#job-status")).to_have_attribute("data-status", "completed", timeout=60_000)
+    expect(page.locator(f"#waits-for tr[data-job='{gate.job_id}']")).to_have_attribute("data-status", "completed")

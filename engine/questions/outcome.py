@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.contract import messages as m
-from engine.runtime.read.logged import LoggedEvent
+from engine.questions.logged import LoggedEvent
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
 STATUS_OF = {
@@ -24,6 +24,7 @@ STATUS_OF = {
     "JobFannedOut": "running", "JobRescheduled": "scheduled", "JobCancelRequested": "cancelling",
     "TaskTypePaused": "paused", "TaskTypeResumed": "resumed",  # the envelope of a task type's pause in a partition
     "RateLimitSet": "limited", "RateLimitCleared": "unlimited",  # the envelope of a task type's rate limit
+    "DependenciesAwaited": "waiting",
 }
 
 
@@ -45,6 +46,8 @@ class Outcome:
     task_type: str | None = None  # from the job's JobSubmitted (or JobRejected)
     held: str | None = None  # while queued: what a waiter knows holds it (an open breaker, a pause); set by a follow
     refusal: str | None = None  # the latest CommandRefused read: a command's answer for its waiter, not the job's
+    dependencies: dict[str, str] = field(default_factory=dict)  # what it waits for: job id -> status (pending, …)
+    dependents: list[str] = field(default_factory=list)  # the jobs that wait for it
 
     @property
     def known(self) -> bool:
@@ -72,6 +75,11 @@ class Outcome:
 def _details(outcome: Outcome, body: m.EventBody) -> None:
     if isinstance(body, m.JobSubmitted):
         outcome.task_type = body.task_type
+        outcome.dependencies = dict.fromkeys(body.depends_on, "pending")
+    elif isinstance(body, m.DependencyReported):
+        outcome.dependencies[body.dependency_job_id] = body.status
+    elif isinstance(body, m.DependentAdded):
+        outcome.dependents.append(body.dependent_job_id)
     elif isinstance(body, m.JobSucceeded):
         outcome.result = _decode_result(body.result)
     elif isinstance(body, m.JobFailed):

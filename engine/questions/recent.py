@@ -28,9 +28,9 @@ from engine.contract.codec import decode_event_at
 from engine.domain import fence
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import with_fencing
-from engine.runtime.read.lateness import first_offsets, open_store, task_type_of
-from projections.query import partition_dirs
+from engine.questions.history import with_fencing
+from engine.questions.lateness import first_offsets, open_store, task_type_of
+from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore
 
 OUTCOMES = {m.JobSucceeded: "succeeded", m.JobFailed: "failed", m.JobDeadLettered: "dead"}

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def view_dir(settings: Settings) -> Path:
+    """Where the view of the state directory keeps its stores (``<state_dir>/<ns>/view``; it may not exist)."""
+    return view_root(settings.state_dir, settings.namespace)
+
+
 def partition_dirs(settings: Settings) -> list[tuple[int, Path]]:
     """The partitions that have a view store in the state directory."""
-    root = view_root(settings.state_dir, settings.namespace)
+    root = view_dir(settings)
     if not root.is_dir():
         return []
     return sorted((int(d.name[1:]), d) for d in root.iterdir() if d.is_dir() and d.name[1:].isdigit())
@@ -234,3 +239,10 @@ def breaker_report(settings: Settings) -> list[BreakerRecord]:
                 if old is None or record.since > old.since:
                     newest[record.task_type] = record
     return sorted(newest.values(), key=lambda r: r.task_type)
+
+
+def tripped_breakers(settings: Settings) -> list[BreakerRecord]:
+    """The task types whose newest breaker status is not closed (open, or half-open and probing)."""
+    from engine.domain.breaker import BreakerStatus
+
+    return [b for b in breaker_report(settings) if b.status is not BreakerStatus.CLOSED]

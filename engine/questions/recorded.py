@@ -9,7 +9,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.read.joblog import with_fencing
+from engine.questions.history import with_fencing
 
 
 def recorded_events(settings: Settings) -> Iterator[m.Event]:

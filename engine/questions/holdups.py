@@ -138,7 +138,7 @@ def from_records(breakers: list[tuple[str, BreakerStatus, int, int | None]],
 
 def projection_source(settings: Settings) -> Source:
     """The ``Source`` reading the projections of ``settings.state_dir`` (an empty snapshot without any)."""
-    from projections.holdup_query import holdup_rows
+    from engine.questions.holdup_rows import holdup_rows
 
     def read() -> Snapshot:
         rows = holdup_rows(settings)

@@ -2,7 +2,7 @@
 
 Every partition is scanned from offset 0 up to its end as it was when the export started, in
 log order (partition by partition, offset by offset), with the fold's fencing verdicts
-(:func:`engine.runtime.read.joblog.with_fencing`, the same as ``epochq history``). An event is
+(:func:`engine.questions.history.with_fencing`, the same as ``epochq history``). An event is
 exported when its job belongs to the tenant (and has the task type, when one is asked for) and
 it occurred in ``[since, until)``. Where the state directory holds a partition's store with a
 tenant index, only the offsets it names for the tenant's jobs are read (with the store's
@@ -26,11 +26,11 @@ from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.kafka import records_at, scan_partition
-from engine.runtime.read.joblog import LoggedEvent, read_at, with_fencing
+from engine.questions.history import LoggedEvent, read_at, with_fencing
 from engine.runtime.topics import partition_count
 
 if TYPE_CHECKING:
-    from projections.query import TenantIndex
+    from engine.questions.stores import TenantIndex
 
 Progress = Callable[[int, int], None]
 """Called with (offsets read so far, offsets to read in all, over every partition) while an audit runs."""
@@ -145,7 +145,7 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
 
 
 def _tenant_index(settings: Settings, p: int, tenant: str) -> TenantIndex | None:
-    from projections.query import tenant_index  # the projections, read-only, only when a state dir has them
+    from engine.questions.stores import tenant_index  # the projections, read-only, only when a state dir has them
 
     return tenant_index(settings, p, tenant)
 
@@ -188,7 +188,7 @@ class _Earlier:
             yield item
 
     def _before(self, p: int, job_id: str, offset: int) -> list[LoggedEvent]:
-        from projections.query import history_entries
+        from engine.questions.stores import history_entries
 
         entries = [(o, v) for o, v in history_entries(self.settings, p, job_id) if o < offset]
         if not entries:

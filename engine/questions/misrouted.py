@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import Settings
-from projections.query import partition_dirs, read_store
+from engine.questions.stores import partition_dirs, read_store
 from projections.views import keys as k
 
 

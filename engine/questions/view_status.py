@@ -12,7 +12,7 @@ from engine.errors import EpochqError
 from engine.runtime import kafka
 from engine.runtime.view.follow import newest_folded
 from projections.lock import holder_of
-from projections.readers import READERS
+from engine.questions.readers import READERS
 from projections.store import view_root
 
 

@@ -106,7 +106,7 @@ def check_limit(limit: int) -> int:
 
 def list_jobs(settings: Settings, flt: JobFilter, *, cursor: str | None = None, limit: int = 50) -> JobPage:
     """One page of the jobs ``flt`` admits, newest submission first, after ``cursor``; counts per status."""
-    from projections.listing import page
+    from engine.questions.listing import page
 
     return page(settings, flt, decode_cursor(cursor) if cursor else None, check_limit(limit))
 
@@ -124,7 +124,7 @@ class JobDetail:
 def job_detail(settings: Settings, job_id: str, partition: int | None = None) -> JobDetail | None:
     """The job's record and history offsets from the store that holds it (``partition`` if known; else each
     store is asked, a point read each); None if no store here has it."""
-    from projections.readers import READERS
+    from engine.questions.readers import READERS
     from projections.views.jobs import decode_job
     from projections.views.keys import history_prefix, job_key, offset_of
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from engine.config import Settings
-from engine.domain.schedules import ScheduleView
-from projections.query import partition_dirs, read_store
+from engine.domain.cron import next_occurrences
+from engine.domain.schedules import LABEL_SCHEDULE, ScheduleView
+from engine.questions.jobs import JobFilter
+from engine.questions.stores import partition_dirs, read_store
 from projections.views import keys as k
 from projections.views.jobs import read_job
 from projections.views.schedules import SCHEDULE_DUE, all_schedules, read_schedule
@@ -17,6 +19,16 @@ def schedules(settings: Settings, tenant: str | None = None) -> list[ScheduleVie
         with read_store(path) as store:
             out.extend(v for v in all_schedules(store) if tenant is None or v.tenant_id == tenant)
     return sorted(out, key=lambda v: v.schedule_id)
+
+
+def next_runs(view: ScheduleView, after_us: int, count: int) -> list[int]:
+    """The schedule's next ``count`` occurrences after ``after_us`` (UTC µs), paused or not. Pure."""
+    return next_occurrences(view.definition(), after_us, count)
+
+
+def runs_filter(view: ScheduleView) -> JobFilter:
+    """The catalog filter of the schedule's occurrence jobs: its tenant, and its label on each of them."""
+    return JobFilter(tenant=view.tenant_id, labels=((LABEL_SCHEDULE, view.schedule_id),))
 
 
 def find_schedule(settings: Settings, schedule_id: str) -> tuple[int, ScheduleView] | None:

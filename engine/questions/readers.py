@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.config import Settings
-from projections.query import partition_dirs
+from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore
 
 

@@ -23,7 +23,7 @@ from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
 from engine.runtime.kafka import scan_partition
-from projections.query import partition_dirs
+from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore
 from projections.views.jobs import read_job
 

@@ -1,6 +1,6 @@
 """The dead-letter queue one page at a time: newest death first, a cursor each way, counts and error groups.
 
-``dead_letters`` (projections.query) reads every dead job; a page here reads ``limit`` rows from
+``dead_letters`` (engine.questions.stores) reads every dead job; a page here reads ``limit`` rows from
 the dead-letter index (``x:<dead_at>:<job_id>``, walked backwards and merged across the
 partitions), plus one pass that counts the filter's jobs and groups them by error, stopping at
 TALLY_CAP entries (then the figures are a floor). Rows and counts answer the same filter:
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from engine.config import Settings
 from engine.domain.jobs import JobView
 from engine.errors import ValidationError
-from projections.query import DeadFilter
-from projections.readers import READERS
+from engine.questions.stores import DeadFilter
+from engine.questions.readers import READERS
 from projections.store import ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job
@@ -189,6 +189,6 @@ def decode(cursor: str) -> tuple[Position, int]:
 
 def dead_jobs(settings: Settings, query: DeadQuery) -> list[JobView]:
     """Every dead job the query admits, oldest death first (what a bulk replay or purge acts on)."""
-    from projections.query import dead_letters
+    from engine.questions.stores import dead_letters
 
     return [job for job in dead_letters(settings, query.where) if query.admits(job)]

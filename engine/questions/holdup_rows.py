@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import Settings
-from projections.query import partition_dirs, read_store
+from engine.questions.stores import partition_dirs, read_store
 from projections.views.breakers import BreakerRecord, all_breakers
 from projections.views.pauses import PauseRecord, all_paused
 from projections.views.ratelimits import LimitRecord, all_limits

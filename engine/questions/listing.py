@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.catalog import JobFilter, JobPage, JobRow, encode_cursor, row_of
-from projections.readers import READERS
+from engine.questions.jobs import JobFilter, JobPage, JobRow, encode_cursor, row_of
+from engine.questions.readers import READERS
 from projections.store import LISTING_INDEXED, ProjectionStore
 from projections.views import keys as k
 from projections.views.jobs import decode_job

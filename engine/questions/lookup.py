@@ -1,14 +1,14 @@
 """Small bounded questions the console asks of the state directory: jobs by id prefix, task types and their counts.
 
-Read through the process's kept-open readers (projections.readers), like the catalog.
+Read through the process's kept-open readers (engine.questions.readers), like the catalog.
 """
 
 from __future__ import annotations
 
 from engine.config import Settings
 from engine.domain.jobs import JobView
-from projections.catalog import JobRow, row_of
-from projections.readers import READERS
+from engine.questions.jobs import JobRow, row_of
+from engine.questions.readers import READERS
 from projections.views import keys as k
 from projections.views.jobs import decode_job
 from projections.views.listing import SEP, STATUSES

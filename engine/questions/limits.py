@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.config import Settings
-from projections.query import partition_dirs, read_store
+from engine.questions.stores import partition_dirs, read_store
 from projections.views.ratelimits import LimitRecord, all_limits
 
 

@@ -1,24 +1,15 @@
-"""Who runs what: the engine instances' heartbeats on the compacted ``<ns>.workers`` topic, read whole.
+"""The heartbeat record engines publish about themselves on the compacted ``<ns>.workers`` topic.
 
-Each engine publishes one small JSON record under its instance id every few seconds (its owned
-partitions with epoch and phase, its slots per lane, the jobs running now) and a tombstone when
-it stops cleanly (``engine.runtime.loop.heartbeat``). A record not renewed for LOST_AFTER
-intervals belongs to an instance that died without saying so: it is shown as lost.
+One small JSON record keyed by the instance id: its owned partitions with epoch and phase, its
+slots per lane, the jobs running now. The writer (``engine.runtime.loop.heartbeat``) and the
+reader (``engine.questions.workers``) share this format and nothing else. Pure.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-import time
 from dataclasses import dataclass, field
 from typing import Any
-
-from confluent_kafka import KafkaException
-
-from engine.config import Settings
-from engine.runtime import kafka
-from engine.runtime.topics import workers_topic
 
 LOST_AFTER = 3
 """Heartbeat intervals without a record after which an instance is shown as lost."""
@@ -87,40 +78,3 @@ def decode_heartbeat(raw: bytes, now_us: int) -> WorkerRow | None:
         return None
     lost = now_us - row.seen_at_us > LOST_AFTER * interval * 1_000_000
     return WorkerRow(**{**row.__dict__, "lost": lost})
-
-
-def latest(records: Sequence[tuple[bytes | None, bytes | None]], now_us: int) -> list[WorkerRow]:
-    """The newest row per instance from (key, value) records in log order; a tombstone removes it. Pure."""
-    newest: dict[bytes, bytes] = {}
-    for key, value in records:
-        if key is None:
-            continue
-        if value is None:
-            newest.pop(key, None)
-        else:
-            newest[key] = value
-    rows = [row for raw in newest.values() if (row := decode_heartbeat(raw, now_us)) is not None]
-    return sorted(rows, key=lambda r: (r.lost, r.instance))
-
-
-def announced_task_types(rows: Sequence[WorkerRow]) -> set[str] | None:
-    """The task types the running (not lost) instances have handlers for; None when one of them does not say
-    (it predates the announcement), so nothing can be refused on that ground. Pure."""
-    live = [row for row in rows if not row.lost]
-    if any(row.task_types is None for row in live):
-        return None
-    return {t for row in live for t in row.task_types or ()}
-
-
-def list_workers(settings: Settings) -> list[WorkerRow]:
-    """Every engine instance that has published a heartbeat and not stopped cleanly since."""
-    topic = workers_topic(settings)
-    reader = kafka.events_reader(settings, "workers")
-    try:
-        records = [(key, value) for p in kafka.topic_partitions(reader, topic, "read")
-                   for _, key, value in kafka.scan_partition(reader, topic, p)]
-    except KafkaException as e:
-        raise kafka.translate(e) from e
-    finally:
-        reader.close()
-    return latest(records, int(time.time() * 1_000_000))

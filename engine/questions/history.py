@@ -15,7 +15,7 @@ from engine.errors import DecodeError
 from engine.domain import fence
 from engine.runtime import kafka
 from engine.runtime.kafka import records_at, scan_partition
-from engine.runtime.read.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
+from engine.questions.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
 
 
 def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
@@ -105,7 +105,7 @@ def owner_tenant(events: list[LoggedEvent]) -> str | None:
 
 
 def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
-    from projections.query import indexed_history
+    from engine.questions.stores import indexed_history
 
     consumer = kafka.events_reader(settings, "history")
     try:
@@ -126,7 +126,7 @@ def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
 def _landed_elsewhere(settings: Settings, consumer: Consumer, job_id: str, home: int) -> list[LoggedEvent]:
     """The job's events in partitions other than its own (a record produced to the wrong partition is rejected
     where it landed), as the other stores of the state directory indexed them; none without such stores."""
-    from projections.misrouted import landed_elsewhere
+    from engine.questions.misrouted import landed_elsewhere
 
     out: list[LoggedEvent] = []
     for landed in landed_elsewhere(settings, job_id, home):

@@ -22,9 +22,9 @@ from engine.domain import fence
 from engine.domain.pauses import TASK_ENVELOPE
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from engine.runtime.read.holdups import Holdups, projection_source
-from engine.runtime.read.joblog import LoggedEvent
-from engine.runtime.read.outcome import Outcome
+from engine.questions.holdups import Holdups, projection_source
+from engine.questions.history import LoggedEvent
+from engine.questions.outcome import Outcome
 
 BATCH = 1000
 FETCH_WAIT_MS = 5

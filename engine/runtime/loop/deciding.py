@@ -1,0 +1,112 @@
+"""The decide step: per partition that may decide, results → commands → due timers → free slots.
+
+Each decision is folded into the partition's batch as it is staged (``Partition.stage``), so
+the next decision of the tick sees it. The step returns what the loop must carry out
+around it (:class:`Decided`): how many command records it decided (the inbox counts them)
+and what the time router did (for the gauges and the log). Commands are decided a few
+per partition in turn for at most ``ADMIT_BUDGET_S``: the rest wait for the next tick, so
+a backlog of commands never holds up recording results and starting jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from engine.domain.decide import DecideContext
+from engine.domain.lanes import RUNNABLE_LANES, Lane
+from engine.runtime.execution.verdicts import RunRequest
+from engine.runtime.loop import outcomes
+from engine.runtime.loop.admit import Admission
+from engine.runtime.loop.breakers import BreakerBoard
+from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
+from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.timers import PartitionTimers
+from engine.runtime.loop.write import Written
+
+ADMIT_BUDGET_S = 0.02
+"""The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
+commands never holds up recording results and starting jobs for more than this."""
+COMMANDS_IN_TURN = 32
+"""Commands one partition decides before the next partition's turn."""
+
+
+@dataclass(slots=True)
+class Decided:
+    """What one decide step did that the loop carries on with."""
+
+    commands: int = 0  # command records decided
+    overdue: dict[int, int] = field(default_factory=dict)  # partition -> jobs the overdue sweep fired
+    promoted: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> timers held after promotion
+
+
+@dataclass(slots=True)
+class Decider:
+    """The decide step's collaborators: admission, dispatch, breakers, poison, and the executor's free slots."""
+
+    admission: Admission
+    dispatcher: Dispatcher
+    board: BreakerBoard
+    poison: PoisonDesk
+    free_slots: Callable[[Lane], int]
+    base_ctx: DecideContext
+    turn: int = 0
+
+    def decide(self, partitions: Mapping[int, Partition], timers: Mapping[int, PartitionTimers],
+               progress: list[tuple[RunRequest, float | None, str]], writing: Iterable[Written], now: int,
+               taking: bool) -> Decided:
+        """Decide for every partition that may; ``taking=False`` (draining) records results only."""
+        decided = Decided()
+        deciding = [p for p in partitions.values() if p.can_decide]
+        ctxs = {p.number: p.context(self.base_ctx, now) for p in deciding}
+        for partition in deciding:
+            if partition.results:
+                results, partition.results = partition.results, []
+                partition.staged.results += results  # recorded again if what they decide is never written
+                outcomes.record(partitions, results, self.board, self.poison, ctxs)
+        outcomes.record_progress(partitions, progress, ctxs)
+        if not taking:
+            return decided
+        active = [p for p in deciding if p.state is State.ACTIVE]
+        decided.commands = self._commands(active, timers, ctxs)
+        for partition in active:
+            self._fire_timers(partition, timers[partition.number], ctxs[partition.number], decided)
+        self._dispatch(partitions, active, writing, ctxs)
+        return decided
+
+    def _commands(self, active: list[Partition], timers: Mapping[int, PartitionTimers],
+                  ctxs: dict[int, DecideContext]) -> int:
+        """Decide waiting commands, a few per partition in turn, for at most ADMIT_BUDGET_S; how many."""
+        budget_ends, done = time.perf_counter() + ADMIT_BUDGET_S, 0
+        queued = [p for p in active if p.commands]
+        while queued and time.perf_counter() < budget_ends:
+            for partition in queued:
+                ctx, commands, desk = ctxs[partition.number], partition.commands, timers[partition.number].desk
+                n = min(len(commands), COMMANDS_IN_TURN)
+                for _ in range(n):
+                    offset, raw, signature = commands.popleft()
+                    self.admission.admit(partition, offset, raw, ctx, signature, desk)
+                done += n
+            queued = [p for p in queued if p.commands]
+        return done
+
+    @staticmethod
+    def _fire_timers(partition: Partition, timers: PartitionTimers, ctx: DecideContext, decided: Decided) -> None:
+        promoted, overdue = timers.tick(ctx)
+        if overdue:
+            decided.overdue[partition.number] = overdue
+        if promoted:
+            decided.promoted[partition.number] = timers.held()
+
+    def _dispatch(self, partitions: Mapping[int, Partition], active: list[Partition], writing: Iterable[Written],
+                  ctxs: dict[int, DecideContext]) -> None:
+        if not active:
+            return
+        self.turn += 1
+        taken = slots_spoken_for(partitions.values(), writing)
+        for lane in RUNNABLE_LANES:
+            free = self.free_slots(lane) - taken[lane.value]
+            if free > 0:
+                self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda p: ctxs[p.number])
