@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 from pathlib import Path
@@ -12,18 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from engine.client import Client
 from engine.config import Settings
 from tests.integration.conftest import start_engine
+from tests.integration.helpers.ports import free_port
 
 DOCUMENTED = ["epochq_jobs_submitted_total", "epochq_jobs_started_total", "epochq_jobs_succeeded_total",
               "epochq_jobs_failed_total", "epochq_jobs_retried_total", "epochq_jobs_dead_lettered_total",
               "epochq_queue_depth", "epochq_dead_letter_depth", "epochq_dead_letter_alert",
               "epochq_partitions_owned", "epochq_partition_epoch", "epochq_job_processing_seconds",
               "epochq_job_lateness_seconds", "epochq_rebalances_total"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -17,9 +17,8 @@ from engine.contract.ids import occurrence_job_id
 from engine.runtime.read.lateness import percentile
 from projections.query import find_job
 from projections.schedule_query import due_entry, find_schedule
-from tests.integration.conftest import events_by_job, start_engine, verify_partition
-from tests.integration.test_failover import wait_for
-from tests.integration.test_metrics_endpoint import free_port
+from tests.integration.conftest import events_by_job, eventually, start_engine, verify_partition
+from tests.integration.helpers.ports import free_port
 
 SECOND = 1_000_000
 FINAL = ("JobSucceeded", "JobDeadLettered", "JobCancelled")
@@ -60,7 +59,7 @@ def test_ten_thousand_jobs_due_over_ten_seconds_start_on_time(settings: Settings
         by_job.update((j, e) for j, e in events_by_job(settings).items() if j in ids)
         return len(by_job) == 10_000 and all(terminals(e) for e in by_job.values())
 
-    wait_for(all_done, 60, "10,000 jobs to finish")
+    eventually(all_done, 60, "10,000 jobs to finish")
     starts = [s for events in by_job.values() for s in started(events)]
     assert len(starts) == 10_000 and {s.job_id for s in starts} == ids
     early = [s for s in starts if s.occurred_at < s.body.due_at]
@@ -91,14 +90,14 @@ def test_a_job_a_day_ahead_is_on_disk_not_in_memory(settings: Settings, client: 
     tomorrow = client.submit("echo", {}, tenant="acme", delay=86_400)
     soon = client.submit("echo", {}, tenant="acme", delay=30)
     state = engine.settings(settings)
-    wait_for(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
+    eventually(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
              20, "both jobs in the due index")
 
     def held() -> dict[str, float]:
         hot = scrape_hot(port)
         return {p: n for (p, kind), n in hot.items() if kind == "job"}
 
-    wait_for(lambda: sum(held().values()) == 1, 10, "the job due in 30 s to be held in memory")
+    eventually(lambda: sum(held().values()) == 1, 10, "the job due in 30 s to be held in memory")
     assert held().get(str(tomorrow.partition), 0) == (1 if tomorrow.partition == soon.partition else 0)
     assert client.status(tomorrow.job_id).status == "scheduled"
 
@@ -123,14 +122,14 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
         by_job.update((j, e) for j, e in events_by_job(settings).items() if j in ids)
         return len(by_job) == 300 and all(terminals(e) for e in by_job.values())
 
-    wait_for(all_done, 50, "every job to finish after the takeover")
+    eventually(all_done, 50, "every job to finish after the takeover")
     assert all(terminals(e) == ["JobSucceeded"] for e in by_job.values())
     assert all(s.occurred_at >= s.body.due_at for e in by_job.values() for s in started(e))
     taken = [e for e in by_job.values() if started(e)[-1].owner == "b" and started(e)[-1].body.due_at < now_us()]
     assert taken, "b ran none of the jobs that came due"
     assert "overdue sweep fired" in b.logs()
     survivor = b.settings(settings)
-    wait_for(lambda: all(found[1].state.value == "completed" for h in handles
+    eventually(lambda: all(found[1].state.value == "completed" for h in handles
                          if (found := find_job(survivor, h.job_id))), 30, "b's view to fold every end")
 
 
@@ -141,9 +140,9 @@ def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, en
     cancelled = client.submit("echo", {}, tenant="acme", delay=3)
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     pushed_back = client.submit("echo", {}, tenant="acme", delay=30)
-    wait_for(lambda: all(due_entry(state, h.job_id) for h in (cancelled, later, pushed_back)), 20, "three timers")
+    eventually(lambda: all(due_entry(state, h.job_id) for h in (cancelled, later, pushed_back)), 20, "three timers")
     assert client.cancel(cancelled.job_id, tenant="acme", reason="not needed").wait(10).status == "cancelled"
-    wait_for(lambda: due_entry(state, cancelled.job_id) is None, 10, "the view to fold the cancel")
+    eventually(lambda: due_entry(state, cancelled.job_id) is None, 10, "the view to fold the cancel")
     receipt = client.reschedule(later.job_id, delay=1.5, tenant="acme", reason="sooner")
     assert receipt.accepted and receipt.armed is not None
     moved = later.wait(20)
@@ -152,7 +151,7 @@ def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, en
     assert start.body.due_at == receipt.armed and start.occurred_at >= receipt.armed
     pushed = cli(settings, engine.state_dir, "reschedule", pushed_back.job_id, "--delay", "3600", "--tenant", "acme")
     assert pushed.returncode == 0 and "rescheduled to" in pushed.stdout, pushed.stdout + pushed.stderr
-    wait_for(lambda: (due_entry(state, pushed_back.job_id) or b"") > b"d:%020d" % (now_us() + 3000 * SECOND), 10,
+    eventually(lambda: (due_entry(state, pushed_back.job_id) or b"") > b"d:%020d" % (now_us() + 3000 * SECOND), 10,
              "the due index to follow the reschedule")
     assert client.status(pushed_back.job_id).status == "scheduled"
     again = client.reschedule(cancelled.job_id, delay=1, tenant="acme")
@@ -173,7 +172,7 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
     for engine in (a, b):  # kill whichever owns the schedule's partition
         if engine.proc.poll() is None and re.search(r"partition \d+: active", engine.logs()):
             found = find_schedule(engine.settings(settings), "tick")
-            if found is not None and found[0] in _owned(engine):
+            if found is not None and found[0] in engine.owned():
                 engine.signal(signal.SIGKILL)
                 killed = engine
                 break
@@ -181,7 +180,7 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
         raise AssertionError("no engine owns the schedule")
     survivor = b if killed is a else a
     killed_at = now_us()
-    wait_for(lambda: _owned(survivor) == {0, 1, 2}, 40, "the survivor to own every partition")
+    eventually(lambda: survivor.owned() == {0, 1, 2}, 40, "the survivor to own every partition")
     time.sleep(6)
     assert survivor.proc.poll() is None
     assert cli(settings, survivor.state_dir, "schedules", "pause", "tick").returncode == 0
@@ -207,17 +206,6 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
           f"{len(after)} after; start lateness p50 {percentile(sorted(late), 50) / 1000:.0f} ms")
 
 
-def _owned(engine) -> set[int]:  # type: ignore[no-untyped-def]
-    """The partitions an engine's log says it holds now (active, and not handed back or dropped since)."""
-    owned: set[int] = set()
-    for line in engine.logs().splitlines():
-        if m_ := re.search(r"partition (\d+): active at epoch", line):
-            owned.add(int(m_.group(1)))
-        elif m_ := re.search(r"partition (\d+): (handed back|dropped)", line):
-            owned.discard(int(m_.group(1)))
-    return owned
-
-
 def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
@@ -226,7 +214,7 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     added = cli(settings, engine.state_dir, "schedules", "add", "pulse", "--task", "noop", "--cron", "* * * * * *",
                 "--tenant", "acme", "--tz", "Europe/Berlin")
     assert added.returncode == 0 and "next occurrence" in added.stdout, added.stdout + added.stderr
-    wait_for(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
+    eventually(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
              and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
     assert client.pause_schedule("pulse", reason="maintenance").accepted
     time.sleep(1.5)  # a run in flight may still finish
@@ -237,7 +225,7 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     assert still is not None and still.fired_count == paused.fired_count, "a paused schedule fired"
     resumed_at = now_us()
     assert client.resume_schedule("pulse").accepted
-    wait_for(lambda: client.schedule("pulse").fired_count >= paused.fired_count + 2, 10, "firing again")  # type: ignore[union-attr]
+    eventually(lambda: client.schedule("pulse").fired_count >= paused.fired_count + 2, 10, "firing again")  # type: ignore[union-attr]
     view = client.schedule("pulse")
     assert view is not None and view.enabled and view.skipped_count == 0
     shown = cli(settings, engine.state_dir, "schedules", "show", "pulse", "--json")

@@ -19,6 +19,7 @@ from engine.client import Client
 from engine.config import Settings
 from projections.store import view_root
 from tests.integration.conftest import ROOT, EngineProcess, eventually, start_engine, stop_process
+from tests.integration.helpers.ports import free_port
 
 
 
@@ -86,9 +87,10 @@ def two_owners(settings: Settings, engines: list[EngineProcess], tmp_path: Path)
     return a, b
 
 
-def _split(a: EngineProcess, b: EngineProcess) -> None:
+def _split(a: EngineProcess, b: EngineProcess) -> bool:
     held = [_active(e.logs()) for e in (a, b)]
     assert all(held) and not held[0] & held[1], held  # each owns some (a partition may still be moving)
+    return True
 
 
 def _active(logs: str) -> set[str]:
@@ -233,22 +235,19 @@ def test_a_view_picks_up_partitions_added_to_the_topic(
     eventually(lambda: _partitions(settings, here, 4), 30)
 
 
-def _partitions(settings: Settings, state_dir: Path, n: int) -> None:
+def _partitions(settings: Settings, state_dir: Path, n: int) -> bool:
     now = caught_up(settings, state_dir)
     assert len(now["partitions"]) == n and (view_root(state_dir, settings.namespace) / "p0003").is_dir(), now
+    return True
 
 
 def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
         settings: Settings, client: Client, engines: list[EngineProcess], tmp_path: Path) -> None:
-    import socket
-
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--no-view",))
     engine.wait_active(3)
     handle = client.submit("noop", {}, tenant="acme")
     assert handle.wait(30).status == "completed"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     here = tmp_path / "state-console"
     log = open(tmp_path / "console.log", "w")
     console = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "console", "--port", str(port),

@@ -13,7 +13,6 @@ module; each test uses tenants and ids of its own. Screenshots go to a temp dir
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from engine.client import Client
 from engine.config import Settings, load_settings
 from engine.runtime.topics import ensure_topics
 from tests.integration.conftest import ROOT, EngineProcess
+from tests.integration.helpers.ports import free_port
 
 CHROMIUM = Path(os.environ.get("EPOCHQ_CHROMIUM", "/usr/bin/chromium"))
 SHOTS = Path(os.environ.get("EPOCHQ_SCREENSHOTS") or Path(tempfile.gettempdir()) / "epochq-console-shots")
@@ -95,13 +95,6 @@ def shoot() -> Callable[..., Path]:
         page.screenshot(path=str(path), full_page=full_page)
         return path
     return take
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ConsoleProcess:
