@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -63,15 +64,20 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
     b.wait_active(3, timeout=90)
     outcome = handle.wait(60)
     a.signal(signal.SIGCONT)
-    time.sleep(6)  # a's handler finishes and a tries to record it
+    # a learns that it lost the partition (the group, or the broker fencing its late write) and gives it up:
+    # from then on it writes nothing more for it, so every write it tried is in the log now
+    eventually(lambda: re.search(rf"partition {handle.partition}: (dropped|handed back)", a.logs()), 60,
+               "a to give the job's partition up")
 
     assert outcome.status == "completed" and outcome.result["epoch"] == 2
     history = job_events(settings, handle.job_id)
-    requeued = [e.event.body for e in history if e.event.type == "JobRequeued"]
-    assert requeued == [m.JobRequeued(previous_epoch=1, attempt=1)]
+    requeued = [e for e in history if e.event.type == "JobRequeued"]
+    assert [e.event.body for e in requeued] == [m.JobRequeued(previous_epoch=1, attempt=1)]
     assert valid_terminals(settings, handle.job_id) == ["JobSucceeded"]
-    late_a = [e for e in history if e.event.owner == "a" and e.event.epoch == 1 and e.offset > history[-1].offset]
-    assert all(e.fenced for e in late_a)
+    # whatever a wrote at epoch 1 after b took over (usually nothing lands: the broker fences its transaction)
+    # is fenced by the fold; the stale write below is one that does land
+    late_a = [e for e in history if e.event.owner == "a" and e.event.epoch == 1 and e.offset > requeued[0].offset]
+    assert [e for e in late_a if not e.fenced] == []
     assert "fenced" in a.logs() or "lost" in a.logs() or "revoking" in a.logs()
 
     stale = m.Event("zombie-1", handle.job_id, "acme", 1, "a", time.time_ns() // 1000,

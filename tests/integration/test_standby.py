@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 
 from engine.client import Client
@@ -81,6 +80,5 @@ def test_standby_copies_match_a_rebuild_of_the_log(  # type: ignore[no-untyped-d
     followed = a.owned()
     eventually(lambda: followed and caught_up(owner, standby, followed), 60, "the copies to catch up")
     assert b.stop() == 0  # the copies are closed cleanly; then compared while a still owns the partitions
-    time.sleep(0.5)
     for p in followed:
         assert verify_partition(standby, p).matches

@@ -112,7 +112,8 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
     handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme",
                                    "run_at": (due + i * 40_000) / SECOND} for i in range(300)])  # over 12 s
     ids = {h.job_id for h in handles}
-    time.sleep(5)
+    eventually(lambda: sum(1 for j, e in events_by_job(settings).items() if j in ids and started(e)) >= 25, 30,
+               "the first jobs come due and started")
     a.signal(signal.SIGKILL)  # a owns two partitions while their jobs keep coming due
 
     by_job: dict[str, list] = {}  # type: ignore[type-arg]
@@ -124,13 +125,14 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
 
     eventually(all_done, 50, "every job to finish after the takeover")
     assert all(terminals(e) == ["JobSucceeded"] for e in by_job.values())
-    assert all(s.occurred_at >= s.body.due_at for e in by_job.values() for s in started(e))
+    starts = [s for e in by_job.values() for s in started(e)]
+    assert len(starts) >= 300 and all(s.occurred_at >= s.body.due_at for s in starts)
     taken = [e for e in by_job.values() if started(e)[-1].owner == "b" and started(e)[-1].body.due_at < now_us()]
     assert taken, "b ran none of the jobs that came due"
     assert "overdue sweep fired" in b.logs()
     survivor = b.settings(settings)
-    eventually(lambda: all(found[1].state.value == "completed" for h in handles
-                         if (found := find_job(survivor, h.job_id))), 30, "b's view to fold every end")
+    eventually(lambda: all((found := find_job(survivor, h.job_id)) is not None and found[1].state.value == "completed"
+                           for h in handles), 30, "b's view to fold every end")
 
 
 def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -168,7 +170,7 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
     receipt = client.add_schedule("tick", "noop", "* * * * * *", tenant="acme")
     assert receipt.accepted and receipt.armed is not None
     created = now_us()
-    time.sleep(6)
+    eventually(lambda: len(_fired(settings)) >= 5, 30, "five occurrences before the failover")
     for engine in (a, b):  # kill whichever owns the schedule's partition
         if engine.proc.poll() is None and re.search(r"partition \d+: active", engine.logs()):
             found = find_schedule(engine.settings(settings), "tick")
@@ -181,14 +183,15 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
     survivor = b if killed is a else a
     killed_at = now_us()
     eventually(lambda: survivor.owned() == {0, 1, 2}, 40, "the survivor to own every partition")
-    time.sleep(6)
+    eventually(lambda: len([f for f in _fired(settings) if f.occurrence_at > killed_at + 1 * SECOND]) >= 3, 30,
+               "three occurrences after the failover")
     assert survivor.proc.poll() is None
     assert cli(settings, survivor.state_dir, "schedules", "pause", "tick").returncode == 0
-    time.sleep(2)
+    eventually(lambda: (found := find_schedule(survivor.settings(settings), "tick")) is not None
+               and not found[1].enabled, 20, "the survivor's view to fold the pause")
 
     occurrences: dict[int, list[str]] = {}
-    fired = [e.event.body for events in events_by_job(settings).values() for e in events
-             if not e.fenced and e.event.type == "ScheduleFired"]
+    fired = _fired(settings)
     assert len({f.occurrence_at for f in fired}) == len(fired), "an occurrence fired twice"
     runs = events_by_job(settings)
     for f in fired:
@@ -206,6 +209,12 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
           f"{len(after)} after; start lateness p50 {percentile(sorted(late), 50) / 1000:.0f} ms")
 
 
+def _fired(settings: Settings) -> list:  # type: ignore[type-arg]
+    """Every ScheduleFired of the namespace that is not fenced."""
+    return [e.event.body for events in events_by_job(settings).values() for e in events
+            if not e.fenced and e.event.type == "ScheduleFired"]
+
+
 def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
@@ -217,10 +226,10 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     eventually(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
              and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
     assert client.pause_schedule("pulse", reason="maintenance").accepted
-    time.sleep(1.5)  # a run in flight may still finish
-    paused = client.schedule("pulse")
-    assert paused is not None and not paused.enabled
-    time.sleep(3)
+    # once the view folds the pause, it has folded every occurrence fired before it (the log's order)
+    paused = eventually(lambda: (view := client.schedule("pulse")) is not None and not view.enabled and view, 10,
+                        "the view to fold the pause")
+    time.sleep(2)  # on purpose: two occurrences of the every-second schedule come and go while it is paused
     still = client.schedule("pulse")
     assert still is not None and still.fired_count == paused.fired_count, "a paused schedule fired"
     resumed_at = now_us()
@@ -238,8 +247,7 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     gap = [f for f in fired if paused.last_finished < f.occurrence_at < resumed_at]  # type: ignore[operator]
     assert len(gap) <= 1, f"fired while paused: {gap}"  # at most the run that was in flight at the pause
     assert client.remove_schedule("pulse").accepted
-    time.sleep(1)
-    assert client.schedule("pulse") is None
+    eventually(lambda: client.schedule("pulse") is None, 10, "the view to fold the removal")
     assert cli(settings, engine.state_dir, "schedules", "remove", "pulse").returncode == 1
     client.close()
     assert engine.stop() == 0
