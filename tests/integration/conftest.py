@@ -109,15 +109,15 @@ class EngineProcess:
         return self.log_path.read_text()
 
     def wait_active(self, partitions: int, timeout: float = 60.0) -> None:
-        """Block until the instance logged ``partitions`` partitions active."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.logs().count(": active at epoch") >= partitions:
-                return
+        """Block until the instance logged ``partitions`` partitions active; fail at once if it exited."""
+        def active() -> bool:
+            logs = self.logs()
             if self.proc.poll() is not None:
-                raise AssertionError(f"engine {self.owner} exited:\n{self.logs()[-3000:]}")
-            time.sleep(0.2)
-        raise AssertionError(f"engine {self.owner} not active in {timeout}s:\n{self.logs()[-3000:]}")
+                pytest.fail(f"engine {self.owner} exited:\n{logs[-3000:]}")
+            assert logs.count(": active at epoch") >= partitions, f"engine {self.owner} not active:\n{logs[-3000:]}"
+            return True
+
+        eventually(active, timeout)
 
     def owned(self) -> set[int]:
         """The partitions the instance holds now, from its own log lines (active, not handed back or dropped since)."""

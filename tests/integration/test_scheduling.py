@@ -129,7 +129,7 @@ def test_breaker_opens_holds_jobs_and_a_probe_closes_it(  # type: ignore[no-unty
     follow = Finishes(settings)
     try:
         follow.until(lambda: any(isinstance(e.body, m.BreakerOpened) for e in follow.events), 60)
-        deadline = time.monotonic() + 1.5
+        deadline = time.monotonic() + 1.5  # on purpose: 1.5 s of the cool-down (3 s) in which no other job may start
         follow.until(lambda: time.monotonic() > deadline, 10)
         dead = [e for e in follow.events if isinstance(e.body, m.JobDeadLettered)]
         started = [e for e in follow.events if isinstance(e.body, m.JobStarted)]
