@@ -87,7 +87,7 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
                      partition=handle.partition)
     producer.flush(10)
     eventually(lambda: any(e.event.event_id == "zombie-1" for e in job_events(settings, handle.job_id)), 20,
-             "the stale write")
+               "the stale write")
     zombie = next(e for e in job_events(settings, handle.job_id) if e.event.event_id == "zombie-1")
     assert zombie.fenced and client.status(handle.job_id).status == "completed"
     eventually(lambda: completed_in_view(b.settings(settings), handle.job_id), 30, "b's view to fold the end")

@@ -91,7 +91,7 @@ def test_a_job_a_day_ahead_is_on_disk_not_in_memory(settings: Settings, client: 
     soon = client.submit("echo", {}, tenant="acme", delay=30)
     state = engine.settings(settings)
     eventually(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
-             20, "both jobs in the due index")
+               20, "both jobs in the due index")
 
     def held() -> dict[str, float]:
         hot = scrape_hot(port)
@@ -154,7 +154,7 @@ def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, en
     pushed = cli(settings, engine.state_dir, "reschedule", pushed_back.job_id, "--delay", "3600", "--tenant", "acme")
     assert pushed.returncode == 0 and "rescheduled to" in pushed.stdout, pushed.stdout + pushed.stderr
     eventually(lambda: (due_entry(state, pushed_back.job_id) or b"") > b"d:%020d" % (now_us() + 3000 * SECOND), 10,
-             "the due index to follow the reschedule")
+               "the due index to follow the reschedule")
     assert client.status(pushed_back.job_id).status == "scheduled"
     again = client.reschedule(cancelled.job_id, delay=1, tenant="acme")
     assert again.status == "refused" and "cancelled" in again.reason
@@ -224,7 +224,7 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
                 "--tenant", "acme", "--tz", "Europe/Berlin")
     assert added.returncode == 0 and "next occurrence" in added.stdout, added.stdout + added.stderr
     eventually(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
-             and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
+               and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
     assert client.pause_schedule("pulse", reason="maintenance").accepted
     # once the view folds the pause, it has folded every occurrence fired before it (the log's order)
     paused = eventually(lambda: (view := client.schedule("pulse")) is not None and not view.enabled and view, 10,
