@@ -17,6 +17,7 @@ from engine.contract.ids import occurrence_job_id
 from engine.runtime.read.lateness import percentile
 from projections.query import find_job
 from projections.schedule_query import due_entry, find_schedule
+from projections.store import view_store_path
 from tests.integration.conftest import events_by_job, eventually, start_engine, verify_partition
 from tests.integration.helpers.ports import free_port
 
@@ -40,6 +41,13 @@ def started(events: list) -> list:  # type: ignore[type-arg]
 
 def terminals(events: list) -> list[str]:  # type: ignore[type-arg]
     return [e.event.type for e in events if not e.fenced and e.event.type in FINAL]
+
+
+def views_ready(state: Settings) -> Settings:
+    """``state`` once the engine's view has created its three stores: one read while it creates them fails."""
+    eventually(lambda: all((view_store_path(state.state_dir, state.namespace, p) / "CURRENT").exists()
+                           for p in range(3)), 30, "the view's stores")
+    return state
 
 
 def test_ten_thousand_jobs_due_over_ten_seconds_start_on_time(settings: Settings, client: Client, engines,  # type: ignore[no-untyped-def]
@@ -89,7 +97,7 @@ def test_a_job_a_day_ahead_is_on_disk_not_in_memory(settings: Settings, client: 
     engine.wait_active(3)
     tomorrow = client.submit("echo", {}, tenant="acme", delay=86_400)
     soon = client.submit("echo", {}, tenant="acme", delay=30)
-    state = engine.settings(settings)
+    state = views_ready(engine.settings(settings))
     eventually(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
                20, "both jobs in the due index")
 
@@ -138,7 +146,7 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
 def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
-    state = engine.settings(settings)
+    state = views_ready(engine.settings(settings))
     cancelled = client.submit("echo", {}, tenant="acme", delay=3)
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     pushed_back = client.submit("echo", {}, tenant="acme", delay=30)
@@ -218,7 +226,7 @@ def _fired(settings: Settings) -> list:  # type: ignore[type-arg]
 def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
-    state = engine.settings(settings)
+    state = views_ready(engine.settings(settings))
     client = Client(state)  # reads the engine's projections
     added = cli(settings, engine.state_dir, "schedules", "add", "pulse", "--task", "noop", "--cron", "* * * * * *",
                 "--tenant", "acme", "--tz", "Europe/Berlin")
