@@ -150,10 +150,11 @@ def test_an_engine_with_default_settings_answers_from_a_view_of_its_own(
     _no_view_process(engine.state_dir, settings)  # the engine stopped its view before it exited
 
 
-def _no_view_process(state_dir: Path, settings: Settings) -> None:
+def _no_view_process(state_dir: Path, settings: Settings) -> bool:
     from projections.lock import holder_of
 
     assert holder_of(view_root(state_dir, settings.namespace)) is None
+    return True
 
 
 def test_one_view_per_state_directory_a_second_engine_starts_none(
@@ -268,7 +269,7 @@ def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
     eventually(lambda: _no_view_process(here, settings), 10)  # its view stops with it (it watches its parent)
 
 
-def _shows(url: str, text: str) -> None:
+def _shows(url: str, text: str) -> bool:
     import urllib.error
     import urllib.request
 
@@ -278,3 +279,4 @@ def _shows(url: str, text: str) -> None:
     except urllib.error.URLError as e:  # not listening yet
         raise AssertionError(str(e)) from e
     assert text in body
+    return True
