@@ -259,7 +259,7 @@ def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
                                 "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace,
                                 "--state-dir", str(here)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
-        eventually(lambda: caught_up(settings, here))
+        eventually(lambda: caught_up(settings, here), 90)  # the console starts its view first: slow when busy
         eventually(lambda: _shows(f"http://127.0.0.1:{port}/jobs", handle.job_id))
         eventually(lambda: _shows(f"http://127.0.0.1:{port}/overview/live", "view: 0 record(s) behind the log"))
     finally:
