@@ -15,7 +15,7 @@ from projections.retention import PRUNED, Retention
 from projections.store import open_store
 from projections.views import keys as k
 from tests.unit.factories import claim
-from tests.unit.test_catalog import expected_catalog, lifecycle
+from tests.unit.histories import expected_catalog, lifecycle
 
 S = 1_000_000
 KEEP = 10 * S

@@ -21,7 +21,7 @@ from engine.runtime.observe.logs import JsonFormatter, KeyValueFormatter, config
 from engine.runtime.observe.metrics import EngineMetrics
 from tests.unit.factories import event
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+DOCS = Path(__file__).resolve().parents[4] / "docs" / "metrics.md"
 TASK, LANE = "email.send", "NORMAL"
 JOB = {"task_type": TASK, "lane": LANE}
 LATE_US, RUN_US = 2_000, 1_500

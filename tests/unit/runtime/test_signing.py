@@ -9,25 +9,14 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import load_settings
-from engine.contract.codec import decode_tenant, encode_command, encode_tenant
-from engine.contract.messages import Command, SubmitJob, Payload, TenantConfig
+from engine.contract.codec import decode_tenant, encode_tenant
+from engine.contract.messages import TenantConfig
 from engine.contract.signing import SIGNATURE_HEADER, authenticate, load_private_key, load_public_key, sign, \
     signed_bytes, verifies
 from engine.errors import ConfigError, ValidationError
 from engine.runtime.signatures import CommandChecker, client_signer, engine_signer, signature_of
 from engine.runtime.tenants import tenant_config
-
-TOPIC = "acme.commands"
-
-
-def raw(key: Ed25519PrivateKey) -> bytes:
-    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def command(tenant: str = "acme") -> bytes:
-    body = SubmitJob("email.send", Payload(b"{}", "application/json", ""), 5, None, None, None, None, {}, None)
-    return encode_command(Command("cmd-1", "job-1", tenant, 1_700_000_000_000_000, body))
-
+from tests.unit.signed import TOPIC, command, raw
 
 def test_the_signature_covers_a_context_the_topic_and_the_whole_record() -> None:
     key, value = Ed25519PrivateKey.generate(), command()

@@ -9,45 +9,17 @@ from hypothesis import given, settings, strategies as st
 
 from engine.contract import messages as m
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, StartAttempt, TimerFired, decide,
+    DecideContext,
 )
-from engine.domain.jobs import evolve
 from projections.batch import Batch
 from projections.evolve import FENCED, POISON, fold, fold_guarded, fold_state, record_position
 from projections.store import ProjectionStore, open_store, rocksdb_memory
 from projections.views import keys as k
 from projections.views.jobs import read_job
-from tests.unit.factories import claim, event, submit
+from tests.unit.factories import claim, event
+from tests.unit.histories import STEPS, simulate
 
 CTX = DecideContext(now=1_000)
-
-
-def simulate(steps: list[tuple[int, int]], epoch: int = 1) -> list[m.Event]:
-    """A valid event stream for a few jobs, driven by (job number, action) pairs."""
-    events, jobs = [claim(epoch)], {}
-    for n, (job_no, action) in enumerate(steps):
-        jid = f"job-{job_no}"
-        ctx = DecideContext(now=1_000 + n, epoch=epoch)
-        given = _input(jid, action, jobs.get(jid), n)
-        for emit in decide(jobs.get(jid), given, ctx):
-            ev = event(emit.body, jid, epoch=epoch, at=ctx.now)
-            jobs[jid] = evolve(jobs.get(jid), ev)
-            events.append(ev)
-    return events
-
-
-def _input(jid: str, action: int, job, n: int):  # type: ignore[no-untyped-def]
-    if job is None or action == 0:
-        return CommandInput(submit(jid, run_at=1_000 + n + (action % 3)), n)
-    if action == 1:
-        return TimerFired(jid)
-    if action == 2:
-        return StartAttempt(jid)
-    kind = "succeeded" if action == 3 else "failed"
-    return AttemptFinished(jid, job.attempt, kind, 10, error_type="E", message="boom")
-
-
-STEPS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4)), max_size=60)
 
 
 def folded(events: list[m.Event], path: Path, split: int | None = None) -> dict[bytes, bytes]:

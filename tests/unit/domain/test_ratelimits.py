@@ -22,7 +22,7 @@ from projections.evolve import fold
 from projections.store import open_store
 from projections.views.ratelimits import all_limits, charge_rate, fold_limit, read_limit
 from tests.unit.factories import claim, command, event
-from tests.unit.test_pauses import Reader
+from tests.unit.fakes import Reader
 
 T0 = 1_700_000_000_000_000
 

@@ -18,17 +18,7 @@ from projections.store import open_store
 from projections.views.ended import SWEEP_EVERY_US, ended_key, read_ended
 from projections.views.jobs import read_job
 from tests.unit.factories import claim, command, event, submit
-from tests.unit.test_fold import STEPS, simulate
-
-KEY = "order-7"
-
-
-def life(job_id: str = "job-1", at: int = 1_000, key: str | None = KEY) -> list[m.Event]:
-    """A job's events from submission to success."""
-    submitted = m.JobSubmitted("email.send", m.Payload(b"{}"), 5, "normal", 3, idempotency_key=key)
-    return [event(submitted, job_id, at=at), event(m.JobQueued("submitted"), job_id, at=at),
-            event(m.JobStarted(1, "w", 1), job_id, at=at + 1), event(m.JobSucceeded(1, 5, None), job_id, at=at + 2)]
-
+from tests.unit.histories import KEY, STEPS, life, simulate
 
 def fold_all(path: Path, events: list[m.Event], profile: Profile = WRITE_MODEL) -> Batch:
     batch = Batch(open_store(path), profile=profile)

@@ -8,7 +8,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from engine.contract import messages as m
 from engine.contract.signing import Signer, authenticate, sign
 from engine.domain.authority import refusal
-from tests.unit.test_signing import TOPIC, command, raw
+from tests.unit.signed import TOPIC, command, raw
 
 PAYLOAD = m.Payload(b"{}", "application/json", "")
 

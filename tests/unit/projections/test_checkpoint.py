@@ -14,7 +14,7 @@ from projections.checkpoint import (
 from projections.evolve import WRITE_MODEL, fold
 from projections.store import open_store
 from tests.unit.factories import claim
-from tests.unit.test_write_model import life
+from tests.unit.histories import life
 
 
 def manifest_of(pairs: list[tuple[bytes, bytes]], chunks: list[bytes], epoch: int = 2, owner: str = "owner-a",

@@ -28,7 +28,7 @@ time.sleep(600)
 def hold_in_child(store: Path) -> subprocess.Popen[str]:
     """A child process that takes the lock of ``store`` and keeps it until killed."""
     child = subprocess.Popen([sys.executable, "-c", HOLD, str(store)], stdout=subprocess.PIPE, text=True,
-                             cwd=Path(__file__).resolve().parents[2])
+                             cwd=Path(__file__).resolve().parents[3])
     assert child.stdout is not None and child.stdout.readline().strip() == "held"
     return child
 

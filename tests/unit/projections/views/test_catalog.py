@@ -17,10 +17,9 @@ from engine.questions.jobs import JobFilter, job_detail, list_jobs
 from projections.evolve import fold
 from projections.store import LISTING_INDEXED, open_store, view_store_path
 from projections.views import keys as k
-from projections.views.jobs import decode_job
-from projections.views.listing import STATUS_OF, catalog_changes, counter_key, listing_keys, rolled_up
+from projections.views.listing import catalog_changes, counter_key, listing_keys
 from tests.unit.factories import claim, event
-from tests.unit.test_fold import STEPS, simulate
+from tests.unit.histories import STEPS, expected_catalog, lifecycle, simulate
 
 CATALOG = (k.LIST_STATUS, k.LIST_TENANT, k.LIST_TYPE, k.LIST_TENANT_TYPE)
 COUNTERS = (k.COUNT_STATUS, k.COUNT_TENANT, k.COUNT_TYPE, k.COUNT_TENANT_TYPE)
@@ -38,15 +37,6 @@ def fold_in_batches(events: list[m.Event], path: Path, every: int) -> dict[bytes
     items = dict(store.items())
     store.close()
     return items
-
-
-def expected_catalog(items: dict[bytes, bytes]) -> dict[bytes, bytes]:
-    """The catalog keys and counters the job records in ``items`` imply."""
-    jobs = [decode_job(v) for key, v in items.items() if key.startswith(k.JOB)]
-    out = {key: b"" for job in jobs for key in listing_keys(job)}
-    tallies = Counter(counter_key(j.tenant_id, j.task_type, STATUS_OF[j.state]) for j in jobs)
-    out.update({key: b"%d" % n for key, n in rolled_up(dict(tallies)).items()})
-    return out
 
 
 @settings(max_examples=40, deadline=None)
@@ -87,29 +77,6 @@ def test_a_job_that_passes_through_statuses_within_one_batch_moves_its_entries_o
     assert len(changes) == 5 and counts == {counter_key("acme", "email", "running"): -1,
                                             counter_key("acme", "email", "completed"): 1}
     store.close()
-
-
-def lifecycle(job_id: str, tenant: str, task_type: str, at: int, *, end: str = "completed",
-              labels: dict[str, str] | None = None) -> list[m.Event]:
-    """The events of a job that ends in ``end`` (queued, running, completed, dead, cancelled, scheduled)."""
-    def ev(body: m.EventBody, dt: int = 0) -> m.Event:
-        return event(body, job_id, tenant=tenant, at=at + dt)
-
-    run_at = at + 1_000_000 if end == "scheduled" else None
-    out = [ev(m.JobSubmitted(task_type, m.Payload(b"{}"), 5, "normal", 1, run_at, labels=labels or {}))]
-    if end == "scheduled":
-        return out + [ev(m.JobScheduled(run_at))]  # type: ignore[arg-type]
-    out.append(ev(m.JobQueued("submitted"), 1))
-    if end == "cancelled":
-        return out + [ev(m.JobCancelled("no"), 2)]
-    if end == "queued":
-        return out
-    out.append(ev(m.JobStarted(1, at), 2))
-    if end == "running":
-        return out
-    if end == "dead":
-        return out + [ev(m.JobFailed(1, "E", "boom", 5), 3), ev(m.JobDeadLettered("attempts", 1), 4)]
-    return out + [ev(m.JobSucceeded(1, 5), 3)]
 
 
 ENDS = ("completed", "queued", "running", "dead", "cancelled", "scheduled")

@@ -408,9 +408,7 @@ def test_shutdown_waits_for_running_work_within_the_grace(executor: Executor, ga
 def test_shutdown_leaves_unfinished_work_listed(executor: Executor) -> None:
     held = request("hold", job_id="stays")
     executor.submit(held)
-    started = time.monotonic()
-    assert executor.shutdown(0.1) == []
-    assert time.monotonic() - started < 1.0
+    assert executor.shutdown(0.1) == []  # had it waited for the handler (5 s on its gate), its result would be here
     assert executor.in_flight_requests(0) == [held]
 
 
@@ -462,7 +460,12 @@ def test_an_async_handler_cannot_ask_for_a_process() -> None:
 # --- cancelling a running attempt ------------------------------------------------------------
 
 
+BEGAN = threading.Event()
+"""Set by the cancel tests' handlers once they run: a cancel is asked for a running attempt, never a queued one."""
+
+
 def _cooperative(ctx: JobContext, payload: Any) -> str:
+    BEGAN.set()
     for _ in range(200):
         ctx.raise_if_cancelled()
         time.sleep(0.01)
@@ -470,10 +473,12 @@ def _cooperative(ctx: JobContext, payload: Any) -> str:
 
 
 def _sleeper(ctx: JobContext, payload: Any) -> str:
+    BEGAN.set()
     return "woken" if ctx.sleep(5) else "slept"
 
 
 def _stubborn(ctx: JobContext, payload: Any) -> str:
+    BEGAN.set()
     time.sleep(1.0)  # never looks at ctx.cancelled
     return "ignored the cancel"
 
@@ -481,13 +486,15 @@ def _stubborn(ctx: JobContext, payload: Any) -> str:
 async def _async_waiter(ctx: JobContext, payload: Any) -> str:
     import asyncio
 
+    BEGAN.set()
     await asyncio.sleep(5)
     return "finished"
 
 
 def started(ex: Executor, req: RunRequest) -> None:
+    BEGAN.clear()
     ex.submit(req)
-    time.sleep(0.1)
+    assert BEGAN.wait(10), "the handler never started"
     assert ex.cancel(req.job_id, req.attempt, grace_s=0.4)
     assert not ex.cancel(req.job_id, req.attempt + 1, grace_s=0.4)  # not the attempt that runs
 
@@ -500,11 +507,10 @@ def test_a_cancelled_attempt_that_stops_is_cancelled(task: str, error_type: str)
     ex = Executor(app, SLOTS)
     try:
         started(ex, request(task))
-        start = time.monotonic()
         (result,) = ex.wait_results(2.0)
-        assert time.monotonic() - start < 0.3  # it stopped when asked, not at the grace's end
         assert (result.outcome.kind, result.outcome.error_type, result.outcome.retryable) == (
             "cancelled", error_type, False)
+        assert "cancel grace" not in result.outcome.message  # it stopped when asked, not given up at the grace's end
         assert ex.free_slots(Lane.NORMAL) == SLOTS[Lane.NORMAL]
     finally:
         ex.shutdown(1.0)

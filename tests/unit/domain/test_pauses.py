@@ -10,25 +10,7 @@ from engine.domain.pauses import check_task_command, decide_pause, is_task_comma
 from engine.errors import ValidationError
 from projections.views.pauses import all_paused, fold_pause, is_paused
 from tests.unit.factories import command, event
-
-
-class Reader:
-    """A dict standing in for a batch: get, put, delete, scan (the fold's whole interface to it)."""
-
-    def __init__(self) -> None:
-        self.data: dict[bytes, bytes] = {}
-
-    def get(self, key: bytes) -> bytes | None:
-        return self.data.get(key)
-
-    def put(self, key: bytes, value: bytes) -> None:
-        self.data[key] = value
-
-    def delete(self, key: bytes) -> None:
-        self.data.pop(key, None)
-
-    def scan(self, prefix: bytes):  # type: ignore[no-untyped-def]
-        return sorted((k, v) for k, v in self.data.items() if k.startswith(prefix))
+from tests.unit.fakes import Reader
 
 
 @pytest.mark.parametrize("partitions", [1, 3, 6, 32])
