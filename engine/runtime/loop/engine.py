@@ -25,6 +25,7 @@ from typing import cast
 from confluent_kafka import Message
 
 from engine.app import App
+from engine.clock import now_us
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain.decide import DecideContext
@@ -61,11 +62,6 @@ STANDBY_BUDGET_S = 0.01
 """The longest a tick spends folding standby copies (``--standby``): they follow, the owned partitions lead."""
 """The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
 commands never holds up recording results and starting jobs for more than this."""
-
-
-def now_us() -> int:
-    """Wall-clock time in microseconds: the loop's clock, passed into every decision."""
-    return time.time_ns() // 1000
 
 
 class Engine:

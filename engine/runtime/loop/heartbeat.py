@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.lanes import Lane
 from engine.runtime.execution.executor import Executor
@@ -28,11 +29,6 @@ EVERY_S = 5.0
 """Seconds between heartbeats; ``epochq workers`` shows an instance silent for 3 of them as lost."""
 MAX_RUNNING_LISTED = 1000
 """Running job ids a heartbeat lists at most (the count per lane is in its slots)."""
-
-
-def now_us() -> int:
-    """Wall-clock time in µs."""
-    return time.time_ns() // 1000
 
 
 def snapshot(instance: str, started_at_us: int, partitions: Iterable[Partition], slots: Mapping[Lane, int],
