@@ -6,9 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from confluent_kafka import KafkaException
-
 from engine.errors import EpochqError, NotFoundError, RetryableError
+from engine.runtime.kafka.errors import typed
 
 T = TypeVar("T")
 
@@ -30,16 +29,13 @@ def get(read: Callable[[], T]) -> Got[T]:
     """``read()``'s answer, or one line saying what kept it from answering (the broker, a store, a value)."""
     try:
         return Got(read())
-    except KafkaException as e:
-        return Got(None, problem_line(_translated(e)))
     except (EpochqError, OSError) as e:
         return Got(None, problem_line(e))
-
-
-def _translated(e: KafkaException) -> Exception:
-    from engine.runtime.kafka import translate
-
-    return translate(e)
+    except Exception as e:  # a librdkafka error not typed where it entered is typed here; anything else is a bug
+        escaped = typed(e)
+        if escaped is e:
+            raise
+        return Got(None, problem_line(escaped))
 
 
 def problem_line(e: BaseException) -> str:

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer
-
 from engine.config import Settings
 from engine.console.got import Got, get
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer
 from engine.runtime.read.recent import RecentActivity, RecentWindow
 from engine.domain.jobs import JobView
 from projections.catalog import JobFilter, JobPage, JobRow, job_detail, list_jobs

@@ -22,8 +22,6 @@ import time
 from functools import partial
 from typing import cast
 
-from confluent_kafka import Message
-
 from engine.app import App
 from engine.clock import now_us
 from engine.config import Settings
@@ -32,6 +30,7 @@ from engine.domain.decide import DecideContext
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
+from engine.runtime.kafka import Message
 from engine.runtime.execution.executor import Executor, RunRequest
 from engine.runtime.loop import outcomes, refusals, sampling
 from engine.runtime.loop.admit import Admission

@@ -19,8 +19,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.learned import skipped_line
@@ -30,6 +28,7 @@ from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
+from engine.runtime.kafka import OFFSET_INVALID, Consumer, TopicPartition
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.inbox import Change, CommandReader, Note

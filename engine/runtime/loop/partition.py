@@ -42,8 +42,7 @@ from projections.views.jobs import read_job
 from projections.views.ready import ReadyView
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
-    from confluent_kafka import Producer
-
+    from engine.runtime.kafka import Producer
     from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.partition")

@@ -21,12 +21,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Producer, TopicPartition
-
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
 from engine.errors import AccessDeniedError, FencedError, TransactionAbortedError
 from engine.runtime import kafka
+from engine.runtime.kafka import Producer, TopicPartition
 from engine.runtime.loop.partition import Partition, Staged
 from engine.runtime.signatures import CommandSigner
 

@@ -14,8 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from engine.config import Settings
 from engine.runtime import kafka
 from engine.runtime.topics import workers_topic
@@ -119,8 +117,6 @@ def list_workers(settings: Settings) -> list[WorkerRow]:
     try:
         records = [(key, value) for p in kafka.topic_partitions(reader, topic, "read")
                    for _, key, value in kafka.scan_partition(reader, topic, p)]
-    except KafkaException as e:
-        raise kafka.translate(e) from e
     finally:
         reader.close()
     return latest(records, int(time.time() * 1_000_000))
