@@ -20,8 +20,9 @@ Five groups under :class:`EpochqError`, one recovery each (docs/errors.md):
 
 Every librdkafka error is translated into this tree once, where it enters (the Kafka edge,
 ``engine.runtime.kafka``, the only package that imports confluent-kafka); a record that makes one
-step raise is *poison*: it is set aside as an event and the loop goes on (docs/operations.md). ``Cancelled``, raised in a handler to stop when a
-cancel was asked for, is a control-flow signal, not an error: it sits outside the tree.
+step raise is *poison*: it is set aside as an event and the loop goes on (docs/operations.md).
+``Cancelled``, raised in a handler to stop when a cancel was asked for, is a control-flow signal,
+not an error: it sits outside the tree.
 """
 
 from __future__ import annotations
