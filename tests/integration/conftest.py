@@ -16,7 +16,7 @@ import pytest
 
 from engine.client import Client
 from engine.config import Settings, load_settings
-from engine.runtime.schemas import stop_reading_through
+from engine.runtime.kafka.schemas import stop_reading_through
 from engine.runtime.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from engine.contract.codec import EVENT_BODIES, MessageCodec, SchemaCatalog
 from engine.contract.messages import Event
 from engine.contract.versions import load_version
 from engine.errors import TopicMismatchError
-from engine.runtime import schemas
+from engine.runtime.kafka import schemas
 from engine.runtime.topics import describe_topics
 from tests.integration.conftest import EngineProcess, eventually
 from tests.integration.logs import JOBS, LIFE, NEWER_TYPES, read_with, write_today, write_v1

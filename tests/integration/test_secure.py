@@ -21,7 +21,7 @@ from engine.broker.secure import USERS
 from engine.client import Client
 from engine.config import Settings
 from engine.errors import AccessDeniedError
-from engine.runtime import schemas
+from engine.runtime.kafka import schemas
 from engine.runtime.tenants import set_tenant
 from engine.runtime.topics import admin_for, ensure_topics
 from tests.integration.conftest import ROOT, EngineProcess, events_by_job, eventually

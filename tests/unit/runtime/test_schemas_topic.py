@@ -14,7 +14,7 @@ from engine.contract.learned import skipped_line
 from engine.contract.messages import Event, OwnershipClaimed
 from engine.contract.versions import load_version
 from engine.errors import AccessDeniedError, KafkaUnavailableError, TopicMismatchError
-from engine.runtime import schemas
+from engine.runtime.kafka import schemas
 from projections.restore import Restorer
 from projections.store import open_store
 

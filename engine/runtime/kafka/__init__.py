@@ -1,10 +1,16 @@
-"""The Kafka adapter: client configs, and every librdkafka error translated where it enters.
+"""The Kafka edge: client configs, and every librdkafka error translated where it enters.
 
-Only this module builds confluent-kafka clients. Every call that can fail goes through
-:func:`call` or :func:`produce`, which turn a ``KafkaException`` into the error tree of
-``engine.errors``: a fenced or fatal producer becomes ``FencedError`` (step down, never
-retry the write), an abortable transaction error ``TransactionAbortedError`` (abort, catch
-up, decide again), anything else ``KafkaUnavailableError`` (retry later).
+Only this package imports confluent-kafka (an import-linter contract says so): it builds every
+client (here; admin clients in :mod:`.admin`; the ``<ns>.schemas`` clients in :mod:`.schemas`) and
+names the types the rest of the code holds (``Consumer``, ``Producer``, ``Message``,
+``TopicPartition``).
+
+The owner's calls go through :func:`call` or :func:`produce_owned`, which turn a
+``KafkaException`` into the error tree of ``engine.errors``: a fenced or fatal producer becomes
+``FencedError`` (step down, never retry the write), an abortable transaction error
+``TransactionAbortedError`` (abort, catch up, decide again), anything else
+``KafkaUnavailableError`` (retry later). Every other call is translated by :mod:`.errors`
+(refused: ``AccessDeniedError``; anything else: ``KafkaUnavailableError``).
 """
 
 from __future__ import annotations
@@ -15,31 +21,32 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING as OFFSET_BEGINNING
+from confluent_kafka import OFFSET_INVALID as OFFSET_INVALID
+from confluent_kafka import Consumer as Consumer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Message as Message
+from confluent_kafka import Producer as Producer
+from confluent_kafka import TopicPartition as TopicPartition
 
 from engine.config import Settings
-from engine.runtime.schemas import read_through
+from engine.runtime.kafka.errors import DENIED_CODES as DENIED_CODES
+from engine.runtime.kafka.errors import FENCED_CODES as FENCED_CODES
+from engine.runtime.kafka.errors import TRANSIENT_READ_CODES as TRANSIENT_READ_CODES
+from engine.runtime.kafka.errors import denied as denied
+from engine.runtime.kafka.errors import read_refused as read_refused
+from engine.runtime.kafka.errors import translate as translate
+from engine.runtime.kafka.errors import translated
+from engine.runtime.kafka.schemas import read_through
 from engine.errors import (
     AccessDeniedError,
     EpochqError,
-    FencedError,
     KafkaUnavailableError,
     TopicMismatchError,
     TransactionAbortedError,
     ValidationError,
 )
 
-FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-TRANSIENT_READ_CODES = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
-                        KafkaError.REQUEST_TIMED_OUT, KafkaError._DESTROY_BROKER, KafkaError.OFFSET_NOT_AVAILABLE}
-"""Errors of an offset query that a moment's wait fixes (a topic just created, a leader moving; a dead
-broker's handle dropped from the metadata: ``_DESTROY_BROKER``, asked of the new leader next time; a new
-leader whose high watermark is not caught up yet: ``OFFSET_NOT_AVAILABLE``)."""
-DENIED_CODES = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-                KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
-"""Errors that say the brokers refused this principal: an ACL or a login is missing, waiting fixes nothing."""
 TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 PREFETCH_KB = 8 * 1024
@@ -198,18 +205,13 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
 
 def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0) -> list[int]:
     """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed."""
-    meta = client.list_topics(topic, timeout=timeout).topics.get(topic)
+    with translated(f"cannot {what} {topic}"):
+        meta = client.list_topics(topic, timeout=timeout).topics.get(topic)
     if meta is not None and meta.error is not None and meta.error.code() in DENIED_CODES:
         raise denied(meta.error, f"cannot {what} {topic}")
     if meta is None or meta.error is not None or not meta.partitions:
         raise TopicMismatchError(f"topic {topic} is missing: run `epochq topics ensure`")
     return sorted(meta.partitions)
-
-
-def denied(err: KafkaError, what: str) -> AccessDeniedError:
-    """The error of an operation the brokers refused this principal."""
-    return AccessDeniedError(f"{what}: {err.name()}: {err.str()} (check the credentials, or the ACLs: "
-                             "`epochq acl list`)")
 
 
 REFUSED_OPERATION = {
@@ -258,34 +260,6 @@ def unwritable_topics(settings: Settings, topics: Sequence[str]) -> list[str]:
             and AclOperation.ALL not in allowed.get(t, [])]
 
 
-def read_refused(err: KafkaError | None, topic: str) -> AccessDeniedError | None:
-    """The error of a waiter's read the brokers refused (the outcomes are in ``topic``); None for any other.
-
-    A service that may only write commands sends its command, then cannot follow it: say that, never
-    "no engine decided it"."""
-    if err is None or err.code() not in DENIED_CODES:
-        return None
-    return AccessDeniedError(f"not authorized to read {topic} ({err.name()}): the command was sent, but its outcome "
-                             "is in that topic; grant this principal READ with `epochq acl apply --auditor NAME` "
-                             "(docs/security.md), or do not wait")
-
-
-def translate(error: KafkaException) -> Exception:
-    """The typed error for a librdkafka exception."""
-    err: KafkaError = error.args[0]
-    if err.code() in DENIED_CODES:
-        return denied(err, "the brokers refused")
-    if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
-        return FencedError(f"producer fenced: {err.str()}")
-    if err.fatal():
-        return FencedError(f"fatal producer error (treated as fenced): {err.str()}")
-    if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
-        return ValidationError(f"record too large for the broker: {err.str()}")
-    if err.txn_requires_abort() or err.retriable():
-        return TransactionAbortedError(err.str())
-    return KafkaUnavailableError(err.str())
-
-
 def end_offsets(consumer: Consumer, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> dict[int, int]:
     """The high watermark of each partition; transient errors are retried until ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -313,7 +287,7 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
     end = stop if stop is not None else end_offsets(consumer, topic, [partition])[partition]
     if start >= end:
         return
-    consumer.assign([TopicPartition(topic, partition, start)])
+    call(consumer.assign, [TopicPartition(topic, partition, start)])
     last_seen, following = time.monotonic(), start
     try:
         while time.monotonic() - last_seen < idle_s:
