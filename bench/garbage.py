@@ -1,7 +1,7 @@
 """Garbage on the commands topic: the record generator, and the benchmark of engine memory under it.
 
 ``records(rng, partitions)`` yields what a careless or hostile producer puts on ``<ns>.commands``
-(the shapes of tests/unit/test_fuzz_commands.py's strategies, drawn from a seeded ``random.Random``
+(the shapes of tests/unit/domain/test_fuzz_commands.py's strategies, drawn from a seeded ``random.Random``
 so that 100,000 of them cost a second): random bytes, truncated and bit-flipped Avro, other
 subjects' records and unknown fingerprints, well-formed commands with one absurd field (empty or
 8,000-character job ids, control characters and right-to-left marks in tenant ids, negative or

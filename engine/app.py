@@ -23,19 +23,13 @@ from engine.domain.lanes import Lane
 from engine.domain.breaker import BreakerPolicy
 from engine.domain.inputs import TaskPolicy
 from engine.domain.retry import RetryPolicy
-from engine.errors import TaskDefinitionError, ValidationError
+from engine.errors import TaskDefinitionError
+from engine.errors import UnknownTaskError as UnknownTaskError  # its name here too
 
 ExecutorKind = Literal["thread", "process"]
 EXECUTORS: tuple[str, ...] = ("thread", "process")
 DEFAULT_TIMEOUT_S = 300.0
 H = TypeVar("H")
-
-
-class UnknownTaskError(ValidationError, KeyError):
-    """No handler is registered for a task type: a job of that type can never run here."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown task type"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-
 from engine.commands import dependency_waves, new_command, now_us, submit_command
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
@@ -24,7 +22,9 @@ from engine.domain.commands import Route, route_of
 from engine.domain.ratelimits import parse_rate
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.schemas import ensure_published
+from engine.runtime.kafka import Producer
+from engine.runtime.kafka.plain import Deliveries, produce_each
+from engine.runtime.kafka.schemas import ensure_published
 from engine.questions.follow import Followed, Follower, Until, Watch, finished
 from engine.questions.history import job_history
 from engine.questions.outcome import FINAL, STATUS_OF, Outcome
@@ -266,33 +266,21 @@ class Client(ScheduleMethods, QueryMethods):
                 _check(command)
         starts = self._ends.lower_bounds(self._partition_count())
         ensure_published(self.settings, "command")  # once per process: <ns>.schemas has what we write
-        errors: list[KafkaError] = []
-        self._produce_all(commands, errors)
+        deliveries = Deliveries()
+        self._produce_all(commands, deliveries)
         left = self._producer.flush(30)
-        if errors:
-            raise kafka.produce_error(errors[0], f"{len(errors)} of {len(commands)} commands were not accepted")
+        if failed := deliveries.error(f"{len(deliveries.failed)} of {len(commands)} commands were not accepted"):
+            raise failed
         if left:
             raise KafkaUnavailableError(f"{left} of {len(commands)} commands not acknowledged in 30 s")
         return [JobHandle(self, c.job_id, starts=starts) for c in commands]
 
-    def _produce_all(self, commands: list[m.Command], errors: list[KafkaError]) -> None:
-        """Encode and hand every command to the producer; delivery failures land in ``errors``."""
-        def failed(err: KafkaError | None, _msg: object) -> None:  # called for failures only
-            if err is not None:
-                errors.append(err)
-
-        producer, topic, signer = self._producer, self.settings.commands_topic, self._signer
-        produce = producer.produce
-        for command in commands:
-            value, key = encode_command(command), command.job_id.encode()
-            headers = signer.headers(value) if signer is not None else None
-            try:
-                try:
-                    produce(topic, value, key, on_delivery=failed, headers=headers)
-                except BufferError:  # the queue is full: wait for space
-                    kafka.produce(producer, topic, value, key, on_delivery=failed, headers=headers)
-            except KafkaException as e:
-                raise kafka.produce_error(e.args[0], f"job {command.job_id}") from e
+    def _produce_all(self, commands: list[m.Command], deliveries: Deliveries) -> None:
+        """Encode and hand every command to the producer; delivery failures land in ``deliveries``."""
+        signer = self._signer
+        encoded = ((value, c.job_id.encode(), signer.headers(value) if signer is not None else None)
+                   for c in commands for value in (encode_command(c),))
+        produce_each(self._producer, self.settings.commands_topic, encoded, deliveries)
 
     @property
     def _producer(self) -> Producer:

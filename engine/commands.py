@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import math
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engine.clock import now_us as now_us  # where the client and the tests have taken it
 from engine.contract import messages as m
 from engine.contract.bounds import check_bounds
 from engine.contract.ids import job_id_for_key
@@ -29,11 +29,6 @@ _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False, check_circular=
 # what JSONEncoder.encode builds per call (typeshed does not declare the C encoder)
 _C_JSON = json.encoder.c_make_encoder and json.encoder.c_make_encoder(  # type: ignore[attr-defined]
     None, _JSON.default, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False)
-
-
-def now_us() -> int:
-    """Wall-clock time in microseconds since 1970 (UTC): when a command is issued."""
-    return time.time_ns() // 1000
 
 
 def new_command(job_id: str, tenant: str, body: m.CommandBody, correlation_id: str | None = None) -> m.Command:

@@ -1,53 +1,128 @@
-"""The error tree of epochq, grouped by what the caller does about each error.
+"""The error tree of epochq: every error it raises on purpose, grouped by what the caller does about it.
 
-- ``ConfigError``: a setting is wrong; fix it and start again.
-- ``NotFoundError``: the job, tenant or schedule named does not exist; check the name.
-- ``DecodeError``: a record is not a known single-object Avro record; quarantine it.
-  ``UnknownTypeError``: a record of a type this reader's schema does not have (written by a
-  newer version); skip it and count it.
-- ``ValidationError``: input is wrong for good; dead-letter it, never retry.
-- ``InvalidTransitionError``: a trigger the job's state does not allow; refuse the command.
-- ``FencedError``: a newer owner took the partition; drop its state and hand it over.
-- ``ProjectionCorruptedError``: a store is unusable; wipe it and rebuild from the log.
-- ``StoreLockedError``: another process (or another opener in this one) holds a partition's
-  store; wait until it lets go (an engine tries again), or stop it first (the CLI refuses).
-- ``TopicMismatchError``: the topics on the broker contradict the contract; refuse to start.
-- ``BrokerError``: the local broker could not be fetched, started or reached.
-- ``RetryableError``: the step may succeed if tried again: ``KafkaUnavailableError`` (the
-  cluster did not answer in time), ``TransactionAbortedError`` (abort, catch up, decide again).
-  ``OutputRefusedError``: a record a handler produced (``ctx.produce``) cannot be written;
-  its attempt fails, the other jobs of the partition's transaction are not touched.
-- ``FatalError``: the process cannot go on (a setting, a broken client); stop.
-  ``AccessDeniedError``: the brokers refused this principal (credentials or ACLs); fix them.
+Five groups under :class:`EpochqError`, one recovery each (docs/errors.md):
 
-Every librdkafka error is translated into this tree once, where it enters
-(``engine.runtime.kafka``); a record that makes one step raise is *poison*: it is set
-aside as an event and the loop goes on (docs/operations.md).
+- :class:`RetryableError` — transient: try the same step again (after a pause); nothing is wrong
+  with the input or the state. ``KafkaUnavailableError``, ``TransactionAbortedError``,
+  ``StoreLockedError``, ``OutputRefusedError`` (a record a handler produced, ``ctx.produce``,
+  cannot be written: its attempt fails, the partition's other jobs are not touched).
+- :class:`InputError` — the caller's mistake: refuse the input (or quarantine the record), name the
+  field or the record, never retry it as it is. ``ValidationError``, ``UnknownTaskError``,
+  ``NotFoundError``, ``InvalidTransitionError``, ``DecodeError``, ``UnknownTypeError``,
+  ``MalformedError``.
+- :class:`PartitionLostError` — this instance no longer owns the partition: step down, drop its
+  state, hand it over, never retry the write (Kafka Streams' TaskMigrated). ``FencedError``.
+- :class:`CorruptedError` — state that cannot be trusted: wipe it and restore from the log (Kafka
+  Streams' TaskCorrupted). ``ProjectionCorruptedError``, ``CheckpointError``.
+- :class:`FatalError` — the process cannot go on: stop and fix the cause (a setting, the topics,
+  credentials, the local broker, a bug). ``ConfigError``, ``TaskDefinitionError``,
+  ``TopicMismatchError``, ``AccessDeniedError``, ``BrokerError`` and its kin, ``IllegalStateError``,
+  ``UnsupportedSchemaError``, ``BusyError``.
+
+Every librdkafka error is translated into this tree once, where it enters (the Kafka edge,
+``engine.runtime.kafka``, the only package that imports confluent-kafka); a record that makes one
+step raise is *poison*: it is set aside as an event and the loop goes on (docs/operations.md).
+``Cancelled``, raised in a handler to stop when a cancel was asked for, is a control-flow signal,
+not an error: it sits outside the tree.
 """
 
 from __future__ import annotations
 
 
 class EpochqError(Exception):
-    """Base of every error epochq raises on purpose."""
+    """Base of every error epochq raises on purpose; catch a group below it, not this."""
 
 
-class ConfigError(EpochqError):
-    """A setting is missing or invalid; the message names the setting."""
+# --- the five groups ------------------------------------------------------------------------------
 
 
-class TaskDefinitionError(ConfigError, ValueError):
-    """An ``@app.task`` option is invalid (a name with a space, a bad lane…): the app cannot be loaded.
-
-    Still a ``ValueError``, as the decorator always raised."""
+class RetryableError(EpochqError):
+    """A step failed in a way that trying it again (after a pause) can fix: retry it."""
 
 
-class NotFoundError(EpochqError):
+class InputError(EpochqError):
+    """The caller's input is wrong for good: refuse it (or set the record aside), never retry it as it is.
+
+    The message names the field, the job or the record at fault."""
+
+
+class PartitionLostError(EpochqError):
+    """This instance no longer owns a partition: step down, drop its state, hand it over; never retry the write."""
+
+
+class CorruptedError(EpochqError):
+    """State that cannot be trusted: wipe it and restore it from the log (the log is the truth)."""
+
+
+class FatalError(EpochqError):
+    """The process cannot go on: stop, fix the cause (the message names it), start again."""
+
+
+# --- retryable --------------------------------------------------------------------------------------
+
+
+class KafkaUnavailableError(RetryableError):
+    """The Kafka cluster did not answer within the timeout."""
+
+
+class TransactionAbortedError(RetryableError):
+    """A transaction failed in a way aborting fixes; none of its writes became visible: catch up, decide again."""
+
+
+class OutputRefusedError(RetryableError):
+    """A record a handler gave ``ctx.produce`` cannot be written (the topic is missing, or the engine may
+    not WRITE it, or the brokers refused it): the attempt fails with it, and may be retried once fixed."""
+
+
+class StoreLockedError(RetryableError):
+    """A partition's store is held by someone else: its lock file names the holder.
+
+    An engine waits until it lets go; the CLI refuses (stop the holder first)."""
+
+    def __init__(self, partition: int | None, path: str, holder: str):
+        self.partition, self.path, self.holder = partition, path, holder
+        which = f"partition {partition}" if partition is not None else "store"
+        super().__init__(f"{which}: the store at {path} is held by {holder}")
+
+
+# --- the caller's input ------------------------------------------------------------------------------
+
+
+class ValidationError(InputError):
+    """Input that can never succeed as it is (bad payload, bad field); not retried.
+
+    ``field`` names the field at fault when one is (``run_at``, ``tenant_id``, ...), and
+    ``reason`` is the stable code a ``JobRejected`` carries (``invalid_run_at``, ...).
+    """
+
+    def __init__(self, message: str, field: str | None = None, reason: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.reason = reason or (f"invalid_{field}" if field else "invalid")
+
+
+class UnknownTaskError(ValidationError, KeyError):
+    """No handler is registered for a task type: a job of that type can never run here."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown task type"
+
+
+class NotFoundError(InputError):
     """The job, tenant or schedule a request names does not exist (the CLI exits 1)."""
 
 
-class DecodeError(EpochqError):
-    """Bytes that are not a known single-object Avro record, located in the log."""
+class InvalidTransitionError(InputError):
+    """A trigger that the job's current state does not allow: refuse the command."""
+
+    def __init__(self, state: str, trigger: str):
+        self.state = state
+        self.trigger = trigger
+        super().__init__(f"invalid transition: trigger {trigger!r} is not allowed in state {state!r}")
+
+
+class DecodeError(InputError):
+    """Bytes that are not a known single-object Avro record, located in the log: quarantine the record."""
 
     def __init__(self, reason: str, topic: str = "?", partition: int = -1, offset: int = -1):
         self.reason = reason
@@ -76,75 +151,128 @@ class UnknownTypeError(DecodeError):
         return UnknownTypeError(self.type_name, self.reason, topic, partition, offset)
 
 
-class ValidationError(EpochqError):
-    """Input that can never succeed as it is (bad payload, bad field); not retried.
+class MalformedError(InputError, ValueError):
+    """Bytes that no valid Avro encoding contains (a negative length, an 11-byte varint, …).
 
-    ``field`` names the field at fault when one is (``run_at``, ``tenant_id``, ...), and
-    ``reason`` is the stable code a ``JobRejected`` carries (``invalid_run_at``, ...).
-    """
-
-    def __init__(self, message: str, field: str | None = None, reason: str | None = None):
-        super().__init__(message)
-        self.field = field
-        self.reason = reason or (f"invalid_{field}" if field else "invalid")
+    Raised by the compiled readers; the codec reports it as the ``DecodeError`` of the record."""
 
 
-class InvalidTransitionError(EpochqError):
-    """A trigger that the job's current state does not allow."""
-
-    def __init__(self, state: str, trigger: str):
-        self.state = state
-        self.trigger = trigger
-        super().__init__(f"invalid transition: trigger {trigger!r} is not allowed in state {state!r}")
+# --- the partition is lost -------------------------------------------------------------------------
 
 
-class FencedError(EpochqError):
-    """A newer owner holds the partition; this instance must stop writing for it."""
+class FencedError(PartitionLostError):
+    """A newer owner holds the partition (or the producer failed for good): stop writing for it, hand it over."""
 
 
-class ProjectionCorruptedError(EpochqError):
-    """A projection store cannot be trusted (e.g. data without an applied offset)."""
+# --- corrupted state -------------------------------------------------------------------------------
 
 
-class StoreLockedError(EpochqError):
-    """A partition's store is held by someone else: its lock file names the holder."""
-
-    def __init__(self, partition: int | None, path: str, holder: str):
-        self.partition, self.path, self.holder = partition, path, holder
-        which = f"partition {partition}" if partition is not None else "store"
-        super().__init__(f"{which}: the store at {path} is held by {holder}")
+class ProjectionCorruptedError(CorruptedError):
+    """A projection store cannot be trusted (e.g. data without an applied offset): wipe it, restore from the log."""
 
 
-class TopicMismatchError(EpochqError):
-    """Existing topics disagree with what epochq needs (partition counts, cleanup policy)."""
+class CheckpointError(CorruptedError, ValueError):
+    """A checkpoint that cannot be used (corrupt, incomplete, inconsistent): replay from offset 0 instead."""
 
 
-class BrokerError(EpochqError):
-    """The local Apache Kafka broker could not be fetched, started, stopped or reached."""
+# --- fatal ----------------------------------------------------------------------------------------
 
 
-class RetryableError(EpochqError):
-    """A step failed in a way that trying it again can fix."""
+class ConfigError(FatalError):
+    """A setting is missing or invalid; the message names the setting."""
 
 
-class KafkaUnavailableError(RetryableError):
-    """The Kafka cluster did not answer within the timeout."""
+class TaskDefinitionError(ConfigError, ValueError):
+    """An ``@app.task`` option is invalid (a name with a space, a bad lane…): the app cannot be loaded.
+
+    Still a ``ValueError``, as the decorator always raised."""
 
 
-class TransactionAbortedError(RetryableError):
-    """A transaction failed in a way aborting fixes; none of its writes became visible."""
-
-
-class OutputRefusedError(RetryableError):
-    """A record a handler gave ``ctx.produce`` cannot be written (the topic is missing, or the engine may
-    not WRITE it, or the brokers refused it): the attempt fails with it, and may be retried once fixed."""
-
-
-class FatalError(EpochqError):
-    """The process cannot go on: stop it and fix the cause."""
+class TopicMismatchError(FatalError):
+    """Existing topics disagree with what epochq needs (missing, partition counts, cleanup policy)."""
 
 
 class AccessDeniedError(FatalError):
     """The brokers refused this principal an operation (an ACL) or a login; retrying does not help.
 
     Fix the credentials (docs/security.md) or ask for the ACL (``epochq acl apply``)."""
+
+
+class IllegalStateError(FatalError, RuntimeError):
+    """The engine was asked to take a step its own tables lack (a partition moving along an edge it
+    does not have): a bug, never input. Stop; the traceback says where."""
+
+
+class UnsupportedSchemaError(FatalError):
+    """A schema the compiled codec does not serve. The codec falls back to fastavro for it, so this
+    never leaves ``engine.contract``; a path without a fallback stops."""
+
+
+class BusyError(FatalError, RuntimeError):
+    """``TestEngine`` did not become idle: something decides anew on every tick (a loop in the test's
+    handlers). Fix the handlers."""
+
+
+class BrokerError(FatalError):
+    """The local Apache Kafka broker could not be fetched, started, stopped or reached.
+
+    ``message`` is one line saying what happened and what to do; ``detail`` holds optional
+    supporting text (a log or Maven output tail) shown after it (the CLI exits 2).
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.message}\n{self.detail}" if self.detail else self.message
+
+
+class PrerequisiteError(BrokerError):
+    """A tool the broker needs is missing: install it, then start again."""
+
+
+class JavaNotFoundError(PrerequisiteError):
+    """No usable ``java`` (JDK/JRE 17+) on PATH."""
+
+
+class MavenNotFoundError(PrerequisiteError):
+    """No ``mvn`` on PATH, so the Kafka jars cannot be fetched."""
+
+
+class JarFetchError(BrokerError):
+    """Maven ran but did not produce the Kafka jars (network or repository trouble)."""
+
+
+class PortInUseError(BrokerError):
+    """A port asked for explicitly is already taken: pick another or stop its owner."""
+
+
+class BrokerAlreadyRunningError(BrokerError):
+    """A broker with a different shape is already running from the same home: stop it first."""
+
+
+class BrokerNotRunningError(BrokerError):
+    """An operation needs a running broker (or node) that is not there."""
+
+
+class BrokerStartError(BrokerError):
+    """The broker could not be started; the message carries its log tail."""
+
+
+class BrokerExitedError(BrokerStartError):
+    """A broker JVM exited while starting."""
+
+
+class BrokerTimeoutError(BrokerStartError):
+    """The broker did not become ready within the timeout."""
+
+
+GROUPS: tuple[type[EpochqError], ...] = (RetryableError, InputError, PartitionLostError, CorruptedError, FatalError)
+"""The five groups, one recovery each: every other error derives from exactly one of them."""
+
+
+def group_of(error: BaseException) -> type[EpochqError] | None:
+    """The group ``error`` belongs to (what its caller does about it); None for an error not epochq's."""
+    return next((g for g in GROUPS if isinstance(error, g)), None)

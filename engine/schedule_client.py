@@ -11,8 +11,6 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import TopicPartition
-
 from engine.commands import Receipt as Receipt  # re-exported: its home before engine.testing shared it
 from engine.commands import due_us, new_command, upsert_schedule
 from engine.contract import messages as m
@@ -20,6 +18,7 @@ from engine.contract.codec import decode_event_at
 from engine.domain.schedules import ScheduleView, envelope_id
 from engine.errors import ValidationError
 from engine.runtime import kafka
+from engine.runtime.kafka import TopicPartition
 
 if TYPE_CHECKING:
     from engine.client import JobHandle

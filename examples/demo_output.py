@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import logging
 import sys
-
-from engine.runtime.observe.logs import KeyValueFormatter
+from datetime import UTC, datetime
 
 CLEAR = "\r\033[K"
+
+
+class LineFormatter(logging.Formatter):
+    """``time level logger message``, the time in UTC, ISO 8601, milliseconds: the engine's own line format."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        """UTC, ISO 8601, milliseconds."""
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ProgressLog(logging.Handler):
@@ -19,7 +29,7 @@ class ProgressLog(logging.Handler):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setFormatter(KeyValueFormatter())
+        self.setFormatter(LineFormatter())
         self.tty = sys.stdout.isatty()
         self.line, self.shown_final = "", -1
 
@@ -46,6 +56,10 @@ class ProgressLog(logging.Handler):
         except Exception:  # noqa: BLE001 - a log line never stops the demo
             self.handleError(record)
             return
+        self.above(text)
+
+    def above(self, text: str) -> None:
+        """One line (a record, or a line the engine's process logged) above the progress line."""
         if self.tty and self.line:
             sys.stdout.write(CLEAR + text + "\n" + self.line)
         else:

@@ -19,6 +19,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 
+from engine.errors import CheckpointError as CheckpointError  # its name here too
 from projections.store import OFFSET_KEY, ProjectionStore
 from projections.views import keys as k
 
@@ -26,10 +27,6 @@ FORMAT = 1
 CHUNK_BYTES = 512 * 1024
 MANIFEST_KEY = b"manifest"
 _HEADER = struct.Struct(">II")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be used (corrupt, incomplete, inconsistent): replay from offset 0 instead."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-
 from engine.broker.config import HOST
 from engine.broker.errors import BrokerExitedError, BrokerTimeoutError
 from engine.broker.process import first_error, log_tail, pid_alive
 from engine.broker.state import NodeInfo
+from engine.runtime.kafka.admin import AdminClient, admin_with, listed_broker_ids
 
 __all__ = ["wait_node_ready", "wait_ready"]
 
@@ -96,7 +94,7 @@ def _port_open(port: int) -> bool:
 
 def _admin(client: Mapping[str, str]) -> AdminClient:
     conf: dict[str, Any] = {**client, "logger": _client_log}
-    return AdminClient(conf)
+    return admin_with(conf)
 
 
 def _listed_brokers(admin: AdminClient) -> int:
@@ -104,7 +102,4 @@ def _listed_brokers(admin: AdminClient) -> int:
 
 
 def _listed_broker_ids(admin: AdminClient) -> set[int]:
-    try:
-        return set(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers)
-    except KafkaException:
-        return set()
+    return listed_broker_ids(admin, METADATA_TIMEOUT_S)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource, ResourceType
-
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.config import Settings
-from engine.errors import ConfigError
+from engine.errors import ConfigError, EpochqError
 from engine.runtime.acls import TIMEOUT_S, apply_acls, list_acls, wanted_acls
-from engine.runtime.topics import admin_for
+from engine.runtime.kafka.admin import ConfigResource, ResourceType, admin_for
+from engine.runtime.kafka.errors import translated
 
 __all__ = ["register"]
 
@@ -74,11 +72,12 @@ def _require_authorizer(settings: Settings) -> None:
     cannot be read (not allowed to describe it), go on: writing the rules then says what is wrong."""
     admin = admin_for(settings)
     try:
-        broker = next(iter(admin.list_topics(timeout=TIMEOUT_S).brokers))
-        found = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))],
-                                       request_timeout=TIMEOUT_S)
-        entries = next(iter(found.values())).result()
-    except (KafkaException, StopIteration):
+        with translated("cannot describe the broker"):
+            broker = next(iter(admin.list_topics(timeout=TIMEOUT_S).brokers))
+            found = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))],
+                                           request_timeout=TIMEOUT_S)
+            entries = next(iter(found.values())).result()
+    except (EpochqError, StopIteration):
         return
     authorizer = entries.get("authorizer.class.name")
     if authorizer is not None and not authorizer.value:

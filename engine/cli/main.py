@@ -16,10 +16,9 @@ import traceback
 from importlib import metadata
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaError, KafkaException
-
 from engine.config import check_reach_with, route_client_logs
 from engine.errors import EpochqError, KafkaUnavailableError, NotFoundError
+from engine.runtime.kafka.errors import untranslated
 from engine.runtime.reach import check_reachable
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
@@ -31,9 +30,6 @@ EXIT_ERROR = 2
 """A usage error, a bad value, or anything epochq refused: one line on stderr."""
 EXIT_UNREACHABLE = 3
 """The Kafka cluster did not answer in time."""
-UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
-                     KafkaError._RESOLVE}
-"""librdkafka's ways of saying no broker answered."""
 EXIT_INTERNAL = 70
 """A bug in epochq (an exception it did not expect): one line, and the traceback with EPOCHQ_TRACEBACK=1."""
 EXIT_BROKEN_PIPE = 141
@@ -75,14 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(e))
     except OSError as e:  # a file named on the command line (--out, --payload @FILE) cannot be used
         return _fail(f"{e.filename}: {e.strerror}" if e.filename else str(e))
-    except KafkaException as e:  # one not translated where it entered: still one line, not a traceback
-        if e.args and e.args[0].code() in UNREACHABLE_CODES:
-            return _fail(f"kafka: {e.args[0].str()} (is the broker running and the bootstrap address right? "
-                         "`epochq broker status` shows the local one)", EXIT_UNREACHABLE)
-        return _fail(f"kafka: {e.args[0].str() if e.args else e}")
     except KeyboardInterrupt:
         return 130
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, reported in one line
+        if (escaped := untranslated(e)) is not None:  # a librdkafka error not translated where it entered
+            return _kafka_failed(*escaped)
         if os.environ.get("EPOCHQ_TRACEBACK") == "1":
             traceback.print_exc()
         return _fail(f"internal error: {type(e).__name__}: {e} (EPOCHQ_TRACEBACK=1 shows where)", EXIT_INTERNAL)
@@ -100,6 +93,13 @@ def _quiet_client_logs() -> None:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
     route_client_logs(logger)
+
+
+def _kafka_failed(message: str, unreachable: bool) -> int:
+    if unreachable:
+        return _fail(f"kafka: {message} (is the broker running and the bootstrap address right? "
+                     "`epochq broker status` shows the local one)", EXIT_UNREACHABLE)
+    return _fail(f"kafka: {message}")
 
 
 def _fail(message: str, status: int = EXIT_ERROR) -> int:

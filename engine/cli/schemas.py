@@ -7,7 +7,7 @@ import dataclasses
 import sys
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
-from engine.runtime.schemas import read_schemas, schema_rows, shipped
+from engine.runtime.kafka.schemas import read_schemas, schema_rows, shipped
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.contract import avro_fast
 from engine.contract.records import records_of
+from engine.errors import UnsupportedSchemaError
 
 _PRIMITIVE_WRITERS = {"int": "write_long", "long": "write_long", "string": "write_string",
                       "bytes": "write_bytes", "double": "pack_double", "float": "pack_float"}
@@ -30,8 +31,8 @@ RUNTIME = {name: getattr(avro_fast, name) for name in (
     "ZIGZAG", "read_long", "read_span", "read_double", "read_float", "bad_count", "bad_branch")}
 
 
-class Unsupported(Exception):
-    """A schema the generator does not compile; the codec uses fastavro for it instead."""
+Unsupported = UnsupportedSchemaError
+"""A schema the generator does not compile; the codec uses fastavro for it instead (in the error tree)."""
 
 
 def body_field(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -16,6 +16,8 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from engine.errors import MalformedError as MalformedError  # its name here too: the compiled readers raise it
+
 Writer = Callable[[Any], bytes]
 
 ONE_BYTE = tuple(bytes((z,)) for z in range(128))  # varint bytes of zigzag values 0..127
@@ -28,10 +30,6 @@ pack_double = struct.Struct("<d").pack
 pack_float = struct.Struct("<f").pack
 _unpack_double = struct.Struct("<d").unpack_from
 _unpack_float = struct.Struct("<f").unpack_from
-
-
-class MalformedError(ValueError):
-    """Bytes that no valid Avro encoding contains (a negative length, an 11-byte varint, …)."""
 
 
 # --- writing -------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Every record names its writer schema by fingerprint. The codec ships every versi
 for any other fingerprint (a record written by a newer epochq, or by a producer with a schema
 of its own) it asks the *sources*: callables from an 8-byte fingerprint (wire order) to the
 schema's JSON text, or None. The runtime installs one per namespace, which reads
-``<ns>.schemas`` (:mod:`engine.runtime.schemas`); the contract itself does no I/O and imports
+``<ns>.schemas`` (:mod:`engine.runtime.kafka.schemas`); the contract itself does no I/O and imports
 no Kafka. The codec checks what a source returns (the text must have that fingerprint and be a
 schema of the subject) before it reads a record with it.
 """

@@ -18,14 +18,12 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaException
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
-from engine.errors import DecodeError, KafkaUnavailableError
+from engine.errors import DecodeError, KafkaUnavailableError, RetryableError
 from engine.runtime import kafka
-from engine.runtime.kafka import records_at, scan_partition
+from engine.runtime.kafka import Consumer, records_at, scan_partition
 from engine.questions.history import LoggedEvent, read_at, with_fencing
 from engine.runtime.topics import partition_count
 
@@ -206,7 +204,7 @@ class _Earlier:
 def _partition_count(settings: Settings) -> int:
     try:
         return partition_count(settings)
-    except KafkaException as e:
+    except RetryableError as e:
         raise KafkaUnavailableError(f"cannot read the partitions of {settings.events_topic}: {e}") from e
 
 

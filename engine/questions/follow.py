@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, Message, TopicPartition
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
@@ -22,6 +20,7 @@ from engine.domain import fence
 from engine.domain.pauses import TASK_ENVELOPE
 from engine.errors import DecodeError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, Message, TopicPartition
 from engine.questions.holdups import Holdups, projection_source
 from engine.questions.history import LoggedEvent
 from engine.questions.outcome import Outcome

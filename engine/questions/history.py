@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from confluent_kafka import Consumer
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
@@ -14,6 +12,7 @@ from engine.contract.validation import check_job_id
 from engine.errors import DecodeError
 from engine.domain import fence
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer
 from engine.runtime.kafka import records_at, scan_partition
 from engine.questions.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
 

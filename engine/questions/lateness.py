@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, TopicPartition
 from engine.runtime.kafka import scan_partition
 from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore

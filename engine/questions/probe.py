@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar, cast
 
-from confluent_kafka import Consumer
-
 from engine.config import Settings
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer
 
 T = TypeVar("T")
 

@@ -20,14 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain import fence
 from engine.errors import DecodeError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, TopicPartition
 from engine.questions.history import with_fencing
 from engine.questions.lateness import first_offsets, open_store, task_type_of
 from engine.questions.stores import partition_dirs

@@ -24,19 +24,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import (
+from engine.config import Settings
+from engine.errors import ValidationError
+from engine.runtime.kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     ResourcePatternType,
     ResourceType,
+    admin_for,
+    results,
 )
-
-from engine.config import Settings
-from engine.errors import KafkaUnavailableError, ValidationError
-from engine.runtime.topics import admin_for
+from engine.runtime.kafka.errors import translated
 
 TIMEOUT_S = 30.0
 ROLES = ("engine", "service", "auditor")
@@ -145,11 +145,9 @@ def apply_acls(settings: Settings, rules: Iterable[AclRule]) -> int:
     if not bindings:
         return 0
     admin = admin_for(settings)
-    try:
-        for future in admin.create_acls(bindings, request_timeout=TIMEOUT_S).values():
-            future.result()
-    except KafkaException as e:
-        raise KafkaUnavailableError(f"cannot create ACLs: {e.args[0].str() if e.args else e}") from e
+    with translated("cannot create ACLs"):
+        asked = admin.create_acls(bindings, request_timeout=TIMEOUT_S)
+    results(asked.values(), "cannot create ACLs")
     return len(bindings)
 
 
@@ -159,9 +157,7 @@ def list_acls(settings: Settings, namespace: str | None = None) -> list[AclRule]
     any_acl = AclBindingFilter(ResourceType.ANY, anything, ResourcePatternType.ANY, anything, anything,
                                AclOperation.ANY, AclPermissionType.ANY)
     admin = admin_for(settings)  # held until the answer is in: a collected client cancels its requests
-    try:
+    with translated("cannot list ACLs"):
         found = admin.describe_acls(any_acl, request_timeout=TIMEOUT_S).result()
-    except KafkaException as e:
-        raise KafkaUnavailableError(f"cannot list ACLs: {e.args[0].str() if e.args else e}") from e
     rules = [_rule(b) for b in found]
     return sorted(r for r in rules if namespace is None or r.name.startswith(f"{namespace}."))

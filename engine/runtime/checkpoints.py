@@ -23,11 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
 from engine.config import Settings
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, Producer, TopicPartition
 from engine.runtime.topics import checkpoints_topic
 from projections.checkpoint import (
     MANIFEST_KEY, CheckpointError, Manifest, chunk_key, chunked, decode_manifest, digest, encode_manifest, load_checked,

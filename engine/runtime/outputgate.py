@@ -15,12 +15,18 @@ from __future__ import annotations
 import threading
 import time
 
-from confluent_kafka import KafkaException, TopicCollection
-from confluent_kafka.admin import AclOperation, AdminClient, ConfigResource, ResourceType
-
 from engine.config import Settings
 from engine.errors import OutputRefusedError, ValidationError
 from engine.runtime.execution.outputs import OutputRecord
+from engine.runtime.kafka.admin import (
+    AclOperation,
+    AdminClient,
+    ConfigResource,
+    ResourceType,
+    TopicCollection,
+    admin_for,
+)
+from engine.runtime.kafka.errors import kafka_error
 
 ALLOWED_FOR_S = 60.0
 REFUSED_FOR_S = 2.0
@@ -85,7 +91,7 @@ class KafkaTopicGate:
     def _admin_client(self) -> AdminClient:
         with self._lock:
             if self._admin is None:
-                self._admin = AdminClient(self._settings.kafka_config())
+                self._admin = admin_for(self._settings)
             return self._admin
 
     def _ask(self, topic: str) -> tuple[str | None, int]:
@@ -95,8 +101,10 @@ class KafkaTopicGate:
             found = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
                                           request_timeout=TIMEOUT_S)
             description = found[topic].result()
-        except KafkaException as e:
-            return refusal(topic, e.args[0].name() if e.args else str(e), e.args[0].str() if e.args else ""), 0
+        except Exception as e:  # noqa: BLE001 - a librdkafka error, or no answer: the handler is told in one line
+            err = kafka_error(e)
+            return refusal(topic, err.name() if err is not None else type(e).__name__,
+                           err.str() if err is not None else str(e)), 0
         operations = description.authorized_operations
         if operations is not None and not any(op in operations for op in WRITE_OPERATIONS):
             return refusal(topic, "TOPIC_AUTHORIZATION_FAILED", ""), 0

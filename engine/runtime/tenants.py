@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from engine.config import Settings
 from engine.contract.codec import decode_tenant, encode_tenant
@@ -23,7 +21,9 @@ from engine.contract.messages import TenantConfig
 from engine.contract.signing import check_public_keys
 from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
 from engine.runtime import kafka
-from engine.runtime.schemas import ensure_published
+from engine.runtime.kafka import OFFSET_BEGINNING, Message, Producer, TopicPartition, plain
+from engine.runtime.kafka.errors import translated
+from engine.runtime.kafka.schemas import ensure_published
 
 DEFAULT_WEIGHT = 1.0
 LOAD_TIMEOUT_S = 30.0
@@ -52,14 +52,16 @@ class TenantDirectory:
         ends = self._unread_ends(partitions, timeout)
         self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
         deadline = time.monotonic() + timeout
-        while not self._caught_up(ends):
-            if time.monotonic() > deadline:
-                raise KafkaUnavailableError(f"could not read {self.topic} to its end within {timeout}s")
-            self._apply_all(self._consumer.consume(1000, 0.2))
+        with translated(f"cannot read {self.topic}"):
+            while not self._caught_up(ends):
+                if time.monotonic() > deadline:
+                    raise KafkaUnavailableError(f"could not read {self.topic} to its end within {timeout}s")
+                self._apply_all(self._consumer.consume(1000, 0.2))
 
     def refresh(self, max_records: int = 1000) -> int:
         """Apply what arrived since the last call, without waiting; the number of records seen."""
-        batch = self._consumer.consume(max_records, 0)
+        with translated(f"cannot read {self.topic}"):
+            batch = self._consumer.consume(max_records, 0)
         self._apply_all(batch)
         return len(batch)
 
@@ -106,11 +108,8 @@ class TenantDirectory:
         self.close()
 
     def _partitions(self, timeout: float) -> list[int]:
-        try:
+        with translated(f"cannot read {self.topic} from Kafka at {self._bootstrap}"):
             meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
-        except KafkaException as e:
-            raise KafkaUnavailableError(f"cannot read {self.topic} from Kafka at {self._bootstrap}: "
-                                        f"{e.args[0].str() if e.args else e}") from e
         if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
             raise kafka.denied(meta.error, f"cannot read {self.topic}")
         if meta.error is not None:
@@ -121,22 +120,10 @@ class TenantDirectory:
         """The end offset of each partition that holds records now (low watermark below high)."""
         out, deadline = {}, time.monotonic() + timeout
         for p in partitions:
-            low, high = self._watermarks(p, deadline)
+            low, high = plain.watermarks(self._consumer, self.topic, p, deadline)
             if high > low:
                 out[p] = high
         return out
-
-    def _watermarks(self, partition: int, deadline: float) -> tuple[int, int]:
-        """A partition's (low, high) watermarks; a moment's trouble (a topic just created) is waited out."""
-        while True:
-            try:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(self.topic, partition),
-                                                                 max(0.5, deadline - time.monotonic()), False)
-                return int(low), int(high)
-            except KafkaException as e:
-                if e.args[0].code() not in kafka.TRANSIENT_READ_CODES or time.monotonic() >= deadline:
-                    raise KafkaUnavailableError(f"cannot read the offsets of {self.topic}[{partition}]: {e}") from e
-                time.sleep(0.1)
 
     def _caught_up(self, ends: dict[int, int]) -> bool:
         """Whether every partition's position reached the end it had when loading began."""
@@ -200,31 +187,11 @@ def remove_tenant(settings: Settings, tenant_id: str) -> None:
 
 def tenants_producer(settings: Settings) -> Producer:
     """An idempotent producer to the tenants topic, keyed with the Java-compatible partitioner."""
-    return Producer({
-        **settings.kafka_config(),
-        "enable.idempotence": True,
-        "acks": "all",
-        "partitioner": "murmur2_random",
-    })
+    return plain.producer(settings, {"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random"})
 
 
 def _write(settings: Settings, tenant_id: str, value: bytes | None) -> None:
-    errors: list[KafkaError] = []
     if value is not None:
         ensure_published(settings, "tenant")
-    producer = tenants_producer(settings)
-    try:
-        producer.produce(settings.tenants_topic, key=tenant_id.encode(), value=value, on_delivery=_collect(errors))
-    except KafkaException as e:
-        raise KafkaUnavailableError(f"cannot write to {settings.tenants_topic}: {e}") from e
-    if producer.flush(WRITE_TIMEOUT_S) > 0:
-        raise KafkaUnavailableError(f"{settings.tenants_topic}: write not acknowledged within {WRITE_TIMEOUT_S}s")
-    if errors:
-        raise KafkaUnavailableError(f"cannot write to {settings.tenants_topic}: {errors[0].str()}")
-
-
-def _collect(errors: list[KafkaError]) -> Callable[[KafkaError | None, Message], None]:
-    def on_delivery(error: KafkaError | None, _msg: Message) -> None:
-        if error is not None:
-            errors.append(error)
-    return on_delivery
+    plain.write(tenants_producer(settings), settings.tenants_topic, [(tenant_id.encode(), value)],
+                f"cannot write to {settings.tenants_topic}", WRITE_TIMEOUT_S)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-
 from engine.config import Settings
-from engine.errors import KafkaUnavailableError, TopicMismatchError, ValidationError
-from engine.runtime import schemas
+from engine.errors import EpochqError, KafkaUnavailableError, TopicMismatchError, ValidationError
+from engine.runtime.kafka import schemas
 from engine.runtime.kafka import DENIED_CODES, denied
+from engine.runtime.kafka.admin import AdminClient, ConfigResource, NewTopic, admin_for, create_topics, results
+from engine.runtime.kafka.errors import translated
 
 EVENTS_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
 COMMANDS_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
@@ -45,11 +44,6 @@ def workers_topic(settings: Settings) -> str:
 def checkpoints_topic(settings: Settings) -> str:
     """The compacted topic of the write models' checkpoints, one partition per job partition."""
     return f"{settings.namespace}.checkpoints"
-
-
-def admin_for(settings: Settings) -> AdminClient:
-    """An AdminClient for the configured cluster."""
-    return AdminClient(settings.kafka_config())
 
 
 def wanted_topics(settings: Settings, partitions: int, replication: int) -> list[NewTopic]:
@@ -117,19 +111,12 @@ def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | No
 
 
 def _list(admin: AdminClient) -> set[str]:
-    try:
+    with translated("cannot list topics"):
         return set(admin.list_topics(timeout=TIMEOUT_S).topics)
-    except KafkaException as e:
-        raise KafkaUnavailableError(f"cannot list topics: {e.args[0].str() if e.args else e}") from e
 
 
 def _create(admin: AdminClient, topics: list[NewTopic]) -> None:
-    for name, future in admin.create_topics(topics, request_timeout=TIMEOUT_S).items():
-        try:
-            future.result()
-        except KafkaException as e:
-            if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                raise KafkaUnavailableError(f"cannot create topic {name}: {e}") from e
+    create_topics(admin, topics, TIMEOUT_S)
 
 
 def _await_metadata(admin: AdminClient, names: list[str], timeout_s: float = 15.0) -> None:
@@ -145,7 +132,8 @@ def describe_topics(settings: Settings, admin: AdminClient | None = None) -> lis
     """Partition counts, replication and the relevant configs of the namespace's topics."""
     admin = admin or admin_for(settings)
     names = [*_names(settings), workers_topic(settings), settings.schemas_topic, checkpoints_topic(settings)]
-    meta = admin.list_topics(timeout=TIMEOUT_S).topics
+    with translated("cannot describe the topics"):
+        meta = admin.list_topics(timeout=TIMEOUT_S).topics
     present = [n for n in names if n in meta]
     configs = _configs(admin, present)
     return [_info(n, meta[n], configs[n]) for n in present]
@@ -162,8 +150,8 @@ def _configs(admin: AdminClient, names: list[str]) -> dict[str, dict[str, str]]:
         return {}
     resources = [ConfigResource(ConfigResource.Type.TOPIC, n) for n in names]
     out: dict[str, dict[str, str]] = {}
-    for res, future in admin.describe_configs(resources, request_timeout=TIMEOUT_S).items():
-        entries = future.result()
+    asked = admin.describe_configs(resources, request_timeout=TIMEOUT_S)
+    for res, entries in zip(asked, results(asked.values(), "cannot describe the topics' configs"), strict=True):
         keep = ("cleanup.policy", "retention.ms", "min.insync.replicas")
         out[res.name] = {k: entries[k].value for k in keep if k in entries}
     return out
@@ -201,8 +189,9 @@ def topic_exists(settings: Settings, name: str) -> bool:
     """Whether topic ``name`` exists (False too when it cannot be described); an engine without its
     namespace's checkpoints topic (made before it existed) says so once and writes no checkpoints."""
     try:
-        meta = admin_for(settings).list_topics(timeout=TIMEOUT_S).topics.get(name)  # named, it might auto-create
-    except KafkaException:
+        with translated(f"cannot describe {name}"):
+            meta = admin_for(settings).list_topics(timeout=TIMEOUT_S).topics.get(name)  # named, it might auto-create
+    except EpochqError:
         return False
     found = meta is not None and meta.error is None
     if not found:
@@ -216,7 +205,8 @@ def topic_exists(settings: Settings, name: str) -> bool:
 def partition_count(settings: Settings, admin: AdminClient | None = None) -> int:
     """The partition count of the events topic (equal to the commands topic's)."""
     admin = admin or admin_for(settings)
-    meta = admin.list_topics(settings.events_topic, timeout=TIMEOUT_S).topics[settings.events_topic]
+    with translated(f"cannot describe {settings.events_topic}"):
+        meta = admin.list_topics(settings.events_topic, timeout=TIMEOUT_S).topics[settings.events_topic]
     if meta.error is not None and meta.error.code() in DENIED_CODES:
         raise denied(meta.error, f"cannot describe {settings.events_topic}")
     if meta.error is not None:

@@ -41,6 +41,7 @@ from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.partition import Partition, Staged, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
+from engine.errors import BusyError as BusyError  # its name here too
 from engine.questions.logged import LoggedEvent
 from engine.testing.store import MemoryStore
 from projections.evolve import FENCED, record_position
@@ -57,10 +58,6 @@ WINDOWS = Windows(horizon_us=100 * 365 * 86_400 * SECOND, sweep_interval_us=SECO
 """Every timer is held in memory (a test's jobs are few), so the next due time is always known."""
 MAX_TICKS = 100_000
 DUE_INDEXES = (k.DUE, SCHEDULE_DUE, k.BREAKER_DUE)
-
-
-class BusyError(RuntimeError):
-    """The engine did not become idle: something decides anew on every tick (a loop in the test's handlers)."""
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,12 @@ async def apatient(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
 
 @app.task("progressing", timeout=60)
 def progressing(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
-    """Reports progress, then holds at 3 of 4 steps until asked to stop (or for 20 s)."""
+    """Reports progress, then holds at 3 of 4 steps until asked to stop (or for 50 s: a test reads it running
+    through a few CLI processes first, slow on a busy machine)."""
     for step in range(1, 4):
         ctx.progress(step / 4, f"step {step} of 4")
         time.sleep(0.2)
-    ctx.sleep(20)
+    ctx.sleep(50)
     ctx.raise_if_cancelled()  # woken by a cancel: stop (returning would complete the job)
     return {"steps": 3}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,23 +16,35 @@ import pytest
 
 from engine.client import Client
 from engine.config import Settings, load_settings
-from engine.runtime.schemas import stop_reading_through
+from engine.runtime.kafka.schemas import stop_reading_through
 from engine.runtime.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
-def eventually(check: Callable[[], T], timeout: float = 30.0, every: float = 0.2) -> T:
-    """What ``check`` returns once it stops raising AssertionError; its last AssertionError after ``timeout`` s."""
+def eventually(check: Callable[[], T], timeout: float = 30.0, what: str = "", every: float = 0.2) -> T:
+    """Poll ``check`` until it holds, and return what it returned then: the one wait of the integration tests.
+
+    ``check`` holds once it returns something true without raising AssertionError: a predicate (``lambda:
+    job.status == "dead"``), a search whose empty result means "not yet", or a function of asserts that returns
+    what the test reads next (or True). After ``timeout`` s it fails with its last AssertionError, or with
+    ``what`` (the check's name by default) and the last value it returned.
+    """
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return check()
+            found = check()
         except AssertionError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(every)
+        else:
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {timeout:g} s: {what or getattr(check, '__name__', check)} "
+                                     f"(last returned {found!r})")
+        time.sleep(every)
 
 
 def stop_process(proc: subprocess.Popen[bytes], log: IO[str], timeout: float = 30.0) -> int:
@@ -96,15 +109,22 @@ class EngineProcess:
         return self.log_path.read_text()
 
     def wait_active(self, partitions: int, timeout: float = 60.0) -> None:
-        """Block until the instance logged ``partitions`` partitions active."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.logs().count(": active at epoch") >= partitions:
-                return
+        """Block until the instance logged ``partitions`` partitions active; fail at once if it exited."""
+        def active() -> bool:
+            logs = self.logs()
             if self.proc.poll() is not None:
-                raise AssertionError(f"engine {self.owner} exited:\n{self.logs()[-3000:]}")
-            time.sleep(0.2)
-        raise AssertionError(f"engine {self.owner} not active in {timeout}s:\n{self.logs()[-3000:]}")
+                pytest.fail(f"engine {self.owner} exited:\n{logs[-3000:]}")
+            assert logs.count(": active at epoch") >= partitions, f"engine {self.owner} not active:\n{logs[-3000:]}"
+            return True
+
+        eventually(active, timeout)
+
+    def owned(self) -> set[int]:
+        """The partitions the instance holds now, from its own log lines (active, not handed back or dropped since)."""
+        last: dict[int, str] = {}
+        for p, what in re.findall(r"partition (\d+): (active at|handed back|dropped)", self.logs()):
+            last[int(p)] = what
+        return {p for p, what in last.items() if what == "active at"}
 
     def signal(self, sig: int) -> None:
         """Send a signal (SIGKILL, SIGSTOP, SIGCONT, SIGTERM)."""
@@ -130,6 +150,14 @@ def start_engine(engines: list[EngineProcess], settings: Settings, owner: str, t
     engine = EngineProcess(settings, owner, tmp, **kwargs)  # type: ignore[arg-type]
     engines.append(engine)
     return engine
+
+
+@pytest.fixture(scope="session")
+def built() -> dict[str, str]:
+    """The example producers and consumers, built once per run: language -> "" when built, or why not."""
+    from tests.integration.helpers.producers import build_all
+
+    return build_all()
 
 
 def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:

@@ -21,7 +21,7 @@ from engine.questions.audit import AuditFilter, AuditSummary, audit_events
 from engine.questions.history import job_events
 from engine.contract import messages as m
 from tests.integration.conftest import start_engine
-from tests.integration.test_bad_input import decided, produce_raw
+from tests.integration.helpers.raw import decided, produce_raw
 
 
 def iso(us: int) -> str:

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,22 +15,13 @@ from engine.client import Client
 from engine.commands import now_us
 from engine.config import Settings
 from engine.contract import messages as m
-from engine.contract.codec import decode_event_at, encode_command
+from engine.contract.codec import encode_command
 from engine.contract.ids import new_command_id, new_job_id
 from engine.contract.partitioner import partition_for
 from engine.errors import ValidationError
 from engine.runtime import kafka
-from engine.questions.history import scan_partition
-from tests.integration.conftest import ROOT, start_engine
-
-
-def partition_events(settings: Settings, p: int) -> list[m.Event]:
-    consumer = kafka.events_reader(settings, "test")
-    try:
-        return [decode_event_at(v, settings.events_topic, p, o)
-                for o, _, v in scan_partition(consumer, settings.events_topic, p)]
-    finally:
-        consumer.close()
+from tests.integration.conftest import ROOT, eventually, start_engine
+from tests.integration.helpers.raw import decided, job_events_eventually, partition_events, produce_raw
 
 
 def test_bad_input_is_recorded_and_nothing_else_is_lost(  # type: ignore[no-untyped-def]
@@ -69,26 +59,6 @@ def test_bad_input_is_recorded_and_nothing_else_is_lost(  # type: ignore[no-unty
         (1, q.offset, len(q.raw)) for q in quarantined)
     assert all(r["error"] for r in listed)
     assert engine.proc.poll() is None
-
-
-def produce_raw(settings: Settings, commands: list[m.Command]) -> None:
-    """What any producer can send: well-formed Avro, to the job's partition, with no client-side checks."""
-    producer = Producer({"bootstrap.servers": settings.require_bootstrap(), "acks": "all"})
-    for command in commands:
-        producer.produce(settings.commands_topic, encode_command(command), command.job_id.encode(),
-                         partition=partition_for(command.job_id, 3))
-    assert producer.flush(10) == 0
-
-
-def decided(settings: Settings, command: m.Command, timeout: float = 30.0) -> list[m.Event]:
-    """The events the engine wrote because of ``command`` (its causation id), once there are any."""
-    p, deadline = partition_for(command.job_id, 3), time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in partition_events(settings, p) if e.causation_id == command.command_id]
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"no decision on {command.body} in {timeout}s")
 
 
 def submit_command(job_id: str, tenant: str = "acme", **fields: object) -> m.Command:
@@ -180,9 +150,7 @@ def test_a_record_produced_to_the_wrong_partition_is_found_by_its_job_id(  # typ
     producer.produce(settings.commands_topic, encode_command(command), command.job_id.encode(), partition=landed)
     assert producer.flush(10) == 0
     with Client(engine.settings(settings)) as reader:  # the engine's projections: the landed store's index
-        deadline = time.monotonic() + 30
-        while not (outcome := reader.status(command.job_id)).known and time.monotonic() < deadline:
-            time.sleep(0.3)
+        outcome = eventually(lambda: (o := reader.status(command.job_id)).known and o, what="the job known")
         assert not reader.status(command.job_id, tenant="other").known  # another tenant still learns nothing
     assert outcome.status == "rejected" and outcome.reason == "wrong_partition", outcome
     assert f"belongs to partition {home}, not {landed}" in (outcome.error or "")
@@ -243,13 +211,3 @@ def test_oversized_ids_a_deep_payload_and_an_absurd_rate_are_refused_naming_the_
     assert fine.status == "completed"
     assert engine.proc.poll() is None and "Traceback" not in engine.logs()
     assert "setting it aside" not in engine.logs()  # nothing went down the poison path
-
-
-def job_events_eventually(settings: Settings, job_id: str, timeout: float = 30.0) -> list[m.Event]:
-    p, deadline = partition_for(job_id, 3), time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in partition_events(settings, p) if e.job_id == job_id]
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"no event of job {job_id} in {timeout}s")

@@ -18,6 +18,7 @@ from engine.broker import process
 from engine.broker.fetch import ensure_jars, require_java
 from engine.broker.state import BrokerInfo, NodeInfo, save_state
 from engine.cli.broker import register
+from tests.integration.conftest import eventually
 
 DEADLINE_S = 30.0
 
@@ -190,9 +191,8 @@ def test_restart_keeps_the_data_and_stop_finds_a_node_restarted_by_other_means(
     # Killed and started again behind the state file's back: stop still finds the JVM by its config.
     broker.stop_node(1, hard=True)
     stray = process.launch(require_java(), ensure_jars(), one_node.nodes[0].node_dir, 512)
-    deadline = time.monotonic() + DEADLINE_S  # the JVM's command line shows up once its launcher is done
-    while not broker.status().running and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # the JVM's command line shows up once its launcher is done
+    eventually(lambda: broker.status().running, DEADLINE_S, "the stray JVM found", every=0.1)
     assert broker.status().nodes[0].pid == stray
     assert run_cli("stop") == 0 and capsys.readouterr().out.strip() == "stopped"
     assert not process.pid_alive(stray)

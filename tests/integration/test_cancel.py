@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from engine.client import Client, JobHandle
 from engine.config import Settings
 from engine.errors import NotFoundError
 from engine.questions.follow import decided
-from tests.integration.conftest import ROOT, start_engine
-
-
-def epochq(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
-           "--namespace", settings.namespace]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90)
+from tests.integration.conftest import start_engine
+from tests.integration.helpers.cli import epochq
 
 
 def running(handle: JobHandle) -> None:

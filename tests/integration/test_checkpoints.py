@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -38,13 +37,6 @@ def verify(settings: Settings, state_dir: Path) -> subprocess.CompletedProcess[s
     cli = [sys.executable, "-m", "engine.cli.main", "projections", "rebuild", "--all", "--verify", "--bootstrap",
            settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir", str(state_dir)]
     return subprocess.run(cli, capture_output=True, text=True, timeout=180)
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.2)
 
 
 def test_an_empty_state_directory_restores_from_the_checkpoint_and_matches_a_replay(  # type: ignore[no-untyped-def]

@@ -3,25 +3,16 @@ newest first, ``show`` reads like ``history``, and a filter's replay asks first.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import start_engine
-from tests.integration.test_cancel import epochq
-from tests.integration.test_cli_errors import one_line
+from tests.integration.conftest import eventually, start_engine
+from tests.integration.helpers.cli import epochq, one_line
 
 
 def _replays(client: Client, job_id: str) -> int:
     return sum(1 for e in client.status(job_id).events if e.event.type == "JobReplayed")
-
-
-def _until(check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, check.__doc__ or "condition not met in time"
-        time.sleep(0.2)
 
 
 def test_dlq_replay_list_and_show(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -32,7 +23,7 @@ def test_dlq_replay_list_and_show(settings: Settings, client: Client, engines, t
     assert acme.wait(30).status == "dead"
     globex = client.submit("email.send", {"to": "a@b.c"}, tenant="globex")  # invalid payload: dead at once
     assert globex.wait(30).status == "dead"
-    _until(lambda: "2 dead job(s)" in epochq(settings, "dlq", "list", *state).stdout)
+    eventually(lambda: "2 dead job(s)" in epochq(settings, "dlq", "list", *state).stdout, what="two dead jobs listed")
 
 
     other = epochq(settings, "dlq", "replay", acme.job_id, "--tenant", "globex", "--reason", "x", *state)
@@ -59,5 +50,5 @@ def test_dlq_replay_list_and_show(settings: Settings, client: Client, engines, t
     done = epochq(settings, "dlq", "replay", "--tenant", "acme", "--since", "1h", "--reason", "fixed", "--yes",
                   *state)
     assert done.returncode == 0 and "1 job(s) sent for replay" in done.stdout, (done.stdout, done.stderr)
-    _until(lambda: _replays(client, acme.job_id) == 1)
+    eventually(lambda: _replays(client, acme.job_id) == 1, what="one replay of acme's job")
     assert _replays(client, globex.job_id) == 0

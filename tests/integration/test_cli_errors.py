@@ -14,19 +14,13 @@ from engine.config import Settings
 from engine.errors import ValidationError
 from engine.runtime.tenants import set_tenant
 from tests.integration.conftest import ROOT, start_engine
+from tests.integration.helpers import cli
+from tests.integration.helpers.cli import one_line
 
 
 def epochq(settings: Settings, *args: str, namespace: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "engine.cli.main", *args, "--bootstrap", settings.require_bootstrap(),
-           "--namespace", namespace or settings.namespace, "--state-dir", str(settings.state_dir)]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=90)
-
-
-def one_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The one line epochq wrote on stderr (librdkafka's own ``%N|`` lines aside)."""
-    ours = [line for line in done.stderr.splitlines() if not line.startswith("%")]
-    assert len(ours) == 1 and "Traceback" not in done.stderr, done.stderr
-    return ours[0]
+    """``epochq ARGS`` on the test's namespace (or ``namespace``) and its state directory."""
+    return cli.epochq(settings, *args, "--state-dir", str(settings.state_dir), namespace=namespace)
 
 
 def test_topics_describe_before_ensure_says_to_ensure(settings: Settings) -> None:

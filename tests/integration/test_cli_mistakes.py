@@ -12,8 +12,7 @@ from pathlib import Path
 from engine.client import Client
 from engine.config import Settings
 from tests.integration.conftest import ROOT, start_engine
-from tests.integration.test_cancel import epochq
-from tests.integration.test_cli_errors import one_line
+from tests.integration.helpers.cli import epochq, one_line
 
 SPACE_APP = '''
 from engine import App

@@ -9,9 +9,7 @@ schedule, set a tenant's weight; and a read-only console refusing all of it.
 from __future__ import annotations
 
 import re
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2 as httpx
@@ -24,24 +22,8 @@ from engine.console.app import create_app
 from engine.console.security import ConsoleAccess
 from engine.contract import messages as m
 from engine.runtime.tenants import TenantDirectory
-from tests.integration.conftest import EngineProcess, start_engine
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def eventually(check: Callable[[], object], timeout: float = 30.0, what: str = "") -> object:
-    """The first truthy answer of ``check`` within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        answer = check()
-        if answer:
-            return answer
-        time.sleep(0.3)
-    raise AssertionError(f"not within {timeout}s: {what}")
+from tests.integration.conftest import EngineProcess, eventually, start_engine
+from tests.integration.helpers.ports import free_port
 
 
 def csrf(page: str, form: str) -> str:

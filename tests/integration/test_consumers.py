@@ -4,7 +4,7 @@ Each consumer resolves the writer schema of every record from ``<ns>.schemas`` a
 the reader schema it was built with (``--version N``: ``schemas/vN/event.avsc``). A consumer
 built with v1 reads a log written by today's engine — every job's events, the newer types
 skipped and counted — and one built with today's schemas reads a log written with v1. The
-consumers are built by ``examples/producers/build.sh`` (test_producers.py's ``built`` fixture).
+consumers are built by ``examples/producers/build.sh`` (conftest's ``built`` fixture).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from engine.contract.codec import catalog
 from engine.runtime.topics import ensure_topics
 from tests.integration.conftest import EngineProcess
 from tests.integration.logs import LIFE, NEWER_TYPES, write_today, write_v1
-from tests.integration.test_producers import JAVA_JAR, PRODUCERS, SCHEMAS, built, not_built  # noqa: F401 - a fixture
+from tests.integration.helpers.producers import BUILD_TIMEOUT_S, JAVA_JAR, PRODUCERS, SCHEMAS, not_built
+
+pytestmark = pytest.mark.timeout(3 * BUILD_TIMEOUT_S)  # the first test builds the three languages' consumers
 
 OLDEST = 1
 NEWEST = catalog("event").current.version
@@ -86,7 +88,7 @@ def old(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Setti
 
 @pytest.mark.parametrize("language", ["node", "go", "java"])
 def test_a_consumer_built_with_v1_reads_what_todays_engine_wrote(
-        language: str, built: dict[str, str], today: tuple[Settings, list[str]]) -> None:  # noqa: F811
+        language: str, built: dict[str, str], today: tuple[Settings, list[str]]) -> None:
     if built[language]:
         pytest.fail(not_built(language, built))
     settings, jobs = today
@@ -99,7 +101,7 @@ def test_a_consumer_built_with_v1_reads_what_todays_engine_wrote(
 
 @pytest.mark.parametrize("language", ["node", "go", "java"])
 def test_a_consumer_built_with_todays_schemas_reads_a_log_written_with_v1(
-        language: str, built: dict[str, str], old: tuple[Settings, list[str]]) -> None:  # noqa: F811
+        language: str, built: dict[str, str], old: tuple[Settings, list[str]]) -> None:
     if built[language]:
         pytest.fail(not_built(language, built))
     settings, jobs = old

@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import ROOT, start_engine, verify_partition
+from tests.integration.conftest import ROOT, eventually, start_engine, verify_partition
 
 JOBS = 6
 
@@ -42,14 +42,6 @@ def idle_since(client: Client, at: float) -> bool:
     return any(w.seen_at_us > at * 1e6 and not w.running for w in client.workers())
 
 
-def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.2)
-
-
 def test_results_pending_when_a_foreign_transaction_lands_are_never_dropped(  # type: ignore[no-untyped-def]
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path)
@@ -68,12 +60,12 @@ def test_results_pending_when_a_foreign_transaction_lands_are_never_dropped(  # 
     assert forger.flush(10) == 0  # in the log, uncommitted: every partition's stable offset stops here
 
     client.resume_task_type("gated", wait=0.1)  # its events lie past the open transaction: not readable yet
-    wait_for(lambda: marks(tmp_path) >= JOBS, 30, f"{JOBS} gated handlers running")
+    eventually(lambda: marks(tmp_path) >= JOBS, 30, f"{JOBS} gated handlers running")
     assert "catching up from the log" in engine.logs()  # the owner's starts landed after the foreign record
     assert "before our own committed events" in engine.logs()  # and it waits for them, saying why
     opened = time.time()
     gate.touch()  # the results arrive while the foreign transaction is still open
-    wait_for(lambda: idle_since(client, opened), 30, "the engine settled every result (heartbeat: none running)")
+    eventually(lambda: idle_since(client, opened), 30, "the engine settled every result (heartbeat: none running)")
     forger.abort_transaction(10)
 
     outcomes = client.wait_all(jobs, 60)

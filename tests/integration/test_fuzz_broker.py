@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_command, decode_event_at
 from engine.errors import DecodeError
 from engine.runtime import kafka
-from tests.integration.conftest import start_engine
+from tests.integration.conftest import eventually, start_engine
 
 GARBAGE, VALID, SEED = 3000, 300, 11
 ENDS = {m.JobSucceeded: "completed", m.JobDeadLettered: "dead", m.JobCancelled: "cancelled",
@@ -104,18 +103,18 @@ def test_every_malformed_record_is_accounted_for_and_every_valid_job_completes( 
 
     placed = produce(Producer({"bootstrap.servers": settings.require_bootstrap(), "acks": "all"}),
                      settings.commands_topic, batch)
-    log, deadline = Outcomes(3), time.monotonic() + 60
-    while True:
+    log = Outcomes(3)
+
+    def accounted() -> Counter[tuple[str, str]]:
         log.read(settings)
         outcome = [log.of(record, at) for record, at in zip(batch, placed)]
-        if not {"missing", "pending"} & set(outcome) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
+        by_kind = Counter((record.kind, result) for record, result in zip(batch, outcome))
+        unaccounted = [(r.kind, at, r.value[:40] if r.value else r.value)
+                       for r, at, result in zip(batch, placed, outcome) if result in ("missing", "pending")]
+        assert not unaccounted, f"{len(unaccounted)} records with no outcome, e.g. {unaccounted[:5]}; {by_kind}"
+        return by_kind
 
-    by_kind = Counter((record.kind, result) for record, result in zip(batch, outcome))
-    unaccounted = [(r.kind, at, r.value[:40] if r.value else r.value) for r, at, result in zip(batch, placed, outcome)
-                   if result in ("missing", "pending")]
-    assert not unaccounted, f"{len(unaccounted)} records with no outcome, e.g. {unaccounted[:5]}; {by_kind}"
+    by_kind = eventually(accounted, 60, every=0.5)
     assert by_kind[("valid", "completed")] == VALID, by_kind
     for (kind, result), n in by_kind.items():
         assert result in ALLOWED.get(kind, {result}), (kind, result, n)

@@ -11,7 +11,7 @@ from engine.config import Settings
 from engine.contract.ids import job_id_for_key
 from engine.contract.partitioner import partition_for
 from tests.integration.conftest import start_engine, verify_partition
-from tests.integration.test_cancel import epochq
+from tests.integration.helpers.cli import epochq
 
 
 def started_at(client: Client, job_id: str) -> int:

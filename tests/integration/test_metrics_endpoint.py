@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-import time
 import urllib.request
 from pathlib import Path
 
@@ -11,19 +9,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import start_engine
+from tests.integration.conftest import eventually, start_engine
+from tests.integration.helpers.ports import free_port
 
 DOCUMENTED = ["epochq_jobs_submitted_total", "epochq_jobs_started_total", "epochq_jobs_succeeded_total",
               "epochq_jobs_failed_total", "epochq_jobs_retried_total", "epochq_jobs_dead_lettered_total",
               "epochq_queue_depth", "epochq_dead_letter_depth", "epochq_dead_letter_alert",
               "epochq_partitions_owned", "epochq_partition_epoch", "epochq_job_processing_seconds",
               "epochq_job_lateness_seconds", "epochq_rebalances_total"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -45,8 +38,9 @@ def test_metrics_match_a_known_workload(settings: Settings, client: Client, engi
     bad = client.submit_many([{"task_type": "flaky", "payload": {"fixed_when": str(tmp_path / "never")},
                                "tenant": "acme"} for _ in range(2)])
     assert [h.wait(60).status for h in good + bad] == ["completed"] * 8 + ["dead"] * 2
-    time.sleep(6)  # depth gauges are sampled every 5 s
-    values = scrape(port)
+    # the depth gauges are sampled every 5 s
+    values = eventually(lambda: (v := scrape(port)).get("epochq_dead_letter_depth") == 2 and v, 20,
+                        "the dead-letter depth sampled")
     for name in DOCUMENTED:
         assert name in values, name
     assert values["epochq_jobs_submitted_total"] == 10

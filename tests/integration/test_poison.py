@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import start_engine, verify_partition
+from tests.integration.conftest import eventually, start_engine, verify_partition
 
 APP = "tests.integration.poison_app:app"
 
 
 def final_status(client: Client, job_id: str, timeout: float):  # type: ignore[no-untyped-def]
-    """The job's outcome once final (read from the log), or its latest when ``timeout`` runs out."""
-    deadline = time.monotonic() + timeout
-    outcome = client.status(job_id)
-    while not outcome.done and time.monotonic() < deadline:
-        time.sleep(0.2)
-        outcome = client.status(job_id)
-    return outcome
+    """The job's outcome once final (read from the log)."""
+    return eventually(lambda: (o := client.status(job_id)).done and o, timeout, f"job {job_id} to end")
 
 
 def test_a_raising_step_sets_its_record_aside_and_every_other_job_completes(settings: Settings, client: Client,  # type: ignore[no-untyped-def]

@@ -1,17 +1,14 @@
 """Producers in other languages (examples/producers/): their jobs run under the Python engine, intact.
 
-Each producer is built once by ``examples/producers/build.sh`` (the first build downloads and
-compiles the dependencies: about a minute and a half for Go on a cold cache, half a minute for
-Java; later runs skip it). A language whose toolchain is not on PATH fails its tests (never a skip).
+Each producer is built once per run by ``examples/producers/build.sh`` (conftest's ``built`` fixture,
+tests/integration/helpers/producers.py). A language whose toolchain is not on PATH fails its tests (never a skip).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -22,13 +19,11 @@ from engine.contract.codec import catalog, decode_command
 from engine.contract.partitioner import partition_for
 from engine.runtime import kafka
 from engine.questions.history import job_events, scan_partition
-from tests.integration.conftest import ROOT, start_engine
+from tests.integration.conftest import eventually, start_engine
+from tests.integration.helpers.keys import key_files
+from tests.integration.helpers.producers import BUILD_TIMEOUT_S, JAVA_JAR, PRODUCERS, SCHEMAS, not_built
 
-PRODUCERS = ROOT / "examples" / "producers"
-SCHEMAS = ROOT / "schemas"
-TOOLS = {"node": ("node", "npm"), "go": ("go",), "java": ("java", "mvn")}
-JAVA_JAR = PRODUCERS / "java" / "target" / "epochq-produce.jar"
-BUILD_TIMEOUT_S = 900
+pytestmark = pytest.mark.timeout(3 * BUILD_TIMEOUT_S)  # the first test builds the three languages' producers
 
 # Non-ASCII text, integers past 2**53 (a JS number would round them), nested JSON: built as
 # text and passed through as bytes, so the producers never parse and re-serialise it.
@@ -51,35 +46,13 @@ def producer_command(language: str, settings: Settings, task_type: str, tenant: 
     return [str(PRODUCERS / "go" / "epochq-produce"), "-schemas", str(SCHEMAS), *flags, *args]
 
 
-@pytest.fixture(scope="module")
-def built() -> dict[str, str]:
-    """language -> "" when built, or the reason it is not (a missing toolchain: the test then fails, never skips)."""
-    status = {}
-    for language, tools in TOOLS.items():
-        missing = [t for t in tools if shutil.which(t) is None]
-        if missing:
-            status[language] = f"{', '.join(missing)} not on PATH"
-            continue
-        run = subprocess.run([str(PRODUCERS / "build.sh"), language], capture_output=True, text=True,
-                             timeout=BUILD_TIMEOUT_S)
-        assert run.returncode == 0, f"build.sh {language} failed:\n{run.stdout}\n{run.stderr}"
-        status[language] = ""
-    return status
-
-
-def not_built(language: str, built: dict[str, str]) -> str:
-    """Why the ``language`` producer cannot be tested: a failure, never a skip."""
-    return f"{language} producer not tested: {built[language]} (make test needs Node.js, Go, Java and Maven)"
-
-
 def wait_done(client: Client, job_id: str, timeout: float = 30.0) -> Outcome:
-    """The job's outcome from the log once it is final (or the last one seen at the deadline)."""
-    deadline = time.monotonic() + timeout
-    outcome = client.status(job_id)
-    while not outcome.done and time.monotonic() < deadline:
-        time.sleep(0.3)
+    """The job's outcome from the log once it is final."""
+    def final() -> Outcome | None:
         outcome = client.status(job_id)
-    return outcome
+        return outcome if outcome.done else None
+
+    return eventually(final, timeout, f"job {job_id} to end", every=0.3)
 
 
 def command_record(settings: Settings, partition: int, job_id: str) -> tuple[bytes, object]:
@@ -147,8 +120,6 @@ def test_a_producer_signs_its_tenants_commands_when_the_namespace_requires_it(  
         pytest.fail(not_built(language, built))
     from engine.contract.signing import load_public_key
     from engine.runtime.tenants import set_tenant
-    from tests.integration.test_signatures import key_files
-
     tenant = f"{language}-team"
     private, public = key_files(tmp_path, tenant)
     engine_key, _ = key_files(tmp_path, "engines")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,9 @@ from engine.contract.codec import EVENT_BODIES, MessageCodec, SchemaCatalog
 from engine.contract.messages import Event
 from engine.contract.versions import load_version
 from engine.errors import TopicMismatchError
-from engine.runtime import schemas
+from engine.runtime.kafka import schemas
 from engine.runtime.topics import describe_topics
-from tests.integration.conftest import EngineProcess
+from tests.integration.conftest import EngineProcess, eventually
 from tests.integration.logs import JOBS, LIFE, NEWER_TYPES, read_with, write_today, write_v1
 
 
@@ -46,9 +45,7 @@ def test_a_v1_reader_reads_what_todays_engine_wrote_into_a_namespace_made_before
     admin = AdminClient(settings.kafka_config())  # held until the answers are in
     for future in admin.delete_topics([settings.schemas_topic]).values():
         future.result()  # a namespace made by an epochq without <ns>.schemas
-    deadline = time.monotonic() + 30
-    while settings.schemas_topic in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-        time.sleep(0.2)
+    eventually(lambda: settings.schemas_topic not in admin.list_topics(timeout=10).topics, 30, "the topic deleted")
     assert schemas.read_schemas(settings) == {}
     schemas._published.clear()  # this process registered them in the fixture's topics ensure
     with Client(settings) as client:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
 from engine.runtime.tenants import set_tenant
-from tests.integration.conftest import start_engine
+from tests.integration.conftest import eventually, start_engine
 
 
 def test_a_product_scoped_job_reports_each_tenant(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -61,9 +60,6 @@ def test_replaying_the_failed_child_completes_the_parent(  # type: ignore[no-unt
     fix.touch()
     for tenant, child in outcome.children.items():
         client.replay(child["job_id"], tenant=tenant, reason="fixed")  # a command acts within its tenant
-    for _ in range(60):
-        settled = client.status(parent.job_id)
-        if settled.status == "completed":
-            break
-        time.sleep(0.5)
+    settled = eventually(lambda: (o := client.status(parent.job_id)).status == "completed" and o, 30,
+                         "the parent completed", every=0.5)
     assert settled.status == "completed" and settled.reason == "2 succeeded, 0 failed"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +22,10 @@ from engine.broker.secure import USERS
 from engine.client import Client
 from engine.config import Settings
 from engine.errors import AccessDeniedError
-from engine.runtime import schemas
+from engine.runtime.kafka import schemas
 from engine.runtime.tenants import set_tenant
 from engine.runtime.topics import admin_for, ensure_topics
-from tests.integration.conftest import ROOT, EngineProcess, events_by_job
+from tests.integration.conftest import ROOT, EngineProcess, events_by_job, eventually
 
 DENIED = {KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
           KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
@@ -111,12 +110,7 @@ def test_an_engine_with_the_engine_user_runs_a_job_submitted_by_a_service(
         handle = service.submit("echo", {"n": 1}, tenant="acme")
         service.close()
         auditor = Client(as_user(secure_home, "auditor", namespace, tmp_path / "none"))
-        outcome = auditor.status(handle.job_id)
-        for _ in range(150):
-            if outcome.done:
-                break
-            time.sleep(0.2)
-            outcome = auditor.status(handle.job_id)
+        outcome = eventually(lambda: (o := auditor.status(handle.job_id)).done and o, 30, "the job to end")
         auditor.close()
         assert outcome.status == "completed", engine.logs()[-3000:]
         assert outcome.result["payload"] == {"n": 1}
@@ -218,16 +212,6 @@ def _start_engine(secure_dir: Path, namespace: str, tmp_path: Path, monkeypatch:
     return EngineProcess(as_user(secure_dir, "engine", namespace, tmp_path / f"state-{name}"), name, tmp_path)
 
 
-def _poll(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"no {what} within {timeout:g} s")
-
-
 def _secure_namespace(secure_dir: Path) -> str:
     ns = f"s{uuid.uuid4().hex[:8]}"
     admin = as_user(secure_dir, "admin", ns, Path("/nonexistent"))
@@ -251,12 +235,12 @@ def test_scoped_jobs_and_schedules_run_under_the_documented_secure_set_up(
         after = service.submit("gather", {}, tenant="globex", depends_on=[plain])  # AwaitJob, ReportDependency
         service.close()
         auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
-        done = _poll(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
+        done = eventually(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
         assert done.status == "completed", engine.logs()[-3000:]
         assert set(done.children) == {"acme", "globex"}
         assert {c["status"] for c in done.children.values()} == {"completed"}
         assert auditor.status(plain.job_id).status == "completed"
-        waited = _poll(lambda: (o := auditor.status(after.job_id)).done and o, 60, "final dependent job")
+        waited = eventually(lambda: (o := auditor.status(after.job_id)).done and o, 60, "final dependent job")
         assert waited.status == "completed" and list(waited.result["dependencies"]) == [plain.job_id]
         reader = as_user(secure_home, "auditor", ns, tmp_path / "none")
 
@@ -264,7 +248,7 @@ def test_scoped_jobs_and_schedules_run_under_the_documented_secure_set_up(
             events = events_by_job(reader)
             fired = [e.event.body for log in events.values() for e in log if e.event.type == "ScheduleFired"]
             return sum(1 for f in fired if any(e.event.type == "JobSucceeded" for e in events.get(f.job_id, [])))
-        _poll(lambda: ran() >= 2, 30, "two occurrences of the schedule run")
+        eventually(lambda: ran() >= 2, 30, "two occurrences of the schedule run")
         auditor.close()
     finally:
         assert engine.stop() == 0, engine.logs()[-3000:]
@@ -284,15 +268,15 @@ def test_an_engine_refused_a_write_says_so_in_one_line_and_backs_off(
         service.close()
         refusal = f"transaction refused: the brokers refuse user engine WRITE on topic {ns}.commands " \
                   "(TOPIC_AUTHORIZATION_FAILED)"
-        _poll(lambda: refusal in engine.logs(), 30, "ERROR line naming the topic and the operation")
-        _poll(lambda: "refused again (4 in a row)" in engine.logs(), 30, "fourth try")  # 0.5 + 1 + 2 + 4 s later
+        eventually(lambda: refusal in engine.logs(), 30, "ERROR line naming the topic and the operation")
+        eventually(lambda: "refused again (4 in a row)" in engine.logs(), 30, "fourth try")  # 0.5 + 1 + 2 + 4 s later
         lines = engine.logs().splitlines()
         assert [line for line in lines if " ERROR " in line] == [next(x for x in lines if refusal in x)]
         tries = [line for line in lines if "transaction refused" in line or "aborted" in line]
         assert len(tries) <= 6, tries  # spinning: hundreds of aborted tries by now
         assert cli(secure_home, "admin", "acl", "apply", "--namespace", ns).returncode == 0  # granted: it goes on
         auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
-        done = _poll(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
+        done = eventually(lambda: (o := auditor.status(parent.job_id)).done and o, 60, "final scoped job")
         auditor.close()
         assert done.status == "completed", engine.logs()[-3000:]
         assert "accept its transactions again" in engine.logs()
@@ -342,7 +326,7 @@ def test_a_record_for_a_topic_the_engine_may_not_write_fails_its_attempt_and_no_
 
     def run_one() -> Any:
         handle = service.submit("emit.once", {"topic": topic, "size": 10}, tenant="acme")
-        return _poll(lambda: (o := auditor.status(handle.job_id)).done and o, 60, "the job's end")
+        return eventually(lambda: (o := auditor.status(handle.job_id)).done and o, 60, "the job's end")
     try:
         engine.wait_active(3)
         refused = run_one()
@@ -351,7 +335,7 @@ def test_a_record_for_a_topic_the_engine_may_not_write_fails_its_attempt_and_no_
         assert "transaction refused" not in engine.logs()  # the partition's transaction was never at stake
         granted = cli(secure_home, "admin", "acl", "apply", "--namespace", ns, "--output-topic", f"out.{ns}.*")
         assert granted.returncode == 0, granted.stderr
-        done = _poll(lambda: (o := run_one()).status == "completed" and o, 60, "a job run once the ACL is in force")
+        done = eventually(lambda: (o := run_one()).status == "completed" and o, 60, "a job run with the ACL in force")
         assert [k for k, _ in committed_records(admin, topic)] == [done.job_id.encode()]
     finally:
         service.close()

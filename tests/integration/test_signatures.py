@@ -7,29 +7,16 @@ commands (scoped fan-out, schedule occurrences) pass.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.client import Client
 from engine.contract import messages as m
 from engine.config import Settings
 from engine.runtime.tenants import TenantDirectory, set_tenant
-from tests.integration.conftest import EngineProcess
-
-
-def key_files(tmp: Path, name: str) -> tuple[Path, Path]:
-    """A fresh Ed25519 key pair as PEM files (private, public), as `openssl genpkey` would write them."""
-    key = Ed25519PrivateKey.generate()
-    private, public = tmp / f"{name}.key", tmp / f"{name}.pub"
-    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
-    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
-    return private, public
+from tests.integration.conftest import EngineProcess, eventually, start_engine
+from tests.integration.helpers.keys import key_files
 
 
 def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
@@ -60,16 +47,16 @@ def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
             assert outcome.status == "rejected" and outcome.reason == "unauthenticated", outcome
 
         later = acme.submit("echo", {"n": 3}, tenant="acme", delay=60)
-        _wait_for(lambda: acme.status(later.job_id).status == "scheduled")
+        eventually(lambda: acme.status(later.job_id).status == "scheduled", what="the job scheduled")
         mallory.cancel(later.job_id, tenant="acme", reason="mallory")
         unsigned.cancel(later.job_id, tenant="acme", reason="anyone")
-        refused = _wait_for(lambda: _refusals(acme, later.job_id) >= 2)
-        assert refused and acme.status(later.job_id).status == "scheduled"
+        eventually(lambda: _refusals(acme, later.job_id) >= 2, what="both cancels refused")
+        assert acme.status(later.job_id).status == "scheduled"
         mallory.cancel(later.job_id, tenant="globex", reason="as myself")  # signed, but not globex's job
-        assert _wait_for(lambda: _refusals(acme, later.job_id, "tenant: job") >= 1)
+        eventually(lambda: _refusals(acme, later.job_id, "tenant: job") >= 1, what="globex's cancel refused")
         assert acme.status(later.job_id).status == "scheduled"
         acme.cancel(later.job_id, tenant="acme", reason="changed my mind")
-        assert _wait_for(lambda: acme.status(later.job_id).status == "cancelled")
+        eventually(lambda: acme.status(later.job_id).status == "cancelled", what="the job cancelled")
 
         fanned = acme.submit("echo", {"n": 4}, tenant="acme", scope="product:shop").wait(30)
         assert fanned.status == "rejected" and fanned.reason == "unauthorized", fanned  # runs as globex: an operator's
@@ -85,26 +72,15 @@ def _refusals(client: Client, job_id: str, why: str = "unauthenticated") -> int:
                if e.event.type == "CommandRefused" and why in e.event.body.reason)
 
 
-def _wait_for(check, timeout: float = 30.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_a_command_acts_only_within_its_tenant_even_unsigned(settings: Settings, client: Client, engines,  # type: ignore[no-untyped-def]
                                                               tmp_path: Path) -> None:
-    from tests.integration.conftest import start_engine
-
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
     later = client.submit("echo", {}, tenant="acme", delay=60)
-    assert _wait_for(lambda: client.status(later.job_id).status == "scheduled")
+    eventually(lambda: client.status(later.job_id).status == "scheduled", what="the job scheduled")
     client.cancel(later.job_id, tenant="globex", reason="not mine")
     client.cancel(later.job_id, tenant="", reason="no tenant at all")  # an empty tenant, sent as it is
-    assert _wait_for(lambda: _refusals(client, later.job_id, "tenant: job") >= 2)
+    eventually(lambda: _refusals(client, later.job_id, "tenant: job") >= 2, what="both cancels refused")
     refusals = [e.event for e in client.status(later.job_id).events if e.event.type == "CommandRefused"]
     assert all(e.tenant_id == "acme" for e in refusals)  # recorded in acme's history, for its audit
     assert client.status(later.job_id).status == "scheduled"
@@ -220,16 +196,16 @@ def test_a_dependency_is_a_job_of_the_same_tenant_and_no_tenant_can_release_a_wa
         mallory = Client(settings.model_copy(update={"signing_key_file": globex_key}))
         gate = acme.submit("gated", {"open_when": str(tmp_path / "gate")}, tenant="acme")
         waiting = acme.submit("gather", {}, tenant="acme", depends_on=[gate])
-        assert _wait_for(lambda: acme.status(gate.job_id).dependents == [waiting.job_id]), engine.logs()[-3000:]
+        eventually(lambda: acme.status(gate.job_id).dependents == [waiting.job_id], what="the dependent recorded")
         stranger = mallory.submit("gather", {}, tenant="globex", depends_on=[gate], if_dependency_fails="run")
         answered = stranger.wait(30)
         assert answered.status == "cancelled" and answered.reason.startswith("dependency_unknown: "), answered
         release = m.ReportDependency(gate.job_id, "completed", b"{}")
         for client, tenant in ((mallory, "globex"), (mallory, "acme"), (acme, "acme")):
             client._send([new_command(waiting.job_id, tenant, release)])
-        assert _wait_for(lambda: _refusals(acme, waiting.job_id, "") >= 3), engine.logs()[-3000:]
+        eventually(lambda: _refusals(acme, waiting.job_id, "") >= 3, what="three forged reports refused")
         mallory._send([new_command(gate.job_id, "acme", m.AwaitJob(stranger.job_id))])
-        assert _wait_for(lambda: _refusals(acme, gate.job_id, "") >= 1)
+        eventually(lambda: _refusals(acme, gate.job_id, "") >= 1, what="the forged AwaitJob refused")
         assert acme.status(waiting.job_id).status == "waiting"
         assert acme.status(gate.job_id).dependents == [waiting.job_id]
         (tmp_path / "gate").touch()

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
 from engine.questions.stores import read_store
 from projections.store import store_path
-from tests.integration.conftest import start_engine, verify_partition
-from tests.integration.test_failover import wait_for
+from tests.integration.conftest import eventually, start_engine, verify_partition
 
 
 def applied_offsets(settings: Settings) -> dict[int, int]:
@@ -28,14 +26,6 @@ def applied_offsets(settings: Settings) -> dict[int, int]:
         except Exception:  # noqa: BLE001 - a store being created right now
             continue
     return out
-
-
-def owned(engine) -> set[int]:  # type: ignore[no-untyped-def]
-    """The partitions an engine process holds now, from its own log lines."""
-    last: dict[int, str] = {}
-    for p, what in re.findall(r"partition (\d+): (active at|handed back|dropped)", engine.logs()):
-        last[int(p)] = what
-    return {p for p, what in last.items() if what == "active at"}
 
 
 def caught_up(owner: Settings, standby: Settings, partitions: set[int]) -> bool:
@@ -55,15 +45,15 @@ def test_a_standby_follows_the_owner_and_takes_over_from_its_copy(  # type: igno
         assert handle.wait(timeout=60).status == "completed"
 
     standby, owner = b.settings(settings), a.settings(settings)
-    followed = owned(a)
-    assert followed and not followed & owned(b)
-    wait_for(lambda: caught_up(owner, standby, followed), 30, "the copies to catch up")
+    followed = a.owned()
+    assert followed and not followed & b.owned()
+    eventually(lambda: caught_up(owner, standby, followed), 30, "the copies to catch up")
     copies = applied_offsets(standby)
     assert all(copies[p] > 0 for p in followed)
 
     seen = len(b.logs())
     a.signal(signal.SIGKILL)
-    wait_for(lambda: owned(b) == {0, 1, 2}, 60, "b to take every partition over")
+    eventually(lambda: b.owned() == {0, 1, 2}, 60, "b to take every partition over")
     starts = {int(p): int(n) for p, n in re.findall(r"partition (\d+): restoring from offset (\d+)", b.logs()[seen:])}
     assert starts.keys() == followed, b.logs()[-3000:]
     assert all(starts[p] >= copies[p] > 0 for p in followed)  # caught up from the copy, not from offset 0
@@ -87,9 +77,8 @@ def test_standby_copies_match_a_rebuild_of_the_log(  # type: ignore[no-untyped-d
     for handle in handles:
         assert handle.wait(timeout=60).status == "dead"
     owner, standby = a.settings(settings), b.settings(settings)
-    followed = owned(a)
-    wait_for(lambda: followed and caught_up(owner, standby, followed), 60, "the copies to catch up")
+    followed = a.owned()
+    eventually(lambda: followed and caught_up(owner, standby, followed), 60, "the copies to catch up")
     assert b.stop() == 0  # the copies are closed cleanly; then compared while a still owns the partitions
-    time.sleep(0.5)
     for p in followed:
         assert verify_partition(standby, p).matches

@@ -12,9 +12,7 @@ from engine.client import Client
 from engine.config import Settings
 from projections.lock import StoreLock, holder_of
 from projections.store import store_path
-from tests.integration.conftest import ROOT, start_engine
-from tests.integration.test_failover import wait_for
-from tests.integration.test_standby import owned
+from tests.integration.conftest import ROOT, eventually, start_engine
 
 
 def rebuild(settings: Settings, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -78,13 +76,13 @@ def test_an_engine_waits_for_a_store_someone_else_holds_then_takes_it(  # type: 
     try:
         a = start_engine(engines, settings, "a", tmp_path)
         a.wait_active(2)
-        wait_for(lambda: "partition 1: waiting for its store" in a.logs(), 30, "the engine to say it waits")
+        eventually(lambda: "partition 1: waiting for its store" in a.logs(), 30, "the engine to say it waits")
         assert "held by epochq projections rebuild (pid 4242)" in a.logs()
-        assert owned(a) == {0, 2} and a.proc.poll() is None
+        assert a.owned() == {0, 2} and a.proc.poll() is None
     finally:
         held.release()
     a.wait_active(3)
-    assert owned(a) == {0, 1, 2}
+    assert a.owned() == {0, 1, 2}
     assert run_jobs(client, 60) == {0, 1, 2}
     assert a.logs().count("partition 1: waiting for its store") == 1  # said once, not every retry
 
@@ -96,21 +94,21 @@ def test_a_standby_holds_the_locks_of_its_copies_and_hands_them_over(  # type: i
     b = start_engine(engines, settings, "b", tmp_path, extra=("--standby",))
     b.wait_active(1)
     run_jobs(client, 30)
-    followed = owned(a)
-    assert followed and not followed & owned(b)
+    followed = a.owned()
+    assert followed and not followed & b.owned()
 
     def copies_locked() -> bool:
         seen = holders(settings, b.state_dir)
         return all((seen[p] or "").startswith(f"standby copy of b (pid {b.proc.pid})") for p in followed)
 
-    wait_for(copies_locked, 30, "b's copies to be locked by its standby")
-    assert all((holders(settings, b.state_dir)[p] or "").startswith("engine b ") for p in owned(b))
+    eventually(copies_locked, 30, "b's copies to be locked by its standby")
+    assert all((holders(settings, b.state_dir)[p] or "").startswith("engine b ") for p in b.owned())
     p = min(followed)
     refused = rebuild(settings, b.state_dir, "--partition", str(p))
     assert refused.returncode == 3 and f"held by standby copy of b (pid {b.proc.pid})" in refused.stderr, refused
 
     a.signal(signal.SIGKILL)
-    wait_for(lambda: owned(b) == {0, 1, 2}, 60, "b to take every partition over")
+    eventually(lambda: b.owned() == {0, 1, 2}, 60, "b to take every partition over")
     seen = holders(settings, b.state_dir)
     assert all(re.fullmatch(rf"engine b \(pid {b.proc.pid}\)", seen[q] or "") for q in range(3)), seen
     run_jobs(client, 30)
@@ -120,13 +118,14 @@ def test_processes_sharing_a_state_directory_each_lock_their_own_stores(  # type
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
     group = start_engine(engines, settings, "pair", tmp_path, extra=("--processes", "2"))
     group.wait_active(3)
-    wait_for(lambda: "as pair-0" in group.logs() and "as pair-1" in group.logs(), 60, "both members to own partitions")
+    eventually(lambda: "as pair-0" in group.logs() and "as pair-1" in group.logs(), 60,
+               "both members to own partitions")
     assert run_jobs(client, 60) == {0, 1, 2}
 
     def members() -> set[str]:
         return {re.sub(r" \(pid \d+\)$", "", h or "") for h in holders(settings, group.state_dir).values()}
 
-    wait_for(lambda: members() == {"engine pair-0", "engine pair-1"}, 30, "each member to lock the stores it owns")
+    eventually(lambda: members() == {"engine pair-0", "engine pair-1"}, 30, "each member to lock the stores it owns")
     pids = {int(m) for h in holders(settings, group.state_dir).values() for m in re.findall(r"pid (\d+)", h or "")}
     assert len(pids) == 2 and group.proc.pid not in pids  # the children hold them, not the supervisor
     refused = rebuild(settings, group.state_dir, "--all")

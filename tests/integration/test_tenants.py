@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from engine.config import Settings, load_settings
 from engine.errors import ValidationError
 from engine.runtime.tenants import TenantDirectory, remove_tenant, set_tenant
 from engine.runtime.topics import ensure_topics
+from tests.integration.conftest import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,13 +35,14 @@ def directory(tenant_settings: Settings) -> Iterator[TenantDirectory]:
         yield d
 
 
-def eventually(directory: TenantDirectory, check: Callable[[TenantDirectory], bool], timeout: float = 15.0) -> None:
+def settled(directory: TenantDirectory, check: Callable[[TenantDirectory], bool], timeout: float = 15.0) -> None:
     """Refresh until ``check`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check(directory):
-        assert time.monotonic() < deadline, f"directory never satisfied the check: {directory.all()}"
+    def refreshed() -> bool:
         directory.refresh()
-        time.sleep(0.05)
+        assert check(directory), f"directory never satisfied the check: {directory.all()}"
+        return True
+
+    eventually(refreshed, timeout, every=0.05)
 
 
 def test_set_read_whole_update_and_remove(tenant_settings: Settings, directory: TenantDirectory) -> None:
@@ -55,10 +56,10 @@ def test_set_read_whole_update_and_remove(tenant_settings: Settings, directory: 
         assert second.weight("unknown") == 1.0 and second.max_queued("unknown") is None
         assert second.tenants_of_product("mail") == ["acme", "globex"]
     set_tenant(tenant_settings, "acme", 3.0)
-    eventually(directory, lambda d: d.weight("acme") == 3.0)
+    settled(directory, lambda d: d.weight("acme") == 3.0)
     assert directory.max_queued("acme") is None and directory.weight("globex") == 5.0
     remove_tenant(tenant_settings, "initech")
-    eventually(directory, lambda d: "initech" not in d.all())
+    settled(directory, lambda d: "initech" not in d.all())
     with TenantDirectory(tenant_settings) as third:
         assert sorted(third.all()) == ["acme", "globex"] and third.weight("initech") == 1.0
 

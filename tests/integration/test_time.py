@@ -17,9 +17,9 @@ from engine.contract.ids import occurrence_job_id
 from engine.questions.lateness import percentile
 from engine.questions.stores import find_job
 from engine.questions.schedules import due_entry, find_schedule
-from tests.integration.conftest import events_by_job, start_engine, verify_partition
-from tests.integration.test_failover import wait_for
-from tests.integration.test_metrics_endpoint import free_port
+from projections.store import view_store_path
+from tests.integration.conftest import events_by_job, eventually, start_engine, verify_partition
+from tests.integration.helpers.ports import free_port
 
 SECOND = 1_000_000
 FINAL = ("JobSucceeded", "JobDeadLettered", "JobCancelled")
@@ -43,6 +43,13 @@ def terminals(events: list) -> list[str]:  # type: ignore[type-arg]
     return [e.event.type for e in events if not e.fenced and e.event.type in FINAL]
 
 
+def views_ready(state: Settings) -> Settings:
+    """``state`` once the engine's view has created its three stores: one read while it creates them fails."""
+    eventually(lambda: all((view_store_path(state.state_dir, state.namespace, p) / "CURRENT").exists()
+                           for p in range(3)), 30, "the view's stores")
+    return state
+
+
 def test_ten_thousand_jobs_due_over_ten_seconds_start_on_time(settings: Settings, client: Client, engines,  # type: ignore[no-untyped-def]
                                                                tmp_path: Path) -> None:
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--concurrency", "32"))
@@ -60,7 +67,7 @@ def test_ten_thousand_jobs_due_over_ten_seconds_start_on_time(settings: Settings
         by_job.update((j, e) for j, e in events_by_job(settings).items() if j in ids)
         return len(by_job) == 10_000 and all(terminals(e) for e in by_job.values())
 
-    wait_for(all_done, 60, "10,000 jobs to finish")
+    eventually(all_done, 60, "10,000 jobs to finish")
     starts = [s for events in by_job.values() for s in started(events)]
     assert len(starts) == 10_000 and {s.job_id for s in starts} == ids
     early = [s for s in starts if s.occurred_at < s.body.due_at]
@@ -90,15 +97,15 @@ def test_a_job_a_day_ahead_is_on_disk_not_in_memory(settings: Settings, client: 
     engine.wait_active(3)
     tomorrow = client.submit("echo", {}, tenant="acme", delay=86_400)
     soon = client.submit("echo", {}, tenant="acme", delay=30)
-    state = engine.settings(settings)
-    wait_for(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
-             20, "both jobs in the due index")
+    state = views_ready(engine.settings(settings))
+    eventually(lambda: due_entry(state, tomorrow.job_id) is not None and due_entry(state, soon.job_id) is not None,
+               20, "both jobs in the due index")
 
     def held() -> dict[str, float]:
         hot = scrape_hot(port)
         return {p: n for (p, kind), n in hot.items() if kind == "job"}
 
-    wait_for(lambda: sum(held().values()) == 1, 10, "the job due in 30 s to be held in memory")
+    eventually(lambda: sum(held().values()) == 1, 10, "the job due in 30 s to be held in memory")
     assert held().get(str(tomorrow.partition), 0) == (1 if tomorrow.partition == soon.partition else 0)
     assert client.status(tomorrow.job_id).status == "scheduled"
 
@@ -113,7 +120,8 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
     handles = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": "acme",
                                    "run_at": (due + i * 40_000) / SECOND} for i in range(300)])  # over 12 s
     ids = {h.job_id for h in handles}
-    time.sleep(5)
+    eventually(lambda: sum(1 for j, e in events_by_job(settings).items() if j in ids and started(e)) >= 25, 30,
+               "the first jobs come due and started")
     a.signal(signal.SIGKILL)  # a owns two partitions while their jobs keep coming due
 
     by_job: dict[str, list] = {}  # type: ignore[type-arg]
@@ -123,27 +131,28 @@ def test_kill_minus_nine_while_jobs_come_due_loses_none_and_runs_none_twice(sett
         by_job.update((j, e) for j, e in events_by_job(settings).items() if j in ids)
         return len(by_job) == 300 and all(terminals(e) for e in by_job.values())
 
-    wait_for(all_done, 50, "every job to finish after the takeover")
+    eventually(all_done, 50, "every job to finish after the takeover")
     assert all(terminals(e) == ["JobSucceeded"] for e in by_job.values())
-    assert all(s.occurred_at >= s.body.due_at for e in by_job.values() for s in started(e))
+    starts = [s for e in by_job.values() for s in started(e)]
+    assert len(starts) >= 300 and all(s.occurred_at >= s.body.due_at for s in starts)
     taken = [e for e in by_job.values() if started(e)[-1].owner == "b" and started(e)[-1].body.due_at < now_us()]
     assert taken, "b ran none of the jobs that came due"
     assert "overdue sweep fired" in b.logs()
     survivor = b.settings(settings)
-    wait_for(lambda: all(found[1].state.value == "completed" for h in handles
-                         if (found := find_job(survivor, h.job_id))), 30, "b's view to fold every end")
+    eventually(lambda: all((found := find_job(survivor, h.job_id)) is not None and found[1].state.value == "completed"
+                           for h in handles), 30, "b's view to fold every end")
 
 
 def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
-    state = engine.settings(settings)
+    state = views_ready(engine.settings(settings))
     cancelled = client.submit("echo", {}, tenant="acme", delay=3)
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     pushed_back = client.submit("echo", {}, tenant="acme", delay=30)
-    wait_for(lambda: all(due_entry(state, h.job_id) for h in (cancelled, later, pushed_back)), 20, "three timers")
+    eventually(lambda: all(due_entry(state, h.job_id) for h in (cancelled, later, pushed_back)), 20, "three timers")
     assert client.cancel(cancelled.job_id, tenant="acme", reason="not needed").wait(10).status == "cancelled"
-    wait_for(lambda: due_entry(state, cancelled.job_id) is None, 10, "the view to fold the cancel")
+    eventually(lambda: due_entry(state, cancelled.job_id) is None, 10, "the view to fold the cancel")
     receipt = client.reschedule(later.job_id, delay=1.5, tenant="acme", reason="sooner")
     assert receipt.accepted and receipt.armed is not None
     moved = later.wait(20)
@@ -152,8 +161,8 @@ def test_cancel_and_reschedule_before_due(settings: Settings, client: Client, en
     assert start.body.due_at == receipt.armed and start.occurred_at >= receipt.armed
     pushed = cli(settings, engine.state_dir, "reschedule", pushed_back.job_id, "--delay", "3600", "--tenant", "acme")
     assert pushed.returncode == 0 and "rescheduled to" in pushed.stdout, pushed.stdout + pushed.stderr
-    wait_for(lambda: (due_entry(state, pushed_back.job_id) or b"") > b"d:%020d" % (now_us() + 3000 * SECOND), 10,
-             "the due index to follow the reschedule")
+    eventually(lambda: (due_entry(state, pushed_back.job_id) or b"") > b"d:%020d" % (now_us() + 3000 * SECOND), 10,
+               "the due index to follow the reschedule")
     assert client.status(pushed_back.job_id).status == "scheduled"
     again = client.reschedule(cancelled.job_id, delay=1, tenant="acme")
     assert again.status == "refused" and "cancelled" in again.reason
@@ -169,11 +178,11 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
     receipt = client.add_schedule("tick", "noop", "* * * * * *", tenant="acme")
     assert receipt.accepted and receipt.armed is not None
     created = now_us()
-    time.sleep(6)
+    eventually(lambda: len(_fired(settings)) >= 5, 30, "five occurrences before the failover")
     for engine in (a, b):  # kill whichever owns the schedule's partition
         if engine.proc.poll() is None and re.search(r"partition \d+: active", engine.logs()):
             found = find_schedule(engine.settings(settings), "tick")
-            if found is not None and found[0] in _owned(engine):
+            if found is not None and found[0] in engine.owned():
                 engine.signal(signal.SIGKILL)
                 killed = engine
                 break
@@ -181,15 +190,16 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
         raise AssertionError("no engine owns the schedule")
     survivor = b if killed is a else a
     killed_at = now_us()
-    wait_for(lambda: _owned(survivor) == {0, 1, 2}, 40, "the survivor to own every partition")
-    time.sleep(6)
+    eventually(lambda: survivor.owned() == {0, 1, 2}, 40, "the survivor to own every partition")
+    eventually(lambda: len([f for f in _fired(settings) if f.occurrence_at > killed_at + 1 * SECOND]) >= 3, 30,
+               "three occurrences after the failover")
     assert survivor.proc.poll() is None
     assert cli(settings, survivor.state_dir, "schedules", "pause", "tick").returncode == 0
-    time.sleep(2)
+    eventually(lambda: (found := find_schedule(survivor.settings(settings), "tick")) is not None
+               and not found[1].enabled, 20, "the survivor's view to fold the pause")
 
     occurrences: dict[int, list[str]] = {}
-    fired = [e.event.body for events in events_by_job(settings).values() for e in events
-             if not e.fenced and e.event.type == "ScheduleFired"]
+    fired = _fired(settings)
     assert len({f.occurrence_at for f in fired}) == len(fired), "an occurrence fired twice"
     runs = events_by_job(settings)
     for f in fired:
@@ -207,37 +217,32 @@ def test_a_cron_schedule_every_second_survives_failover_without_a_double_occurre
           f"{len(after)} after; start lateness p50 {percentile(sorted(late), 50) / 1000:.0f} ms")
 
 
-def _owned(engine) -> set[int]:  # type: ignore[no-untyped-def]
-    """The partitions an engine's log says it holds now (active, and not handed back or dropped since)."""
-    owned: set[int] = set()
-    for line in engine.logs().splitlines():
-        if m_ := re.search(r"partition (\d+): active at epoch", line):
-            owned.add(int(m_.group(1)))
-        elif m_ := re.search(r"partition (\d+): (handed back|dropped)", line):
-            owned.discard(int(m_.group(1)))
-    return owned
+def _fired(settings: Settings) -> list:  # type: ignore[type-arg]
+    """Every ScheduleFired of the namespace that is not fenced."""
+    return [e.event.body for events in events_by_job(settings).values() for e in events
+            if not e.fenced and e.event.type == "ScheduleFired"]
 
 
 def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
-    state = engine.settings(settings)
+    state = views_ready(engine.settings(settings))
     client = Client(state)  # reads the engine's projections
     added = cli(settings, engine.state_dir, "schedules", "add", "pulse", "--task", "noop", "--cron", "* * * * * *",
                 "--tenant", "acme", "--tz", "Europe/Berlin")
     assert added.returncode == 0 and "next occurrence" in added.stdout, added.stdout + added.stderr
-    wait_for(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
-             and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
+    eventually(lambda: (find_schedule(state, "pulse") or (0, None))[1] is not None
+               and find_schedule(state, "pulse")[1].fired_count >= 3, 15, "three occurrences")  # type: ignore[index]
     assert client.pause_schedule("pulse", reason="maintenance").accepted
-    time.sleep(1.5)  # a run in flight may still finish
-    paused = client.schedule("pulse")
-    assert paused is not None and not paused.enabled
-    time.sleep(3)
+    # once the view folds the pause, it has folded every occurrence fired before it (the log's order)
+    paused = eventually(lambda: (view := client.schedule("pulse")) is not None and not view.enabled and view, 10,
+                        "the view to fold the pause")
+    time.sleep(2)  # on purpose: two occurrences of the every-second schedule come and go while it is paused
     still = client.schedule("pulse")
     assert still is not None and still.fired_count == paused.fired_count, "a paused schedule fired"
     resumed_at = now_us()
     assert client.resume_schedule("pulse").accepted
-    wait_for(lambda: client.schedule("pulse").fired_count >= paused.fired_count + 2, 10, "firing again")  # type: ignore[union-attr]
+    eventually(lambda: client.schedule("pulse").fired_count >= paused.fired_count + 2, 10, "firing again")  # type: ignore[union-attr]
     view = client.schedule("pulse")
     assert view is not None and view.enabled and view.skipped_count == 0
     shown = cli(settings, engine.state_dir, "schedules", "show", "pulse", "--json")
@@ -250,8 +255,7 @@ def test_pause_resume_and_remove_a_schedule(settings: Settings, client: Client, 
     gap = [f for f in fired if paused.last_finished < f.occurrence_at < resumed_at]  # type: ignore[operator]
     assert len(gap) <= 1, f"fired while paused: {gap}"  # at most the run that was in flight at the pause
     assert client.remove_schedule("pulse").accepted
-    time.sleep(1)
-    assert client.schedule("pulse") is None
+    eventually(lambda: client.schedule("pulse") is None, 10, "the view to fold the removal")
     assert cli(settings, engine.state_dir, "schedules", "remove", "pulse").returncode == 1
     client.close()
     assert engine.stop() == 0

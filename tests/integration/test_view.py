@@ -19,6 +19,7 @@ from engine.client import Client
 from engine.config import Settings
 from projections.store import view_root
 from tests.integration.conftest import ROOT, EngineProcess, eventually, start_engine, stop_process
+from tests.integration.helpers.ports import free_port
 
 
 
@@ -86,9 +87,10 @@ def two_owners(settings: Settings, engines: list[EngineProcess], tmp_path: Path)
     return a, b
 
 
-def _split(a: EngineProcess, b: EngineProcess) -> None:
+def _split(a: EngineProcess, b: EngineProcess) -> bool:
     held = [_active(e.logs()) for e in (a, b)]
     assert all(held) and not held[0] & held[1], held  # each owns some (a partition may still be moving)
+    return True
 
 
 def _active(logs: str) -> set[str]:
@@ -148,10 +150,11 @@ def test_an_engine_with_default_settings_answers_from_a_view_of_its_own(
     _no_view_process(engine.state_dir, settings)  # the engine stopped its view before it exited
 
 
-def _no_view_process(state_dir: Path, settings: Settings) -> None:
+def _no_view_process(state_dir: Path, settings: Settings) -> bool:
     from projections.lock import holder_of
 
     assert holder_of(view_root(state_dir, settings.namespace)) is None
+    return True
 
 
 def test_one_view_per_state_directory_a_second_engine_starts_none(
@@ -184,8 +187,12 @@ def test_finished_jobs_leave_the_view_after_keep_finished_and_history_reads_the_
     engine.wait_active(3)
     old = [client.submit("noop", {}, tenant="acme", labels={"team": "red"}) for _ in range(3)]
     dead = client.submit("fragile", {"fixed_when": str(tmp_path / "never")}, tenant="acme")
-    assert all(h.wait(30).status == "completed" for h in old) and dead.wait(30).status == "dead"
-    time.sleep(3)  # event time must pass --keep-finished; the view sweeps as later events arrive
+    ends = [h.wait(30) for h in old] + [dead.wait(30)]
+    assert [o.status for o in ends] == ["completed"] * 3 + ["dead"]
+    # on purpose: event time must pass --keep-finished (2 s) after the old jobs ended before the fresh ones run;
+    # the view sweeps as later events arrive
+    last_end = max(e.event.occurred_at for o in ends for e in o.events)
+    time.sleep(max(0.0, (last_end + 2_500_000) / 1e6 - time.time()))
     fresh = [client.submit("noop", {}, tenant="acme") for _ in range(9)]
     assert all(h.wait(30).status == "completed" for h in fresh)
     here = tmp_path / "state-view"
@@ -233,29 +240,26 @@ def test_a_view_picks_up_partitions_added_to_the_topic(
     eventually(lambda: _partitions(settings, here, 4), 30)
 
 
-def _partitions(settings: Settings, state_dir: Path, n: int) -> None:
+def _partitions(settings: Settings, state_dir: Path, n: int) -> bool:
     now = caught_up(settings, state_dir)
     assert len(now["partitions"]) == n and (view_root(state_dir, settings.namespace) / "p0003").is_dir(), now
+    return True
 
 
 def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
         settings: Settings, client: Client, engines: list[EngineProcess], tmp_path: Path) -> None:
-    import socket
-
     engine = start_engine(engines, settings, "solo", tmp_path, extra=("--no-view",))
     engine.wait_active(3)
     handle = client.submit("noop", {}, tenant="acme")
     assert handle.wait(30).status == "completed"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     here = tmp_path / "state-console"
     log = open(tmp_path / "console.log", "w")
     console = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "console", "--port", str(port),
                                 "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace,
                                 "--state-dir", str(here)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
-        eventually(lambda: caught_up(settings, here))
+        eventually(lambda: caught_up(settings, here), 90)  # the console starts its view first: slow when busy
         eventually(lambda: _shows(f"http://127.0.0.1:{port}/jobs", handle.job_id))
         eventually(lambda: _shows(f"http://127.0.0.1:{port}/overview/live", "view: 0 record(s) behind the log"))
     finally:
@@ -265,7 +269,7 @@ def test_a_console_starts_a_view_where_none_runs_and_stops_it_with_itself(
     eventually(lambda: _no_view_process(here, settings), 10)  # its view stops with it (it watches its parent)
 
 
-def _shows(url: str, text: str) -> None:
+def _shows(url: str, text: str) -> bool:
     import urllib.error
     import urllib.request
 
@@ -275,3 +279,4 @@ def _shows(url: str, text: str) -> None:
     except urllib.error.URLError as e:  # not listening yet
         raise AssertionError(str(e)) from e
     assert text in body
+    return True

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.runtime.schemas import stop_reading_through
+from engine.runtime.kafka.schemas import stop_reading_through
 
 
 @pytest.fixture(autouse=True)

@@ -14,3 +14,11 @@ def test_every_package_of_the_tree_is_in_the_wheel() -> None:
     found = {".".join(init.parent.relative_to(ROOT).parts)
              for top in ("engine", "projections") for init in (ROOT / top).rglob("__init__.py")}
     assert found - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+
+
+def test_every_schema_version_is_in_the_wheel() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    versions = {f"engine.schemas.{d.name}" for d in (ROOT / "schemas").iterdir() if d.is_dir() and d.name[:1] == "v"}
+    assert versions, "schemas/ holds the shipped versions"
+    assert versions - set(config["packages"]) == set(), "add the schema version to [tool.setuptools] packages"
+    assert versions - set(config["package-data"]) == set(), "add the schema version's *.avsc to package-data"

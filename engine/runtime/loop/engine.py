@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from engine.app import App
+from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.decide import DecideContext
 from engine.errors import ProjectionCorruptedError
@@ -66,11 +67,6 @@ STANDBY_BUDGET_S = 0.01
 """The longest a tick spends folding standby copies (``--standby``): they follow, the owned partitions lead."""
 WRITING = (State.ACTIVE, State.REVOKING, State.CLAIMING)
 """The states in which a partition's staged work is written."""
-
-
-def now_us() -> int:
-    """Wall-clock time in microseconds: the loop's clock, passed into every decision."""
-    return time.time_ns() // 1000
 
 
 class Engine:

@@ -13,11 +13,11 @@ import socket
 import time
 from collections.abc import Iterable, Mapping
 
-from confluent_kafka import KafkaError, KafkaException, Producer
-
+from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.lanes import Lane
 from engine.runtime.execution.executor import Executor
+from engine.runtime.kafka import plain
 from engine.runtime.loop.partition import Partition
 from engine.contract.heartbeat import LaneSlots, PartitionRow, WorkerRow, encode_heartbeat
 from engine.runtime.topics import workers_topic
@@ -28,11 +28,6 @@ EVERY_S = 5.0
 """Seconds between heartbeats; ``epochq workers`` shows an instance silent for 3 of them as lost."""
 MAX_RUNNING_LISTED = 1000
 """Running job ids a heartbeat lists at most (the count per lane is in its slots)."""
-
-
-def now_us() -> int:
-    """Wall-clock time in µs."""
-    return time.time_ns() // 1000
 
 
 def snapshot(instance: str, started_at_us: int, partitions: Iterable[Partition], slots: Mapping[Lane, int],
@@ -57,8 +52,7 @@ class Heartbeat:
         self.started_at_us = now_us()
         self._next = 0.0
         self._failed = False
-        self._producer = Producer({**settings.kafka_config(), "acks": "all", "linger.ms": 0,
-                                   "message.timeout.ms": 10_000})
+        self._producer = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
 
     def beat(self, partitions: Iterable[Partition], executor: Executor, lane_slots: Mapping[Lane, int]) -> None:
         """Publish what this instance holds and runs, if a heartbeat is due."""
@@ -86,15 +80,11 @@ class Heartbeat:
         self._producer.flush(flush_s)
 
     def _send(self, value: bytes | None) -> None:
-        try:
-            self._producer.produce(self.topic, value, self.instance.encode(), on_delivery=self._delivered)
-            self._producer.poll(0)
-        except (KafkaException, BufferError) as e:
-            self._complain(str(e))
+        plain.send(self._producer, self.topic, self.instance.encode(), value, self._reported)
 
-    def _delivered(self, err: KafkaError | None, _msg: object) -> None:
-        if err is not None:
-            self._complain(err.str())
+    def _reported(self, failed: str | None) -> None:
+        if failed is not None:
+            self._complain(failed)
         else:
             self._failed = False
 

@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from confluent_kafka import Consumer, Message, TopicPartition
-
 from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, Message, TopicPartition
 
 log = logging.getLogger("epochq.inbox")
 

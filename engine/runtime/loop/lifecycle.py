@@ -21,8 +21,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer
-
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
@@ -30,6 +28,7 @@ from engine.domain.decide import DecideContext, Emit, RequeueOrphan
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
+from engine.runtime.kafka import Consumer
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import Checkpointer

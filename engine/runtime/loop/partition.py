@@ -32,7 +32,7 @@ from engine.contract.records import builder
 from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
 from engine.domain.jobs import JobView
-from engine.errors import ProjectionCorruptedError, ValidationError
+from engine.errors import IllegalStateError as IllegalTransition, ProjectionCorruptedError, ValidationError
 from projections.batch import Batch
 from projections.evolve import APPLIED, Folded, current_epoch, fold_state
 from projections.profile import WRITE_MODEL, Profile
@@ -41,8 +41,7 @@ from projections.views.jobs import read_job
 from projections.views.ready import FOLLOWED, ReadyView
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
-    from confluent_kafka import Producer
-
+    from engine.runtime.kafka import Producer
     from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.partition")
@@ -87,10 +86,6 @@ def quarantined(topic: str, partition: int, offset: int, error: str, raw: bytes 
         error = f"{error} (the record is {len(raw)} bytes; its first {MAX_QUARANTINED_BYTES} are kept)"
         raw = raw[:MAX_QUARANTINED_BYTES]
     return m.CommandQuarantined(topic, partition, offset, error, raw)
-
-
-class IllegalTransition(RuntimeError):
-    """A partition was asked to move along an edge the table lacks: a bug, never input."""
 
 
 @dataclass(slots=True)

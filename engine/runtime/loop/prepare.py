@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from confluent_kafka import Consumer, Producer
-
 from engine.config import Settings
 from engine.runtime import checkpoints, kafka
 from engine.runtime.loop.partition import Partition
+from engine.runtime.kafka import Consumer, Producer
 
 T = TypeVar("T")
 THREADS = 8

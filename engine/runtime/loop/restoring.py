@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+from engine.runtime.kafka import OFFSET_INVALID, Consumer, TopicPartition
 
 from engine.config import Settings
 from engine.contract import messages as m

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
-from confluent_kafka import Message
+from engine.runtime.kafka import Message
 
 from engine.runtime.execution.verdicts import RunResult
 from engine.runtime.loop.partition import Partition, State

@@ -22,11 +22,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
-
 from engine.config import Settings
 from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, TopicPartition
 from projections.lock import holder_name
 from projections.profile import owner_profile
 from projections.restore import Restorer

@@ -21,12 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
-
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
 from engine.errors import AccessDeniedError, FencedError, TransactionAbortedError
 from engine.runtime import kafka
+from engine.runtime.kafka import Producer, TopicPartition
+from engine.runtime.kafka.errors import typed
 from engine.runtime.loop import effects_kafka
 from engine.runtime.loop.partition import Partition, Staged
 from engine.runtime.signatures import CommandSigner
@@ -141,8 +141,11 @@ class Writer:
                         pass  # the producer's queue is full: the general path waits for room
                 report = written.delivered(i) if i == 0 or i == last else None
                 kafka.produce_owned(producer, topic, raw, key, p, report)
-        except KafkaException as e:
-            raise kafka.translate(e) from e
+        except Exception as e:
+            escaped = typed(e)
+            if escaped is e:
+                raise
+            raise escaped from e
 
     def _commit(self, written: Written, group: Any) -> None:
         producer: Producer = written.partition.producer  # type: ignore[assignment]

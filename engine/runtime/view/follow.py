@@ -21,12 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.errors import ProjectionCorruptedError, RetryableError
 from engine.runtime import kafka
+from engine.runtime.kafka import Consumer, TopicPartition
+from engine.runtime.kafka.errors import is_end_of_partition
 from projections.evolve import Folded
 from projections.lock import StoreLock, holder_name
 from projections.restore import Restorer
@@ -111,7 +112,7 @@ class ViewFollower:
         messages = kafka.call(self.consumer.consume, FETCH, 0.1)
         for msg in messages:
             if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
+                if not is_end_of_partition(msg.error()):
                     self._warn(f"view: reading {self.topic}[{msg.partition()}]: {msg.error().str()}")
                 continue
             followed = self.followed.get(msg.partition())

@@ -13,11 +13,9 @@ module; each test uses tenants and ids of its own. Screenshots go to a temp dir
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -31,7 +29,8 @@ import pytest
 from engine.client import Client
 from engine.config import Settings, load_settings
 from engine.runtime.topics import ensure_topics
-from tests.integration.conftest import ROOT, EngineProcess
+from tests.integration.conftest import ROOT, EngineProcess, eventually
+from tests.integration.helpers.ports import free_port
 
 CHROMIUM = Path(os.environ.get("EPOCHQ_CHROMIUM", "/usr/bin/chromium"))
 SHOTS = Path(os.environ.get("EPOCHQ_SCREENSHOTS") or Path(tempfile.gettempdir()) / "epochq-console-shots")
@@ -97,13 +96,6 @@ def shoot() -> Callable[..., Path]:
     return take
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ConsoleProcess:
     """An ``epochq console`` in a child process, reading the engine's state directory."""
 
@@ -118,19 +110,19 @@ class ConsoleProcess:
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Block until the console answers ``GET /healthz``."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Block until the console answers ``GET /healthz``; fail at once if it exited."""
+        def answers() -> bool:
             if self.proc.poll() is not None:
-                raise AssertionError(f"console exited:\n{self.log_path.read_text()[-3000:]}")
+                pytest.fail(f"console exited:\n{self.log_path.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(self.url + "/healthz", timeout=2):
-                    return
+                    return True
             except urllib.error.HTTPError:
-                return  # it answers (a console with a token asks for it even there)
+                return True  # it answers (a console with a token asks for it even there)
             except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
-        raise AssertionError(f"console not answering in {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+                return False
+
+        eventually(answers, timeout, "the console answering GET /healthz")
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not leave in 10 s."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 from playwright.sync_api import Locator, Page, expect
+
+from tests.integration.conftest import eventually
 
 
 def tenant(name: str) -> str:
@@ -15,11 +16,10 @@ def tenant(name: str) -> str:
 
 def shown_after_reload(page: Page, url: str, selector: str, timeout: float = 30.0) -> Locator:
     """Reload ``url`` until ``selector`` is on the page (the view it shows folds the log a moment behind)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def reloaded() -> tuple[Locator]:
         page.goto(url)
         found = page.locator(selector)
-        if found.count() or time.monotonic() > deadline:
-            expect(found.first).to_be_visible(timeout=1)
-            return found
-        time.sleep(0.5)
+        expect(found.first).to_be_visible(timeout=1)
+        return (found,)  # a Locator has no truth value of its own
+
+    return eventually(reloaded, timeout, every=0.5)[0]

@@ -5,7 +5,6 @@ window (issue 22, items 3, 10 and 11)."""
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from engine.client import JobHandle
 from engine.commands import now_us
 from tests.integration.browser.pages import shown_after_reload, tenant
 from tests.integration.browser.conftest import Stack
+from tests.integration.conftest import eventually
 
 Shoot = Callable[..., Path]
 
@@ -29,15 +29,6 @@ def submit_as(stack: Stack, job_id: str, task_type: str, payload: Any, owner: st
     client = stack.client
     command = client._submit_command(job_id, str(uuid.uuid4()), now_us(), task_type, payload, owner, delay=delay)
     return client._send([command])[0]
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Block until ``check()`` holds (polled), or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        time.sleep(0.3)
 
 
 def status(stack: Stack, job_id: str) -> str:
@@ -57,25 +48,26 @@ def test_an_id_with_dot_segments_is_acted_on_and_no_other(stack: Stack, page: Pa
     owner = tenant("initech")
     other = stack.client.submit("echo", {"n": 1}, tenant=owner, delay=3600)
     tricky = submit_as(stack, f"y/../{other.job_id}", "echo", {"n": 2}, owner, delay=3600).job_id
-    until(lambda: shown(stack, tricky, "scheduled") and shown(stack, other.job_id, "scheduled"), "both scheduled")
+    eventually(lambda: shown(stack, tricky, "scheduled") and shown(stack, other.job_id, "scheduled"),
+               what="both scheduled")
     page.on("dialog", lambda dialog: dialog.accept())
 
     page.goto(f"{stack.url}/jobs/{quote(tricky, safe='')}")
     expect(page.locator("#job-id")).to_have_text(tricky)
     page.locator("form#cancel button").click()
     expect(page.locator("#flash")).to_be_visible()
-    until(lambda: status(stack, tricky) == "cancelled", f"{tricky} cancelled")
+    eventually(lambda: status(stack, tricky) == "cancelled", what=f"{tricky} cancelled")
     assert status(stack, other.job_id) == "scheduled", "the cancel of y/../X acted on X"
     assert "CancelJob" not in " ".join(event_types(stack, other.job_id))
 
     dead_other = stack.client.submit("email.send", {}, tenant=owner)
     assert dead_other.wait(30).status == "dead"
     dead_tricky = submit_as(stack, f"y/../{dead_other.job_id}", "email.send", {}, owner).job_id
-    until(lambda: shown(stack, dead_tricky, "dead"), f"{dead_tricky} dead")
+    eventually(lambda: shown(stack, dead_tricky, "dead"), what=f"{dead_tricky} dead")
     page.goto(f"{stack.url}/dlq?tenant={owner}")
     page.locator(f'#dlq-table tr[data-job-id="{dead_tricky}"] form.replay-one button').click()
     expect(page.locator("#flash")).to_be_visible()
-    until(lambda: "JobReplayed" in event_types(stack, dead_tricky), f"{dead_tricky} replayed")
+    eventually(lambda: "JobReplayed" in event_types(stack, dead_tricky), what=f"{dead_tricky} replayed")
     assert "JobReplayed" not in event_types(stack, dead_other.job_id), "the replay of y/../X acted on X"
 
 
@@ -85,7 +77,7 @@ def test_dead_letters_come_a_page_at_a_time_grouped_by_error_and_purged_by_filte
     bad = [{"task_type": "email.send", "payload": {}, "tenant": owner} for _ in range(44)]
     handles = stack.client.submit_many(bad)
     odd = stack.client.submit("flaky", {"fixed_when": str(stack.tmp / "never")}, tenant=owner)
-    until(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 45, "45 dead")
+    eventually(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 45, what="45 dead")
     assert odd.wait(30).status == "dead"
 
     page.goto(f"{stack.url}/dlq?tenant={owner}&limit=20")
@@ -113,7 +105,8 @@ def test_dead_letters_come_a_page_at_a_time_grouped_by_error_and_purged_by_filte
     assert status(stack, handles[0].job_id) == "dead", "nothing is sent before the confirmation"
     page.locator("form#purge-confirm button").click()
     expect(page.locator("#done")).to_contain_text("44 job(s) purged")
-    until(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 1, "44 purged")
+    eventually(lambda: stack.client.jobs(tenant=owner, status="dead", limit=1).counts.get("dead") == 1,
+               what="44 purged")
     assert status(stack, odd.job_id) == "dead", "a job of another error group was purged"
 
     page.goto(f"{stack.url}/dlq?tenant={owner}")  # the list follows the queue without a reload
@@ -128,7 +121,7 @@ def test_a_running_job_shows_its_progress_labels_and_payload_and_cancel_asks_fir
     owner = tenant("vandelay")
     job = stack.client.submit("progressing", {"order": {"id": 7, "lines": [1, 2]}}, tenant=owner,
                               labels={"team": "billing"})
-    until(lambda: shown(stack, job.job_id, "running"), "running")
+    eventually(lambda: shown(stack, job.job_id, "running"), what="running")
     page.goto(f"{stack.url}/jobs/{job.job_id}")
     expect(page.locator("#progress")).to_have_attribute("data-value", "0.75")  # the live part follows it
     expect(page.locator("#progress-message")).to_have_text("step 3 of 4")
@@ -144,14 +137,14 @@ def test_a_running_job_shows_its_progress_labels_and_payload_and_cancel_asks_fir
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
     page.locator("form#cancel button").click()
-    until(lambda: bool(asked), "a confirmation asked")
+    eventually(lambda: bool(asked), what="a confirmation asked")
     assert job.job_id in asked[0]
     expect(page.locator("#flash")).to_have_count(0)  # not sent
     assert status(stack, job.job_id) == "running"
     page.once("dialog", lambda dialog: dialog.accept())
     page.locator("form#cancel button").click()
     expect(page.locator("#flash")).to_be_visible()
-    until(lambda: status(stack, job.job_id) == "cancelled", "cancelled once confirmed")
+    eventually(lambda: status(stack, job.job_id) == "cancelled", what="cancelled once confirmed")
 
 
 def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, page: Page, shoot: Shoot) -> None:
@@ -167,7 +160,7 @@ def test_pause_and_rate_limit_a_task_type_and_see_why_a_job_waits(stack: Stack, 
     expect(row.locator("td.state")).to_contain_text("console@")  # who asked
 
     waiting = stack.client.submit("otp", {"n": 1}, tenant=owner)
-    until(lambda: shown(stack, waiting.job_id, "queued"), "queued behind the pause")
+    eventually(lambda: shown(stack, waiting.job_id, "queued"), what="queued behind the pause")
     page.goto(f"{stack.url}/jobs/{waiting.job_id}")
     expect(page.locator("#holdup")).to_contain_text("paused: task type otp is paused (provider outage)")
 
@@ -193,7 +186,7 @@ def test_the_jobs_list_pages_both_ways_finds_ids_shows_rejections_and_stays_live
     owner = tenant("pendant")
     jobs = stack.client.submit_many([{"task_type": "echo", "payload": {"n": n}, "tenant": owner, "delay": 3600}
                                      for n in range(45)])
-    until(lambda: stack.client.jobs(tenant=owner, limit=1).counts.get("scheduled") == 45, "45 scheduled")
+    eventually(lambda: stack.client.jobs(tenant=owner, limit=1).counts.get("scheduled") == 45, what="45 scheduled")
     page.goto(f"{stack.url}/jobs?tenant={owner}&status=scheduled&limit=20")
     pager = page.locator("#jobs-pager .range")
     expect(pager).to_have_text("1–20 of 45")
@@ -230,7 +223,7 @@ def test_long_values_wrap_and_no_page_is_wider_than_the_window(stack: Stack, pag
                                labels={"team": "billing-" + "z" * 150})
     scheduled = stack.client.submit("echo", {"text": "w" * 400}, tenant=long_tenant, delay=3600)
     assert dead.wait(30).status == "dead"
-    until(lambda: shown(stack, scheduled.job_id, "scheduled"), "scheduled")
+    eventually(lambda: shown(stack, scheduled.job_id, "scheduled"), what="scheduled")
     for path in (f"/jobs?tenant={quote(long_tenant)}", f"/dlq?tenant={quote(long_tenant)}", "/tenants", "/tasks",
                  f"/jobs/{dead.job_id}", f"/jobs/{scheduled.job_id}"):
         page.goto(stack.url + path)
@@ -243,11 +236,16 @@ def test_the_overview_charts_each_task_types_throughput_and_failures(stack: Stac
     owner = tenant("sabre")
     assert stack.client.submit("echo", {"n": 1}, tenant=owner).wait(30).status == "completed"
     assert stack.client.submit("email.send", {}, tenant=owner).wait(30).status == "dead"
-    page.goto(stack.url + "/")
     echo = page.locator('#throughput figure[data-task-type="echo"] svg')
+    failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.failed title')
+
+    def drawn() -> bool:  # reloaded until the view has folded both jobs (the page is drawn from it)
+        page.goto(stack.url + "/")
+        return echo.locator("rect.bar.ok").count() > 0 and failing.count() > 0
+
+    eventually(drawn, 30, "both task types charted", every=0.5)
     expect(echo.locator("rect.bar.ok")).to_have_count(18 + 1, timeout=15_000)  # 3 h of 10 min, and the legend
     expect(echo.locator("rect.bar.ok title").last).to_contain_text(re.compile(r"[1-9]\d* succeeded"))
-    failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.failed title')
     expect(failing.last).to_contain_text(re.compile(r"[1-9]\d* failed"))
     shoot(page, "overview-throughput", full_page=True)
 
@@ -258,8 +256,9 @@ def test_a_waiting_jobs_page_links_what_it_waits_for_and_a_dependency_its_depend
     gate = stack.client.submit("gated", {"open_when": str(tmp_path / "gate")}, tenant=owner)
     done = stack.client.submit("echo", {"n": 1}, tenant=owner)
     waiting = stack.client.submit("gather", {}, tenant=owner, depends_on=[gate, done])
-    until(lambda: stack.client.status(waiting.job_id).dependencies.get(done.job_id) == "completed", "one reported")
-    until(lambda: stack.client.status(gate.job_id).dependents == [waiting.job_id], "the dependent recorded")
+    reported = lambda: stack.client.status(waiting.job_id).dependencies.get(done.job_id) == "completed"  # noqa: E731
+    eventually(reported, 30, "one reported")
+    eventually(lambda: stack.client.status(gate.job_id).dependents == [waiting.job_id], what="the dependent recorded")
     page.goto(f"{stack.url}/jobs/{waiting.job_id}")
     expect(page.locator("#job-status")).to_have_attribute("data-status", "waiting")
     expect(page.locator("#waits-for")).to_have_attribute("data-pending", "1")

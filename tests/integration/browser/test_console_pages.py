@@ -13,7 +13,6 @@ what it seeds itself).
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from playwright.sync_api import Browser, Page, expect
 from engine.client import JobHandle
 from tests.integration.browser.pages import shown_after_reload, tenant
 from tests.integration.browser.conftest import VIEWPORT, ConsoleProcess, Stack
+from tests.integration.conftest import eventually
 
 Shoot = Callable[..., Path]
 
@@ -31,13 +31,8 @@ Shoot = Callable[..., Path]
 
 def wait_status(stack: Stack, handle: JobHandle, status: str, timeout: float = 30.0) -> None:
     """Block until the catalog lists the job with ``status``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = [r for r in stack.client.jobs(status=status, limit=1000).rows if r.job_id == handle.job_id]
-        if rows:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"job {handle.job_id} not {status} within {timeout}s")
+    eventually(lambda: any(r.job_id == handle.job_id for r in stack.client.jobs(status=status, limit=1000).rows),
+               timeout, f"job {handle.job_id} {status}")
 
 
 def test_search_a_tenants_running_jobs(stack: Stack, page: Page, shoot: Shoot) -> None:

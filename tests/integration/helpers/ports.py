@@ -1,0 +1,12 @@
+"""A free local TCP port for a server a test starts (metrics, console)."""
+
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
