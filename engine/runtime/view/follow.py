@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -41,6 +42,8 @@ COMMIT_S = 0.1
 DISCOVER_S = 5.0
 """How often the partition count of the events topic is asked again (a topic grown by an operator)."""
 FETCH = 5000
+WAIT_S = 0.1
+"""How long one step waits for a record when none has arrived (a step folds what has arrived, without waiting)."""
 RETRY_S = 1.0
 WARN_EVERY_S = 30.0
 SEEN_FILE = "seen.json"
@@ -108,7 +111,7 @@ class ViewFollower:
 
     def step(self) -> int:
         """Fold what arrived (waiting a moment when nothing did); commit when due. How many records."""
-        messages = kafka.call(self.consumer.consume, FETCH, 0.1)
+        messages = self._arrived()
         for msg in messages:
             if msg.error():
                 if msg.error().code() != KafkaError._PARTITION_EOF:
@@ -121,6 +124,16 @@ class ViewFollower:
         if self._pending >= COMMIT_RECORDS or time.monotonic() - self._committed_at >= COMMIT_S:
             self.commit()
         return len(messages)
+
+    def _arrived(self) -> list[Any]:
+        """What the consumer holds now, at once; when it holds nothing, what arrives within WAIT_S, from the first
+        record on. (``consume(n, t)`` waits for ``n`` records or ``t``: asked for FETCH with a timeout, it held every
+        step back the whole timeout at a steady load, and each record waited that long before it was folded.)"""
+        messages: list[Any] = kafka.call(self.consumer.consume, FETCH, 0)
+        if messages:
+            return messages
+        messages = kafka.call(self.consumer.consume, 1, WAIT_S)
+        return messages + kafka.call(self.consumer.consume, FETCH - 1, 0) if messages else messages
 
     def commit(self) -> None:
         """Commit every partition's pending fold, its applied offset past the markers the consumer read past."""
