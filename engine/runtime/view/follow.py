@@ -4,8 +4,9 @@ The consumer joins no group and commits no offset: its position in partition p i
 store's applied offset (+1), written with the folded state in one WriteBatch, so a restart
 goes on where the store ended. Records are folded by the one restorer (``projections.restore``)
 with the full fold, then retention (``projections.retention``) runs inside the same step, so a
-rebuild from offset 0 reaches the same bytes. Stores commit every COMMIT_RECORDS records or
-COMMIT_S seconds, whichever comes first, so the view trails the log by a fraction of a second.
+rebuild from offset 0 reaches the same bytes. A step folds what the consumer holds at once (it
+waits only when nothing has arrived); stores commit every COMMIT_RECORDS records or COMMIT_S
+seconds, whichever comes first, so the view trails the log by a fraction of a second.
 
 A partition's applied offset moves past the transaction markers the consumer has read past
 (they carry nothing to fold), so a caught-up view shows no lag.
@@ -37,8 +38,11 @@ from projections.store import ProjectionStore, open_store, view_root, view_store
 log = logging.getLogger("epochq.view")
 
 COMMIT_RECORDS = 5000
-COMMIT_S = 0.1
-"""A store commits what it folded after this many records or this long, whichever comes first."""
+COMMIT_S = 0.25
+"""A store commits what it folded after this many records or this long, whichever comes first. Each commit writes
+every job it touched (record, catalog entries, counters) once, whatever the events folded into it: at 1,000 jobs/s
+on 6 partitions, committing every 0.1 s wrote a job's record and entries about three times (its events fell into
+different commits) and cost 60 µs per event against 37 µs at every 0.5 s (bench/view_lag.py, docs/benchmarks.md)."""
 DISCOVER_S = 5.0
 """How often the partition count of the events topic is asked again (a topic grown by an operator)."""
 FETCH = 5000
