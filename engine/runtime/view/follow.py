@@ -4,9 +4,8 @@ The consumer joins no group and commits no offset: its position in partition p i
 store's applied offset (+1), written with the folded state in one WriteBatch, so a restart
 goes on where the store ended. Records are folded by the one restorer (``projections.restore``)
 with the full fold, then retention (``projections.retention``) runs inside the same step, so a
-rebuild from offset 0 reaches the same bytes. A step folds what the consumer holds at once (it
-waits only when nothing has arrived); stores commit every COMMIT_RECORDS records or COMMIT_S
-seconds, whichever comes first, so the view trails the log by a fraction of a second.
+rebuild from offset 0 reaches the same bytes. Stores commit every COMMIT_RECORDS records or
+COMMIT_S seconds, whichever comes first, so the view trails the log by a fraction of a second.
 
 A partition's applied offset moves past the transaction markers the consumer has read past
 (they carry nothing to fold), so a caught-up view shows no lag.
@@ -21,7 +20,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -38,16 +36,11 @@ from projections.store import ProjectionStore, open_store, view_root, view_store
 log = logging.getLogger("epochq.view")
 
 COMMIT_RECORDS = 5000
-COMMIT_S = 0.25
-"""A store commits what it folded after this many records or this long, whichever comes first. Each commit writes
-every job it touched (record, catalog entries, counters) once, whatever the events folded into it: at 1,000 jobs/s
-on 6 partitions, committing every 0.1 s wrote a job's record and entries about three times (its events fell into
-different commits) and cost 60 µs per event against 37 µs at every 0.5 s (bench/view_lag.py, docs/benchmarks.md)."""
+COMMIT_S = 0.1
+"""A store commits what it folded after this many records or this long, whichever comes first."""
 DISCOVER_S = 5.0
 """How often the partition count of the events topic is asked again (a topic grown by an operator)."""
 FETCH = 5000
-WAIT_S = 0.1
-"""How long one step waits for a record when none has arrived (a step folds what has arrived, without waiting)."""
 RETRY_S = 1.0
 WARN_EVERY_S = 30.0
 SEEN_FILE = "seen.json"
@@ -115,7 +108,7 @@ class ViewFollower:
 
     def step(self) -> int:
         """Fold what arrived (waiting a moment when nothing did); commit when due. How many records."""
-        messages = self._arrived()
+        messages = kafka.call(self.consumer.consume, FETCH, 0.1)
         for msg in messages:
             if msg.error():
                 if msg.error().code() != KafkaError._PARTITION_EOF:
@@ -128,16 +121,6 @@ class ViewFollower:
         if self._pending >= COMMIT_RECORDS or time.monotonic() - self._committed_at >= COMMIT_S:
             self.commit()
         return len(messages)
-
-    def _arrived(self) -> list[Any]:
-        """What the consumer holds now, at once; when it holds nothing, what arrives within WAIT_S, from the first
-        record on. (``consume(n, t)`` waits for ``n`` records or ``t``: asked for FETCH with a timeout, it held every
-        step back the whole timeout at a steady load, and each record waited that long before it was folded.)"""
-        messages: list[Any] = kafka.call(self.consumer.consume, FETCH, 0)
-        if messages:
-            return messages
-        messages = kafka.call(self.consumer.consume, 1, WAIT_S)
-        return messages + kafka.call(self.consumer.consume, FETCH - 1, 0) if messages else messages
 
     def commit(self) -> None:
         """Commit every partition's pending fold, its applied offset past the markers the consumer read past."""
