@@ -1,10 +1,11 @@
 """The console's two reads at ten million jobs: a job page and a filtered list page, p50/p99.
 
 Builds (once; ``--keep`` keeps it for the next run, and an interrupted build goes on from each
-store's applied offset) a state directory whose partition stores
-hold ``--jobs`` jobs, by folding synthesized events straight into the stores with the real fold
-(``projections.evolve.fold`` through a ``Batch``, committed every 4,000 events, as a restore
-does): no Kafka. Jobs are spread over ``--partitions`` stores (job n in store n mod P), 200
+store's applied offset) a state directory whose view stores (``<state>/<ns>/view/pNNNN``, where
+``epochq view run`` keeps them and the console reads them) hold ``--jobs`` jobs, by folding
+synthesized events straight into them as the view does (``projections.restore.Restorer``, the full
+fold, with the view's retention, ``--keep-finished`` 30 days, after each event; committed every
+4,000 events): no Kafka. Jobs are spread over ``--partitions`` stores (job n in store n mod P), 200
 tenants (skewed: a few large, many small), 20 task types, submitted evenly over 30 days, and end
 as completed 86 %, scheduled 5 %, queued 4 %, dead 2 %, retrying 2 %, cancelled 1 %, and 600
 running (1 % of the newest 60,000: handler slots bound them); every third job has a ``team``
@@ -35,7 +36,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -43,11 +44,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness import percentile
 from engine.config import Settings, load_settings
 from engine.contract import messages as m
-from projections.batch import Batch
+from engine.contract.codec import encode_event
 from engine.questions.jobs import STATUSES, JobFilter, job_detail, list_jobs
-from projections.evolve import fold
 from engine.questions.stores import indexed_history, read_store
-from projections.store import open_store, store_path
+from projections.restore import Restorer
+from projections.retention import DAY_US as RETENTION_DAY_US
+from projections.retention import Retention
+from projections.store import open_store, view_store_path
 from projections.views.jobs import read_job
 
 DAY_US = 86_400_000_000
@@ -106,24 +109,28 @@ def job_events(n: int, jobs: int) -> list[m.Event]:
 
 
 def build_partition(args: tuple[str, str, int, int, int]) -> tuple[int, int, float]:
-    """Fold partition ``p``'s share of the jobs into its store; (partition, events, seconds)."""
+    """Fold partition ``p``'s share of the jobs into its view store, as the view folds; (partition, events, s)."""
     state_dir, namespace, p, partitions, jobs = args
-    store = open_store(store_path(Path(state_dir), namespace, p))
-    batch = Batch(store)
-    t0, offset, done = time.monotonic(), 0, store.applied_offset()  # an interrupted build goes on from there
-    if done < 0:
-        fold(batch, m.Event("claim", None, None, 1, "bench", START_US, m.OwnershipClaimed(p, "bench")), offset)
-    for n in range(p, jobs, partitions):
-        for event in job_events(n, jobs):
-            offset += 1
-            if offset <= done:
-                continue
-            fold(batch, event, offset)
-            if offset % COMMIT_EVERY == 0:
-                batch.commit()
-    batch.commit()
+    store = open_store(view_store_path(Path(state_dir), namespace, p))
+    restorer = Restorer(store, "bench.events", p, commit_every=COMMIT_EVERY)
+    retention = Retention(30 * RETENTION_DAY_US)  # `view run`'s default --keep-finished
+    restorer.on_folded = lambda event, folded: retention.after(restorer.batch, event, folded)
+    t0, first = time.monotonic(), restorer.next_offset  # an interrupted build goes on from there
+
+    def records() -> Iterator[tuple[int, bytes]]:
+        yield 0, encode_event(m.Event("claim", None, None, 1, "bench", START_US, m.OwnershipClaimed(p, "bench")))
+        offset = 0
+        for n in range(p, jobs, partitions):
+            for event in job_events(n, jobs):
+                offset += 1
+                if offset >= first:
+                    yield offset, encode_event(event)
+
+    restorer.feed(records())
+    restorer.finish()
+    folded = restorer.next_offset
     store.close()
-    return p, offset + 1, time.monotonic() - t0
+    return p, folded, time.monotonic() - t0
 
 
 def build(settings: Settings, partitions: int, jobs: int, procs: int) -> None:
@@ -150,7 +157,7 @@ def cold_job_page(settings: Settings, partitions: int, n: int) -> tuple[str, int
     """The same from a fresh process's point of view (``epochq status``/``history``): its store opened
     read-only for the request, the history from the history index."""
     jid, p = job_id(n), n % partitions
-    with read_store(store_path(Path(settings.state_dir), settings.namespace, p)) as store:
+    with read_store(view_store_path(Path(settings.state_dir), settings.namespace, p)) as store:
         job = read_job(store, jid)
     history = indexed_history(settings, p, jid)
     assert job is not None and history is not None and history.entries, jid

@@ -2,9 +2,13 @@
 
 Driven by event time inside the fold step, never by the clock or by when a batch commits: after
 each event, :meth:`Retention.after` notes a job that has just finished, and when the event's
-time enters a new second it sweeps at most SWEEP_LIMIT jobs that finished more than ``keep``
-before it (the next events sweep the rest). Every read goes through the batch (staged changes
-first), so a rebuild from offset 0 reaches the same bytes whatever its commit points.
+time is past the last sweep by a ten-thousandth of ``keep`` (at least a second, at most
+SWEEP_EVERY_S) it sweeps at most SWEEP_LIMIT jobs that finished more than ``keep`` before it (the
+next events sweep the rest). A sweep looks at the committed entries and at the ones staged since
+the last commit, which :class:`Retention` keeps a list of (looking through every staged change at
+every new second made a replay of a sparse history quadratic in the records per commit). Every
+read goes through the batch (staged changes first), so a rebuild from offset 0 reaches the same
+bytes whatever its commit points.
 
 A job that leaves takes with it its record, its catalog entries and counts, its labels, its
 history index and its tenant index entry. Dead letters stay until replayed or purged. The events
@@ -31,6 +35,9 @@ SWEPT = b"m:swept"    # the second of event time the last sweep ran at
 PRUNED = b"m:pruned"  # present once any job has left this store
 LEAVES = frozenset({"completed", "cancelled"})
 SWEEP_LIMIT = 1000
+SWEEP_EVERY_S = 60
+"""Event time between two sweeps at most (a ten-thousandth of ``keep``, at least a second): a finished job leaves
+between ``keep`` and ``keep`` + that after it finished."""
 SECOND_US = 1_000_000
 DAY_US = 86_400 * SECOND_US
 
@@ -43,13 +50,16 @@ def finished_key(finished_at: int, job_id: str) -> bytes:
 class Retention:
     """What leaves a view store, and when; ``keep_us`` 0 keeps everything forever."""
 
-    __slots__ = ("keep_us",)
+    __slots__ = ("keep_us", "every_s", "_staged", "_staged_in")
 
     def __init__(self, keep_us: int):
         self.keep_us = keep_us
+        self.every_s = min(SWEEP_EVERY_S, max(1, keep_us // 10_000 // SECOND_US))
+        self._staged: list[bytes] = []  # the retention entries this object put into the batch's pending changes
+        self._staged_in: object = None  # ... that changes dict (a commit starts a new one)
 
     def after(self, batch: Batch, event: m.Event, folded: Folded) -> None:
-        """Note what ``event`` did to its job, and sweep when its time enters a new second."""
+        """Note what ``event`` did to its job, and sweep when its time is ``every_s`` past the last sweep."""
         if not self.keep_us:
             return
         before, after = folded.before, folded.after
@@ -57,8 +67,9 @@ class Retention:
             self._note(batch, event, before, after)
         second = event.occurred_at // SECOND_US
         swept = batch.get(SWEPT)
-        if swept is None or second > int(swept):
-            if sweep(batch, event.occurred_at - self.keep_us) < SWEEP_LIMIT:
+        if swept is None or second >= int(swept) + self.every_s:
+            staged = self._staged if batch.changes is self._staged_in else []
+            if sweep(batch, event.occurred_at - self.keep_us, staged) < SWEEP_LIMIT:
                 batch.put(SWEPT, b"%d" % second)
 
     def _note(self, batch: Batch, event: m.Event, before: JobView | None, after: JobView) -> None:
@@ -66,14 +77,23 @@ class Retention:
             batch.put(LABELS + after.job_id.encode(),
                       b"\x1e".join(n.encode() + SEP + v.encode() for n, v in sorted(event.body.labels.items())))
         if STATUS_OF[after.state] in LEAVES and (before is None or STATUS_OF[before.state] not in LEAVES):
-            batch.put(finished_key(after.finished_at or 0, after.job_id), b"")
+            key = finished_key(after.finished_at or 0, after.job_id)
+            batch.put(key, b"")
+            if batch.changes is not self._staged_in:
+                self._staged, self._staged_in = [], batch.changes
+            self._staged.append(key)
 
 
-def sweep(batch: Batch, cutoff_us: int) -> int:
-    """Remove up to SWEEP_LIMIT jobs that finished before ``cutoff_us``; how many entries were looked at."""
+def sweep(batch: Batch, cutoff_us: int, staged: list[bytes] | None = None) -> int:
+    """Remove up to SWEEP_LIMIT jobs that finished before ``cutoff_us``; how many entries were looked at.
+
+    ``staged``: every retention entry put into ``batch`` since its last commit, when the caller knows them
+    (None: look through the batch's changes for them)."""
     if cutoff_us <= 0:
         return 0
-    entries = list(_expired(batch, FINISHED + k.num(cutoff_us)))
+    if staged is None:
+        staged = [key for key in batch.changes if key.startswith(FINISHED)]
+    entries = list(_expired(batch, FINISHED + k.num(cutoff_us), staged))
     gone = []
     for key in entries:
         job_id = key[len(FINISHED) + 21:].decode()
@@ -84,10 +104,11 @@ def sweep(batch: Batch, cutoff_us: int) -> int:
     return len(entries)
 
 
-def _expired(batch: Batch, bound: bytes) -> Iterator[bytes]:
-    """The first SWEEP_LIMIT retention entries below ``bound``, committed and staged, in key order."""
-    staged = sorted(key for key, value in batch.changes.items()
-                    if key.startswith(FINISHED) and key < bound and value is not None)
+def _expired(batch: Batch, bound: bytes, candidates: list[bytes]) -> Iterator[bytes]:
+    """The first SWEEP_LIMIT retention entries below ``bound``, committed and staged (among ``candidates``), in
+    key order."""
+    changes = batch.changes
+    staged = sorted(key for key in candidates if key < bound and changes.get(key) is not None)
     committed = (key for key in batch.store.keys(FINISHED) if batch.changes.get(key, b"") is not None)
     n, merged = 0, _merge(committed, iter(staged), bound)
     for key in merged:

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, Options, Rdict, ReadOptions,
-                      WriteBatch, WriteBufferManager)
+from rocksdict import (AccessType, BlockBasedIndexType, BlockBasedOptions, Cache, IngestExternalFileOptions, Options,
+                      Rdict, ReadOptions, SstFileWriter, WriteBatch, WriteBufferManager)
 
 from engine.errors import ProjectionCorruptedError
 from projections.lock import StoreLock
@@ -212,20 +212,34 @@ class ProjectionStore:
                 if key in hot:
                     hot[key] = value
 
-    def write_raw(self, pairs: list[tuple[bytes, bytes]]) -> None:
-        """Put ``pairs`` as they are, without an applied offset (a checkpoint being loaded, offset last)."""
-        batch = WriteBatch(raw_mode=True)
-        for key, value in pairs:
-            batch.put(key, value)
+    def export_sst(self, path: Path, skip: frozenset[bytes] = frozenset()) -> tuple[int, bytes | None]:
+        """Write every pair as committed now (a RocksDB snapshot) but ``skip``'s into one SST file at ``path``;
+        how many pairs it holds and the applied offset's raw value. No file is written for no pairs."""
+        writer, count, offset = SstFileWriter(_options()), 0, None
+        writer.open(str(path))
+        for key, value in self._db.snapshot().items():
+            if key == OFFSET_KEY:
+                offset = value
+            if key not in skip:
+                writer[key] = value
+                count += 1
+        if count:
+            writer.finish()
+        return count, offset
+
+    def ingest_sst(self, path: Path) -> None:
+        """Move the pairs of an SST file (:meth:`export_sst`) into this store as they are: a bulk load whose
+        cost does not grow with its number of keys (the file is linked in, not written key by key)."""
+        opts = IngestExternalFileOptions()
+        opts.set_move_files(True)
         try:
-            self._db.write(batch)
+            self._db.ingest_external_file([str(path)], opts)
         except Exception as e:  # typed here, where RocksDB's errors enter
             raise _translate(self.path, e) from e
         self._fresh = False
-
-    def snapshot_items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every pair as committed now, from a RocksDB snapshot (later commits do not show), in key order."""
-        yield from self._db.snapshot().items()
+        self.job_cache.clear()
+        if self._hot is not None:
+            self._hot.clear()
 
     def key_count(self) -> int:
         """RocksDB's estimate of the number of keys in the store."""

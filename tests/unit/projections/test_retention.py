@@ -76,3 +76,14 @@ def test_a_rebuild_reaches_the_same_bytes_whatever_the_commit_points(ends, every
         cut = fold_view(events, Path(tmp) / "cut", every=every)
     assert cut == whole
     assert {key: v for key, v in whole.items() if key.startswith(CATALOG)} == expected_catalog(whole)
+
+
+def test_a_sparse_history_sweeps_once_a_minute_of_event_time_not_at_every_event(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import projections.retention as retention_module
+    sweeps: list[int] = []
+    real = retention_module.sweep
+    monkeypatch.setattr(retention_module, "sweep", lambda batch, cutoff, staged=None:
+                        sweeps.append(cutoff) or real(batch, cutoff, staged))
+    events = stream(["completed"] * 30, gap_us=5 * S)  # a job every 5 s: every event in a new second
+    fold_view(events, tmp_path / "s", every=1000, keep_us=30 * 86_400 * S)
+    assert 1 <= len(sweeps) <= 3, len(sweeps)  # 150 s of event time, a sweep a minute (each one reads the batch)
