@@ -71,7 +71,8 @@ def test_a_late_dependent_is_told_from_the_tombstone_with_the_result_and_a_tombs
     (send,) = out
     assert isinstance(send, Send) and send.command.job_id == "late"
     assert send.command.body == m.ReportDependency("job-1", "completed", b'{"rows": 3}', "")
-    batch.store.write_raw([(ended_key("old"), marshal.dumps(("completed", 5, "acme", None), 2))])  # before results
+    old_shape = marshal.dumps(("completed", 5, "acme", None), 2)  # a tombstone written before results were kept
+    batch.store.commit({ended_key("old"): old_shape}, batch.store.applied_offset(), indexed=False)
     old = read_ended(batch.store, "old")
     assert old is not None and old.state is JobState.COMPLETED and old.result is None
 
