@@ -9,6 +9,7 @@ from engine.runtime import kafka
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.topics import ensure_topics
+from tests.integration.conftest import eventually
 
 
 def test_a_set_up_that_failed_after_opening_the_store_is_retried_afresh(
@@ -24,9 +25,14 @@ def test_a_set_up_that_failed_after_opening_the_store_is_retried_afresh(
         assert lifecycle.partitions[0].state is State.ASSIGNED and lifecycle.partitions[0].store is None
 
         ensure_topics(settings, partitions=1)
-        lifecycle.taking._retry_at.clear()  # no wait before the retry
-        lifecycle.set_up()  # used to fail for good: the store was still open (locked) in this process
-        assert lifecycle.partitions[0].state is State.RESTORING
+
+        def set_up_again() -> bool:
+            """Retry at once (the new topic may take a moment to reach the reader's metadata)."""
+            lifecycle.taking._retry_at.clear()
+            lifecycle.set_up()  # used to fail for good: the store was still open (locked) in this process
+            return lifecycle.partitions[0].state is State.RESTORING
+
+        eventually(set_up_again, 30, "the partition set up afresh and restoring")
     finally:
         lifecycle.close_all()
         events.close()
