@@ -189,10 +189,10 @@ def test_finished_jobs_leave_the_view_after_keep_finished_and_history_reads_the_
     dead = client.submit("fragile", {"fixed_when": str(tmp_path / "never")}, tenant="acme")
     ends = [h.wait(30) for h in old] + [dead.wait(30)]
     assert [o.status for o in ends] == ["completed"] * 3 + ["dead"]
-    # on purpose: event time must pass --keep-finished (2 s) after the old jobs ended before the fresh ones run;
-    # the view sweeps as later events arrive
+    # on purpose: event time must pass --keep-finished (2 s) plus the sweep's step (at least 1 s of event time,
+    # projections/retention.py) after the old jobs ended before the fresh ones run; the view sweeps as events arrive
     last_end = max(e.event.occurred_at for o in ends for e in o.events)
-    time.sleep(max(0.0, (last_end + 2_500_000) / 1e6 - time.time()))
+    time.sleep(max(0.0, (last_end + 4_000_000) / 1e6 - time.time()))
     fresh = [client.submit("noop", {}, tenant="acme") for _ in range(9)]
     assert all(h.wait(30).status == "completed" for h in fresh)
     here = tmp_path / "state-view"
