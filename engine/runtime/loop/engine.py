@@ -47,7 +47,8 @@ from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import CommandReader, Inbox, Note, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.partition import Partition, State, cancel_requests
+from engine.runtime.loop.draft import cancel_requests
+from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.route import route
 from engine.runtime.loop.standby import Standbys
@@ -165,7 +166,8 @@ class Engine:
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
         token, self.dispatcher.wake.at = self.dispatcher.wake.at, None  # noted again by jobs still waiting for one
-        if self.lifecycle.restoring or any(p.commands or p.results for p in self.partitions.values() if p.can_decide):
+        if self.lifecycle.restoring or any(p.inbound.commands or p.inbound.results for p in self.partitions.values()
+                                           if p.can_decide):
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for n, t in self.lifecycle.timers.items()
@@ -199,7 +201,7 @@ class Engine:
             self.partitions[rewind.partition].accept_tag = self.reader.seek(rewind.partition, rewind.offset)
 
     def _drop_commands(self, partition: Partition) -> None:
-        self.inbox.decided(partition.drop_commands())
+        self.inbox.decided(partition.inbound.drop_commands())
 
     # --- apply, decide, write -------------------------------------------------------------------
 
@@ -244,9 +246,8 @@ class Engine:
             self.lifecycle.drop(partition.number, step.why)
         else:
             if step.keep_results:
-                if step.results is not None:
-                    w.staged.results = list(step.results)
-                partition.keep_results(w.staged)
+                kept = w.staged.take_results()
+                partition.inbound.keep_results(list(step.results) if step.results is not None else kept)
             self._drop_commands(partition)
             if step.next is Next.BACK_OFF:
                 self.lifecycle.resync(partition, None, step.rewind, refusals.refused(partition, w.error))
@@ -268,16 +269,16 @@ class Engine:
                      number, overdue, extra={"partition": number})
         for number, held in decided.promoted.items():
             self.metrics.set_timers(number, held)
-        for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
+        for partition in [p for p in self.partitions.values() if p.draft.corrupt is not None]:
             self._drop_commands(partition)
-            partition.keep_results(partition.staged)
-            self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
+            partition.inbound.keep_results(partition.draft.staged.take_results())
+            self.lifecycle.corrupted(partition, partition.draft.corrupt)  # type: ignore[arg-type]
 
     def _launch(self) -> None:
         """Start one transaction for each partition with staged work and none under way."""
         for partition in self.partitions.values():
-            if partition.staged and partition.writing is None and partition.state in WRITING:
-                written = self.writer.launch(partition, partition.take_staged(), self.reader.group_metadata(),
+            if partition.draft.staged and partition.writing is None and partition.state in WRITING:
+                written = self.writer.launch(partition, partition.draft.take_staged(), self.reader.group_metadata(),
                                              self._wake)
                 partition.writing = written
                 self._writing.append(written)

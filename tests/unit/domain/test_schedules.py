@@ -26,7 +26,7 @@ from engine.domain.schedules import (
 from engine.domain.timerouter import SECOND, Windows
 from engine.questions.lateness import percentile, summarize
 from engine.runtime.loop.breakers import BreakerBoard
-from engine.runtime.loop.partition import Staged
+from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.schedules import FIRST_PING_US, ScheduleDesk
 from engine.runtime.loop.timers import PartitionTimers, Timeline, scan_due
 from projections.batch import Batch
