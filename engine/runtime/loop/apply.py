@@ -43,7 +43,7 @@ class Verdict(StrEnum):
 
 
 def commit(written: Written) -> Verdict:
-    """Commit the partition's batch if its transaction committed with our events in a row."""
+    """Commit the partition's draft (its batch) if its transaction committed with our events in a row."""
     if isinstance(written.error, FencedError):
         return Verdict.FENCED
     if isinstance(written.error, AccessDeniedError):

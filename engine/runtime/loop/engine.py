@@ -1,21 +1,26 @@
 """The engine process: one loop, and the only place that knows the order of its steps.
 
-Per tick, over what arrived since the last one, in this order::
+Per tick, over what arrived since the last one, in this order (each step's input → what it returns)::
 
-    read      wait on the inbox: command batches, handler results, rebalance notes
-    hold      act on the notes; set up, restore and claim partitions (loop/lifecycle.py, loop/restoring.py)
-    route     each command record and each result to its partition's queue; rewinds asked for (loop/route.py)
-    apply     for each transaction that has ended: commit its batch, or resync or step down (loop/apply.py)
-    start     hand the attempts whose JobStarted committed to the executor
-    decide    results → commands → due timers → free slots, per partition that may decide; every
-              decision is folded into the partition's batch as it is staged (loop/deciding.py)
-    write     one transaction per partition with staged work, committed on a commit thread (loop/write.py)
-    settle    close revoking partitions whose handlers are done; fold the standbys; housekeeping
+    read    the inbox, waited on until the next due time → arrivals: command batches, results, rebalance notes
+    hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
+    route   command records and finished attempts → queued in their partitions' inbound queues; records
+            dropped and rewinds, which the loop carries out (loop/route.py)
+    apply   each transaction that has ended → commit its draft's batch, and a Followup (go on, activate,
+            step down, drop, back off, resync) the loop carries out, and the attempts to start (loop/apply.py)
+    start   those attempts → the executor
+    decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
+            due timers, free slots, each staged into the draft and folded at once; Decided (commands
+            taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
+    write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
+            thread; the Written under way (loop/write.py)
+    settle  close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat
 
-A transaction written in one tick is applied in a later one (its commit runs meanwhile). Each
-step takes data and returns what it decided — rewinds, a verdict per transaction, attempts
-to start, commands decided — and this loop carries it out; collaborators are passed to the
-steps, none of them calls back into the engine.
+A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
+partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
+its draft (loop/draft.py) is the one value the deciding steps are handed and stage into, its
+inbound queues are filled by route and emptied by decide. Collaborators are passed to the steps;
+none of them calls back into the engine.
 """
 
 from __future__ import annotations
@@ -146,22 +151,20 @@ class Engine:
         arrivals = self.inbox.take(self._wait())  # read
         reader_failed(self.reader)
         now = now_us()
-        self._hold(arrivals.notes, now)
-        self._route(arrivals.results)
+        self._hold(arrivals.notes, now)  # hold
+        self._route(arrivals.results)  # route
         t0 = time.perf_counter()
-        starts = self._apply([w for w in self._writing if w.done])
+        starts = self._apply([w for w in self._writing if w.done])  # apply
         if starts:
             self.executor.submit_many(starts)  # start
         t1 = time.perf_counter()
-        self._decided(self.decider.decide(self.partitions, self.lifecycle.timers, self.executor.take_progress(),
-                                          self._writing, now, taking))
+        decided = self.decider.decide(self.partitions, self.lifecycle.timers, self.executor.take_progress(),
+                                      self._writing, now, taking)  # decide
+        self._decided(decided)
         t2 = time.perf_counter()
-        self._launch()  # write
+        self._writing += self._launch()  # write
         self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
-        self.lifecycle.settle_revoking(self.executor.in_flight)  # settle
-        if self.standbys is not None and taking:
-            self.standbys.step(STANDBY_BUDGET_S)
-        self._housekeeping()
+        self._settle(taking)  # settle
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
@@ -274,22 +277,32 @@ class Engine:
             partition.inbound.keep_results(partition.draft.staged.take_results())
             self.lifecycle.corrupted(partition, partition.draft.corrupt)  # type: ignore[arg-type]
 
-    def _launch(self) -> None:
-        """Start one transaction for each partition with staged work and none under way."""
+    def _launch(self) -> list[Written]:
+        """Start one transaction for each partition with staged work and none under way (or a checkpoint, when
+        one is due); the transactions started."""
+        started: list[Written] = []
         for partition in self.partitions.values():
             if partition.draft.staged and partition.writing is None and partition.state in WRITING:
-                written = self.writer.launch(partition, partition.draft.take_staged(), self.reader.group_metadata(),
-                                             self._wake)
-                partition.writing = written
-                self._writing.append(written)
+                partition.writing = self.writer.launch(partition, partition.draft.take_staged(),
+                                                       self.reader.group_metadata(), self._wake)
             elif self.checkpointer.due(partition):
-                partition.writing = written = self.checkpointer.launch(partition, self._wake)
-                self._writing.append(written)
+                partition.writing = self.checkpointer.launch(partition, self._wake)
+            else:
+                continue
+            started.append(partition.writing)
+        return started
 
     def _wake(self) -> None:
         self.inbox.put_result(None)  # a commit thread finished: the loop applies it next tick
 
-    # --- housekeeping and stopping -----------------------------------------------------------
+    # --- settle, housekeeping and stopping ----------------------------------------------------
+
+    def _settle(self, taking: bool) -> None:
+        """Close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat."""
+        self.lifecycle.settle_revoking(self.executor.in_flight)
+        if self.standbys is not None and taking:
+            self.standbys.step(STANDBY_BUDGET_S)
+        self._housekeeping()
 
     def _housekeeping(self) -> None:
         if self.lifecycle.take_changed():
