@@ -137,10 +137,14 @@ class Draft:
         staged = []
         for out in outs:
             if isinstance(out, Send):
-                self.staged.commands.append(out.command)
+                self.send(out.command)
             else:
                 staged.append(self.stage(out, now, cause, correlation))
         return staged
+
+    def send(self, command: m.Command) -> None:
+        """Stage a command to send in this tick's transaction (a scoped job's child, a report, a ping)."""
+        self.staged.commands.append(command)
 
     def stage(self, emit: Emit, at: int, cause: str | None = None, correlation: str | None = None) -> m.Event:
         """Wrap ``emit`` in an envelope with this draft's epoch, encode it and fold it now."""

@@ -109,8 +109,8 @@ class ScheduleDesk:
         found = read_occurrence(self.draft.batch, job.job_id)
         if found is not None:
             sid, occurrence = found
-            self.draft.staged.commands.append(
-                report_command(sid, occurrence, job.job_id, job.tenant_id, job.state.value, event.occurred_at))
+            self.draft.send(report_command(sid, occurrence, job.job_id, job.tenant_id, job.state.value,
+                                           event.occurred_at))
 
     # --- pings ---------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ class ScheduleDesk:
             if view is None or view.fired is None:
                 del self.pings[sid]
                 continue
-            self.draft.staged.commands.append(occurrence_submit(view, view.fired, now, count + 1))
+            self.draft.send(occurrence_submit(view, view.fired, now, count + 1))
             log.info("schedule %s: occurrence job %s has not reported after %.0f s; pinging it (%d)",
                      sid, view.fired_job_id, (now - (view.fired_at or now)) / SECOND, count + 1)
             self.pings[sid] = (now + min(2 * delay, MAX_PING_US), min(2 * delay, MAX_PING_US), count + 1)
