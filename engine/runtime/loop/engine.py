@@ -39,7 +39,7 @@ from engine.config import Settings
 from engine.domain.decide import DecideContext
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
-from engine.runtime.execution.executor import Executor, RunRequest
+from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import refusals, sampling
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Followup, Next, commit, followup, run_requests
@@ -55,7 +55,7 @@ from engine.runtime.loop.options import EngineOptions
 from engine.runtime.loop.draft import cancel_requests
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
-from engine.runtime.loop.route import route
+from engine.runtime.loop.route import Routed, route
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
@@ -152,7 +152,8 @@ class Engine:
         reader_failed(self.reader)
         now = now_us()
         self._hold(arrivals.notes, now)  # hold
-        self._route(arrivals.results)  # route
+        routed = route(self.partitions, _drain(self.inbox.commands), self._finished(arrivals.results))  # route
+        self._routed(routed)
         t0 = time.perf_counter()
         starts = self._apply([w for w in self._writing if w.done])  # apply
         if starts:
@@ -193,12 +194,14 @@ class Engine:
         for partition, event in self.lifecycle.take_unknown():
             sampling.unknown_write(self.metrics, partition, event)
 
-    def _route(self, results: list[Any]) -> None:
-        """Hand each command record and each finished attempt (``results``: as the executor reported them, and
-        None for a wake-up) to its partition's queue."""
-        waiting = self.inbox.commands
+    def _finished(self, results: list[Any]) -> list[RunResult]:
+        """The attempts that finished: ``results`` as the executor reported them (None: a wake-up), and those whose
+        deadline passed."""
         settled = [r for r in (self.executor.settle(item) for item in results if item) if r]
-        routed = route(self.partitions, _drain(waiting), settled + self.executor.expire())
+        return settled + self.executor.expire()
+
+    def _routed(self, routed: Routed) -> None:
+        """Carry out what the route step could not place: count the records dropped, rewind the reader."""
         self.inbox.decided(routed.dropped)
         for rewind in routed.rewinds:
             self.partitions[rewind.partition].accept_tag = self.reader.seek(rewind.partition, rewind.offset)
