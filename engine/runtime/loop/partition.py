@@ -1,3 +1,25 @@
+"""One job partition this instance holds: its lease, its draft and its inbound queues, split by what changes together.
+
+- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``): the state machine
+  below, the store and the producer, where the log and the commands partition stand, the
+  transaction under way, refusals in a row, the revoke deadline;
+- its **draft** (:class:`~engine.runtime.loop.draft.Draft`): the write model's transaction buffer
+  the deciding steps are handed and stage into; it carries the epoch its events are stamped with;
+- its **inbound** queues (:class:`Inbound`): the command records and finished attempts routed to
+  it (``loop/route.py``), waiting to be decided.
+
+The lifecycle is one state machine (like Kafka Streams' ``Task.State``), with one table of
+allowed transitions::
+
+    ASSIGNED ─► RESTORING ─► CLAIMING ─► ACTIVE ─► REVOKING ─► CLOSED
+                    ▲                       │
+                    └───── (resync) ────────┘        any ─► FENCED ─► CLOSED
+
+Only an ACTIVE partition decides; a REVOKING one still records the results of handlers it
+started. A resync (a transaction aborted, or a foreign record in the log between ours)
+goes back to RESTORING and returns to ACTIVE under the same epoch once caught up.
+"""
+
 from __future__ import annotations
 
 import collections
