@@ -2,7 +2,8 @@
 
 Per tick, over what arrived since the last one, in this order (each step's input → what it returns)::
 
-    read    the inbox, waited on until the next due time → arrivals: command batches, results, rebalance notes
+    read    the inbox, waited on until the next due time → Arrivals (results, rebalance notes); command batches
+            wait in the inbox's commands (loop/inbox.py)
     hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
     route   command records and finished attempts → queued in their partitions' inbound queues; records
             dropped and rewinds, which the loop carries out (loop/route.py)
