@@ -6,8 +6,9 @@ records to ``Admission.admit``, then its timers fire and dispatch deals the free
 drafts. A step stages what it decides into the draft, which folds each event at once, so the
 next decision of the tick sees it; the steps return what they staged (events, how many started).
 The decide step returns what the loop must carry out around it (:class:`Decided`): how many
-command records it decided (the inbox counts them) and what the time router did (for the
-gauges and the log); a draft whose store failed a read says so (``Draft.corrupt``). Commands are decided a few
+command records it decided (the inbox counts them), what the time router did (for the gauges
+and the log), and when a rate-limited job's next token is due (the loop wakes then); a draft
+whose store failed a read says so (``Draft.corrupt``). Commands are decided a few
 per partition in turn for at most ``ADMIT_BUDGET_S``: the rest wait for the next tick, so
 a backlog of commands never holds up recording results and starting jobs.
 """
@@ -45,6 +46,7 @@ class Decided:
     commands: int = 0  # command records decided
     overdue: dict[int, int] = field(default_factory=dict)  # partition -> jobs the overdue sweep fired
     promoted: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> timers held after promotion
+    wake_at: int | None = None  # a rate-limited job waits for its bucket's next token until then (µs)
 
 
 @dataclass(slots=True)
@@ -81,6 +83,7 @@ class Decider:
         for partition in active:
             self._fire_timers(partition.number, timers[partition.number], ctxs[partition.number], decided)
         self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
+        decided.wake_at = self.dispatcher.wake.take()
         return decided
 
     def _commands(self, active: list[Partition], timers: Mapping[int, PartitionTimers],

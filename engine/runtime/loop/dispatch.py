@@ -45,6 +45,11 @@ class TokenWake:
         if self.at is None or at < self.at:
             self.at = at
 
+    def take(self) -> int | None:
+        """The earliest time noted since the last take, once."""
+        at, self.at = self.at, None
+        return at
+
 
 @dataclass(frozen=True, slots=True)
 class Dispatcher:

@@ -110,13 +110,14 @@ class Engine:
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
                               CommandChecker(settings, self.tenants.public_keys, signer))
-        self.dispatcher = Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
-        self.decider = Decider(admission, self.dispatcher, board, self.poison, self.executor.free_slots, base_ctx)
+        dispatcher = Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
+        self.decider = Decider(admission, dispatcher, board, self.poison, self.executor.free_slots, base_ctx)
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
+        self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
         self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
 
     @property
@@ -170,7 +171,7 @@ class Engine:
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
-        token, self.dispatcher.wake.at = self.dispatcher.wake.at, None  # noted again by jobs still waiting for one
+        token = self._token_due  # the last decide step's: noted again by jobs still waiting for one
         if self.lifecycle.restoring or any(p.inbound.commands or p.inbound.results for p in self.partitions.values()
                                            if p.can_decide):
             return 0.0
@@ -270,6 +271,7 @@ class Engine:
     def _decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""
         self.inbox.decided(decided.commands)
+        self._token_due = decided.wake_at
         for number, overdue in decided.overdue.items():
             self.metrics.timers_overdue.inc(overdue)
             log.info("partition %d: overdue sweep fired %d job(s) the hot set did not hold",
