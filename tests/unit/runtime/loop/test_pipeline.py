@@ -268,3 +268,15 @@ def test_admission_tells_decide_whether_a_dependency_was_reported_already(rig: R
     rig.admit(report)
     assert types(logged(rig) + rig.draft.staged.events, "job-1").count("DependencyReported") == 1
     assert rig.job_state("job-1") is JobState.WAITING
+
+
+def test_the_draft_stamps_its_events_with_the_claimed_epoch_and_ids_never_repeat_within_it(rig: Rig) -> None:
+    rig.admit(submit("job-1"))
+    before = [e.event_id for e in rig.draft.staged.events]
+    assert before[0] == "0-1-1" and rig.partition.epoch == 1  # the claim staged first, under epoch 1
+    rig.draft.forget()  # a resync drops what was staged; the ids of the epoch go on
+    rig.admit(submit("job-2"))
+    assert rig.draft.staged.events[0].event_id == f"0-1-{len(before) + 1}"
+    rig.draft.claim(2)  # a new claim: its events start again under the new epoch
+    rig.admit(submit("job-3"))
+    assert rig.draft.staged.events[-2].event_id == "0-2-1" and rig.partition.epoch == 2
