@@ -55,7 +55,9 @@ class RunRequest:
 class Outcome:
     """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack.
 
-    ``records``: what a successful attempt produced (``ctx.produce``), written with its success."""
+    ``records``: what a successful attempt produced (``ctx.produce``), written with its success.
+    ``traceparent``: the W3C context of the attempt's span, when traced: the events its outcome decides carry
+    it (docs/tracing.md)."""
 
     kind: OutcomeKind
     result: bytes | None = None
@@ -65,6 +67,7 @@ class Outcome:
     duration_us: int = 0
     retryable: bool = False
     records: tuple[OutputRecord, ...] = ()
+    traceparent: str | None = None
 
     @classmethod
     def succeeded(cls, result: bytes | None, duration_us: int,
@@ -77,7 +80,7 @@ class Outcome:
         """This success's outcome once the brokers refused a record it produced: a failure, retried."""
         message = f"a record it produced was refused: {error}"
         return Outcome(OutcomeKind.FAILED, None, "OutputRefusedError", clip(message), "", self.duration_us,
-                       retryable=True)
+                       retryable=True, traceparent=self.traceparent)
 
     @classmethod
     def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:

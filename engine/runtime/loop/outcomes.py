@@ -46,7 +46,10 @@ def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ct
     req, out = result.request, result.outcome
     given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result, out.error_type,
                             out.message, out.traceback, out.retryable)
+    start = len(partition.staged.events)
     events = partition.decide(req.job_id, given, ctx)
+    if out.traceparent:  # traced: what the attempt decided carries its span's context (docs/tracing.md)
+        partition.staged.trace(start, out.traceparent)
     if out.records:
         effects.stage(partition, result, events)
     if events:

@@ -4,7 +4,9 @@
   (:func:`current_traceparent`); the engine copies it onto ``JobSubmitted`` and keeps it with the job.
 - Each attempt runs in a span (:func:`run_traced`) that is a child of that context and linked to
   it, named ``<task type> process``, with the task type, tenant, job id, attempt, outcome and error
-  as attributes; the handler's own spans are its children.
+  as attributes; the handler's own spans are its children. Its outcome carries the span's context.
+- Every event of a traced job carries a ``traceparent`` record header (``engine.runtime.loop.partition``):
+  the events an attempt's outcome decides carry the attempt span's context, the others the submitter's.
 - The console's job page shows the trace id (``engine.questions.traces``, pure: no OpenTelemetry needed).
 
 Without OpenTelemetry, or with no tracer provider set (nobody configured the SDK), nothing is
@@ -14,6 +16,7 @@ traced and an attempt pays one test.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -63,7 +66,7 @@ def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
     with _start(ctx) as span:
         outcome = call()
         _record(span, outcome)
-        return outcome
+        return _spanned(outcome)
 
 
 async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobContext) -> Outcome:
@@ -73,7 +76,7 @@ async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobConte
     with _start(ctx) as span:
         outcome = await call()
         _record(span, outcome)
-        return outcome
+        return _spanned(outcome)
 
 
 def _start(ctx: JobContext) -> Any:
@@ -88,6 +91,11 @@ def _start(ctx: JobContext) -> Any:
     tracer = trace.get_tracer(TRACER_NAME)
     return tracer.start_as_current_span(f"{ctx.task_type} process", context=parent, kind=trace.SpanKind.CONSUMER,
                                         links=links, attributes=attributes)
+
+
+def _spanned(outcome: Outcome) -> Outcome:
+    """``outcome`` with the attempt span's context (current here): the events it decides carry it."""
+    return replace(outcome, traceparent=current_traceparent())
 
 
 def _record(span: Any, outcome: Outcome) -> None:
