@@ -48,7 +48,7 @@ def _record_one(partition: Partition, result: RunResult, board: BreakerBoard, ct
                             out.message, out.traceback, out.retryable)
     start = len(partition.staged.events)
     events = partition.decide(req.job_id, given, ctx)
-    if out.traceparent:  # traced: what the attempt decided carries its span's context (docs/tracing.md)
+    if out.traceparent and req.traceparent:  # a traced job: what the attempt decided carries its span's context
         partition.staged.trace(start, out.traceparent)
     if out.records:
         effects.stage(partition, result, events)

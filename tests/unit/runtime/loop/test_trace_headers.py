@@ -128,3 +128,10 @@ def test_the_write_step_produces_the_header_with_each_traced_event_and_none_with
             assert headers == [(TRACEPARENT, SUBMITTER.encode())]
         else:
             assert headers is None
+
+
+def test_an_untraced_job_s_attempt_in_a_span_of_its_own_adds_no_header(rig: Rig) -> None:
+    rig.admit(submit("job-u"))
+    rig.dispatch()
+    finish(rig, Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT))  # an engine that traces: a root span
+    assert headers_of(rig.partition.staged, "job-u") == [("JobSucceeded", None)]
