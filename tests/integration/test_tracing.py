@@ -22,6 +22,9 @@ from engine.contract.partitioner import partition_for
 from engine.runtime import kafka
 from engine.runtime.loop.engine import Engine
 from engine.runtime.loop.options import EngineOptions
+from engine.questions.audit import AuditFilter, audit_events
+from engine.questions.history import job_history
+from engine.questions.logged import event_json
 from engine.questions.traces import trace_id
 from tests.integration.conftest import eventually
 
@@ -161,3 +164,10 @@ def test_every_event_of_a_traced_job_carries_the_traceparent_header(exporter: In
 
     plain = committed_headers(settings, untraced.job_id)
     assert plain and all(traceparent is None for _, _, traceparent in plain)
+
+    for job in (ok, failing, untraced):  # `epochq history` and the audit show each event's header
+        logged = [tp for _, _, tp in committed_headers(settings, job.job_id)]
+        assert [e.traceparent for e in job_history(settings, job.job_id)] == logged
+        audited = [a.logged for a in audit_events(settings, AuditFilter("acme")) if a.logged.event.job_id == job.job_id]
+        assert [e.traceparent for e in audited] == logged
+        assert [event_json(e)["traceparent"] for e in audited] == logged

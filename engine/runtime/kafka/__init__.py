@@ -288,7 +288,7 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
     messages = scan_messages(consumer, topic, partition, start, stop, idle_s)
     try:
         for msg in messages:
-            yield msg.offset(), msg.key(), msg.value()
+            yield msg.offset(), msg.key(), msg.value()  # type: ignore[misc]  # a record read has all three
     finally:
         messages.close()  # unassigns now, even when the caller stops early
 
@@ -330,7 +330,7 @@ def records_at(consumer: Consumer, topic: str, partition: int,
                offsets: list[int]) -> Generator[tuple[int, bytes], None, None]:
     """(offset, value) of the records at the sorted ``offsets``, read in runs: a gap past SEEK_GAP seeks."""
     for msg in messages_at(consumer, topic, partition, offsets):
-        yield msg.offset(), msg.value()
+        yield msg.offset(), msg.value()  # type: ignore[misc]  # a record read has both
 
 
 def messages_at(consumer: Consumer, topic: str, partition: int, offsets: list[int]) -> Generator[Message, None, None]:
@@ -348,9 +348,10 @@ def messages_at(consumer: Consumer, topic: str, partition: int, offsets: list[in
 
 def header(msg: Message, name: str) -> str | None:
     """The value of a record's header ``name`` (the first, as text), or None if it has none."""
-    for key, value in msg.headers() or ():
+    headers: Any = msg.headers()
+    for key, value in headers or ():
         if key == name and value is not None:
-            return bytes(value).decode("utf-8", "replace")
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
     return None
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
+from engine.contract.headers import TRACEPARENT
 from engine.contract.records import builder
 from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
@@ -52,9 +53,8 @@ about 1 MB) with room for the record's headers, so a transaction never fails on 
 MAX_QUARANTINED_BYTES = 64 * 1024
 """How much of an undecodable command a CommandQuarantined keeps (its length is in the error)."""
 new_event = builder(m.Event)
-TRACEPARENT = "traceparent"
 Headers = list[tuple[str, str | bytes | None]]
-"""The record header that carries a traced job's W3C trace context on its events (docs/tracing.md)."""
+"""A record's headers, as the producer takes them."""
 
 
 class State(StrEnum):

@@ -19,7 +19,8 @@ from engine.domain.lanes import Lane
 from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
 from engine.runtime.execution.verdicts import OutcomeKind
 from engine.runtime.loop import outcomes
-from engine.runtime.loop.partition import TRACEPARENT, Staged
+from engine.contract.headers import TRACEPARENT
+from engine.runtime.loop.partition import Staged
 from engine.runtime.loop.write import Writer
 from tests.unit.factories import submit
 from tests.unit.runtime.loop.test_pipeline import Rig
