@@ -64,7 +64,7 @@ class InlineRunner:
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, next(self._tokens),
                          self._cancels, None, _traceparent=request.traceparent,
-                         _dependencies=request.dependencies)
+                         _dependencies=request.dependencies, _replays=request.replays)
         if spec.is_async:
             outcome = self._on_loop_thread().submit(
                 lambda: self._event_loop().run_until_complete(

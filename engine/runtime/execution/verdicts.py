@@ -49,6 +49,7 @@ class RunRequest:
     queued_at_us: int
     dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None  # how each dependency ended
     traceparent: str | None = None  # the submitter's trace context: the attempt's span joins it
+    replays: int = 0  # times the job was replayed from the dead-letter queue (its attempts count again from 1)
 
 
 @dataclass(frozen=True, slots=True)

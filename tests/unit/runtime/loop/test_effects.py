@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import time
 from typing import Any
 
@@ -125,6 +126,41 @@ def test_the_fencing_token_grows_with_the_epoch_then_the_attempt() -> None:
     ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=3, epoch=7, partition=0,
                             idempotency_key=None, deadline=0.0)
     assert ctx.fencing_token == (7 << 32) | 3
+
+
+def test_a_replayed_job_s_tokens_stay_above_those_before_its_replay() -> None:
+    before = [fencing_token(7, a) for a in (1, 2, 1000)]  # a job that ran out of attempts
+    after = [fencing_token(7, a, replays=1) for a in (1, 2, 1000)]  # replayed: attempts count from 1 again
+    again = [fencing_token(7, 1, replays=2), fencing_token(8, 1)]
+    tokens = before + after + again
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=7, partition=0,
+                            idempotency_key=None, deadline=0.0, replays=1, traceparent="00-ab-cd-01")
+    assert ctx.fencing_token == (7 << 32) | (1 << 16) | 1
+    rebuilt = pickle.loads(pickle.dumps(ctx))  # into a process-pool worker: the token and the trace go along
+    assert (rebuilt.fencing_token, rebuilt.traceparent) == (ctx.fencing_token, "00-ab-cd-01")
+
+
+def test_a_handler_replayed_from_the_dead_letter_queue_gets_a_higher_token() -> None:
+    from engine import RetryPolicy
+    from engine.testing import TestEngine
+
+    app, tokens = App(), []
+
+    @app.task("ledger.write", retry=RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0))
+    def write(ctx: JobContext, payload: dict) -> None:
+        tokens.append(ctx.fencing_token)
+        if len(tokens) <= 2:
+            raise ConnectionError("ledger down")
+
+    with TestEngine(app) as t:
+        job = t.submit("ledger.write", {}, tenant="acme")
+        t.advance(seconds=1)
+        assert t.status(job.job_id).status == "dead"
+        t.replay(job.job_id)
+        t.advance(seconds=1)
+        assert t.status(job.job_id).status == "completed"
+    assert len(tokens) == 3 and tokens == sorted(tokens) and len(set(tokens)) == 3
 
 
 def succeeded_event(job_id: str) -> m.Event:
