@@ -12,7 +12,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record
+from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record, traced_headers
+from engine.runtime.observe.tracing import current_traceparent
 
 LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
@@ -79,7 +80,12 @@ class JobContext:
         the record is never seen. A topic that is missing or that the engine may not write, and a
         record too large for Kafka, raise here (``OutputRefusedError``, ``ValidationError``), so
         the attempt fails with that error (docs/handlers.md, "Effects exactly once").
+
+        A traced job's record carries a ``traceparent`` header (the handler's current span, else the
+        submitter's context) unless ``headers`` has one (docs/tracing.md).
         """
+        if self._traceparent is not None:
+            headers = traced_headers(headers, current_traceparent() or self._traceparent)
         record = output_record(topic, value, key, headers)
         if self._gate is not None:
             self._gate.check(record)

@@ -291,3 +291,26 @@ def test_records_produced_from_several_threads_of_one_attempt_are_all_kept() -> 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: ctx.produce("out", str(n)), range(2000)))
     assert sorted(int(r.value or b"") for r in ctx.produced) == list(range(2000))
+
+
+def test_a_traced_job_s_records_carry_the_current_span_s_context_or_the_submitter_s() -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    submitter = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    def context(traceparent: str | None) -> JobContext:
+        return JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=1, partition=0,
+                                 idempotency_key=None, deadline=0.0, traceparent=traceparent)
+
+    traced, plain = context(submitter), context(None)
+    traced.produce("out", b"1", headers={"source": "a"})  # no span current: the submitter's context
+    traced.produce("out", b"2", headers=[("traceparent", b"mine")])  # the handler's own is kept
+    span = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0x00F067AA0BA902B7, False, TraceFlags(1))
+    with trace.use_span(NonRecordingSpan(span)):  # the attempt's span, or a handler's span in it
+        traced.produce("out", b"3")
+    plain.produce("out", b"4")
+    assert [r.headers for r in traced.produced] == [
+        (("source", b"a"), ("traceparent", submitter.encode())), (("traceparent", b"mine"),),
+        (("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"),)]
+    assert plain.produced[0].headers is None  # an untraced job's record is as the handler gave it
