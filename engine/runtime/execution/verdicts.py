@@ -94,7 +94,7 @@ class Outcome:
     def cancelled(self) -> Outcome:
         """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
         return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
-                       self.duration_us, retryable=False)
+                       self.duration_us, retryable=False, traceparent=self.traceparent)
 
     @classmethod
     def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:

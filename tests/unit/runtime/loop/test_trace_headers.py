@@ -136,3 +136,9 @@ def test_an_untraced_job_s_attempt_in_a_span_of_its_own_adds_no_header(rig: Rig)
     rig.dispatch()
     finish(rig, Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT))  # an engine that traces: a root span
     assert headers_of(rig.partition.staged, "job-u") == [("JobSucceeded", None)]
+
+
+def test_an_outcome_turned_cancelled_or_refused_keeps_the_attempt_span_s_context() -> None:
+    failed = Outcome(OutcomeKind.FAILED, error_type="Stop", message="asked to", traceparent=ATTEMPT)
+    assert failed.cancelled().traceparent == ATTEMPT
+    assert Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT).refused("out: too large").traceparent == ATTEMPT
