@@ -16,8 +16,8 @@ traced and an attempt pays one test.
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
     with _start(ctx) as span:
         outcome = call()
         _record(span, outcome)
-        return _spanned(outcome)
+        return _spanned(outcome) if ctx.traceparent else outcome
 
 
 async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobContext) -> Outcome:
@@ -76,7 +76,7 @@ async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobConte
     with _start(ctx) as span:
         outcome = await call()
         _record(span, outcome)
-        return _spanned(outcome)
+        return _spanned(outcome) if ctx.traceparent else outcome
 
 
 def _start(ctx: JobContext) -> Any:
@@ -94,7 +94,8 @@ def _start(ctx: JobContext) -> Any:
 
 
 def _spanned(outcome: Outcome) -> Outcome:
-    """``outcome`` with the attempt span's context (current here): the events it decides carry it."""
+    """``outcome`` with the attempt span's context (current here): the events it decides carry it (a traced
+    job's only: an untraced job's attempt is a root span, and its events carry no context)."""
     return replace(outcome, traceparent=current_traceparent())
 
 
