@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from engine import App, JobContext, RetryPolicy
 from engine.client import Client
-from engine.config import Settings
+from engine.config import Settings, load_settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.contract.partitioner import partition_for
@@ -135,7 +136,8 @@ def committed_headers(settings: Settings, job_id: str) -> list[tuple[str, int | 
 
 
 def test_every_event_of_a_traced_job_carries_the_traceparent_header(exporter: InMemorySpanExporter, engine: Engine,
-                                                                    client: Client, settings: Settings) -> None:
+                                                                    client: Client, settings: Settings,
+                                                                    tmp_path: Path) -> None:
     exporter.clear()
     with trace.get_tracer("shop").start_as_current_span("checkout") as checkout:
         ok = client.submit("traced.ok", {}, tenant="acme")
@@ -165,9 +167,12 @@ def test_every_event_of_a_traced_job_carries_the_traceparent_header(exporter: In
     plain = committed_headers(settings, untraced.job_id)
     assert plain and all(traceparent is None for _, _, traceparent in plain)
 
-    for job in (ok, failing, untraced):  # `epochq history` and the audit show each event's header
+    # `epochq history` and the audit show each event's header: through the engine's stores (their indexes)
+    # and, from a directory without stores, by scanning the log
+    bare = load_settings(bootstrap=settings.bootstrap, namespace=settings.namespace, state_dir=str(tmp_path / "bare"))
+    for job, where in ((j, s) for j in (ok, failing, untraced) for s in (settings, bare)):
         logged = [tp for _, _, tp in committed_headers(settings, job.job_id)]
-        assert [e.traceparent for e in job_history(settings, job.job_id)] == logged
-        audited = [a.logged for a in audit_events(settings, AuditFilter("acme")) if a.logged.event.job_id == job.job_id]
+        assert [e.traceparent for e in job_history(where, job.job_id)] == logged
+        audited = [a.logged for a in audit_events(where, AuditFilter("acme")) if a.logged.event.job_id == job.job_id]
         assert [e.traceparent for e in audited] == logged
         assert [event_json(e)["traceparent"] for e in audited] == logged
