@@ -34,6 +34,7 @@ TRACER_NAME = "epochq"
 _PROPAGATOR: Any = TraceContextTextMapPropagator() if trace is not None else None
 _FROM_ENVIRONMENT = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ  # a provider named there is loaded on first use
 _ON = False
+_TRACER: Any = None
 
 
 def current_traceparent() -> str | None:
@@ -88,9 +89,16 @@ def _start(ctx: JobContext) -> Any:
         "epochq.attempt": ctx.attempt, "epochq.epoch": ctx.epoch, "epochq.partition": ctx.partition,
         "messaging.system": "kafka", "messaging.operation.type": "process",
     }
-    tracer = trace.get_tracer(TRACER_NAME)
-    return tracer.start_as_current_span(f"{ctx.task_type} process", context=parent, kind=trace.SpanKind.CONSUMER,
+    return _tracer().start_as_current_span(f"{ctx.task_type} process", context=parent, kind=trace.SpanKind.CONSUMER,
                                         links=links, attributes=attributes)
+
+
+def _tracer() -> Any:
+    """The engine's tracer, made once (the SDK makes a new one on every ``get_tracer``: 9 µs an attempt)."""
+    global _TRACER
+    if _TRACER is None:
+        _TRACER = trace.get_tracer(TRACER_NAME)
+    return _TRACER
 
 
 def _spanned(outcome: Outcome) -> Outcome:
