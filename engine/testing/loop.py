@@ -38,7 +38,8 @@ from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
 from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.execution.outputs import OutputRecord
-from engine.runtime.loop.partition import Partition, Staged, State
+from engine.runtime.loop.draft import Draft, Staged
+from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
 from engine.errors import BusyError as BusyError  # its name here too
@@ -96,7 +97,8 @@ class Held:
         self.store = MemoryStore()
         self.partition = Partition(number, OWNER)
         self.partition.open(cast(Any, self.store), cast(Any, None))  # a ProjectionStore's interface; no producer
-        self.timers = PartitionTimers(self.partition, windows, board, poison.job)
+        self.draft: Draft = self.partition.draft  # what each tick decides, handed to the steps
+        self.timers = PartitionTimers(self.draft, windows, board, poison.job)
         self.commands: collections.deque[tuple[int, bytes]] = collections.deque()
         self.sent = 0  # the next command's offset
         self.written = 0  # the next event's offset
@@ -137,43 +139,42 @@ class VirtualLoop:
     # --- taking a partition (engine.runtime.loop.lifecycle: claim, then activate) -----------------
 
     def _claim(self, held: Held) -> None:
-        p = held.partition
+        p, draft = held.partition, held.draft
         p.move(State.RESTORING)
-        p.epoch, p.seq = p.last_epoch() + 1, 0
-        p.stage(Emit(None, None, m.OwnershipClaimed(p.number, OWNER)), self.now)
+        draft.claim(draft.last_epoch() + 1)
+        draft.stage(Emit(None, None, m.OwnershipClaimed(p.number, OWNER)), self.now)
         p.move(State.CLAIMING)
-        self._commit(held, p.take_staged())
+        self._commit(held, draft.take_staged())
         p.move(State.ACTIVE)
         store = cast(Any, held.store)
-        p.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
+        draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
         for record in all_breakers(store):
             self.board.resume(record)
         held.timers.desk.load(self.now)
-        p.observer = held.timers.observe
-        held.timers.tick(p.context(self.base_ctx, self.now))  # the first sweeps: every timer folded from now on is held
+        draft.observer = held.timers.observe
+        held.timers.tick(draft.context(self.base_ctx, self.now))  # the first sweeps: every timer folded next is held
 
     # --- one tick ----------------------------------------------------------------------------
 
     def tick(self) -> bool:
         """Results, commands, timers, dispatch, commit, start; whether anything was decided."""
-        ctxs = {h.partition.number: h.partition.context(self.base_ctx, self.now) for h in self.held}
+        ctxs = {h.partition.number: h.draft.context(self.base_ctx, self.now) for h in self.held}
         for result in self.runner.finished(self.now):
-            self.partitions[result.request.partition].results.append(result)
+            self.partitions[result.request.partition].inbound.results.append(result)
         for held in self.held:
-            p = held.partition
-            if p.results:
-                results, p.results = p.results, []
-                outcomes.record(self.partitions, results, self.board, self.poison, ctxs)
+            results = held.partition.inbound.take_results()
+            if results:
+                outcomes.record(held.draft, results, self.board, self.poison, ctxs[held.partition.number])
         for held in self.held:
             while held.commands:
                 offset, raw = held.commands.popleft()
-                self.admission.admit(held.partition, offset, raw, ctxs[held.partition.number], desk=held.timers.desk)
+                self.admission.admit(held.draft, offset, raw, ctxs[held.partition.number], desk=held.timers.desk)
         for held in self.held:
             held.timers.tick(ctxs[held.partition.number])
         self._dispatch(ctxs)
         decided = False
         for held in self.held:
-            staged = held.partition.take_staged()
+            staged = held.draft.take_staged()
             if staged:
                 decided = True
                 self._commit(held, staged)
@@ -192,16 +193,16 @@ class VirtualLoop:
     def _dispatch(self, ctxs: dict[int, DecideContext]) -> None:
         """Free slots per lane, dealt to the partitions in turn (the engine's ``_dispatch``)."""
         self._turn += 1
-        partitions = list(self.partitions.values())
-        taken = slots_spoken_for(partitions, [])
+        drafts = [h.draft for h in self.held]
+        taken = slots_spoken_for([d.staged for d in drafts], [h.partition.inbound.results for h in self.held])
         for lane in RUNNABLE_LANES:
             free = self.settings.lane_slots.get(lane, 0) - self.runner.running(lane) - taken[lane.value]
             if free > 0:
-                self.dispatcher.deal(lane.value, free, rotate(partitions, self._turn), lambda p: ctxs[p.number])
+                self.dispatcher.deal(lane.value, free, rotate(drafts, self._turn), lambda d: ctxs[d.number])
 
     def _commit(self, held: Held, staged: Staged) -> None:
         """What the write and apply steps do once a transaction committed: positions, history, the batch."""
-        batch, number = held.partition.batch, held.partition.number
+        batch, number = held.draft.batch, held.partition.number
         for event, folded, raw in zip(staged.events, staged.folds, staged.raws):
             offset, held.written = held.written, held.written + 1
             record_position(batch, event, folded.status, offset)
@@ -221,7 +222,7 @@ class VirtualLoop:
             request = RunRequest(held.partition.number, event.epoch, job.job_id, job.tenant_id, job.task_type,
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
                                  job.queued_at or job.submitted_at,
-                                 read_reports(held.partition.batch, job) if job.depends_on else None,
+                                 read_reports(held.draft.batch, job) if job.depends_on else None,
                                  job.traceparent, job.replays)
             self.runner.start(request, self.now)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 
 from engine.domain.decide import AttemptFinished, CommandInput, StartAttempt, TimerFired
-from engine.runtime.loop import partition as partition_module
+from engine.runtime.loop import draft as draft_module
 from tests.integration.apps import app
 
 __all__ = ["app"]
 
 STEPS = {CommandInput: "decide", StartAttempt: "start", AttemptFinished: "result", TimerFired: "timer"}
-_real_decide = partition_module.decide
+_real_decide = draft_module.decide
 
 
 def _poison_of(job, given) -> str | None:  # type: ignore[no-untyped-def]
@@ -40,4 +40,4 @@ def _decide(job, given, ctx):  # type: ignore[no-untyped-def]
     return _real_decide(job, given, ctx)
 
 
-partition_module.decide = _decide
+draft_module.decide = _decide

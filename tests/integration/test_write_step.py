@@ -9,7 +9,8 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event, encode_event
 from engine.runtime import kafka
-from engine.runtime.loop.partition import Partition, Staged
+from engine.runtime.loop.draft import Staged
+from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.write import Writer, finish
 
 EVENTS = 40

@@ -27,8 +27,8 @@ from engine.domain import tasktypes
 from engine.domain.commands import COMMANDS, Route, Sender, route_of
 from engine.domain.ratelimits import Bucket
 from engine.errors import DecodeError, ValidationError
-from engine.runtime.loop.partition import Partition, quarantined
-from engine.runtime.loop.poison import PoisonDesk
+from engine.runtime.loop.draft import Draft
+from engine.runtime.loop.poison import PoisonDesk, quarantined
 from engine.runtime.loop.schedules import ScheduleDesk
 from projections.views.counters import lane_depth, tenant_backlog
 from projections.views.dependencies import read_report
@@ -43,7 +43,7 @@ QUEUED_LANES = tuple(ln.value for ln in (Lane.HIGH, Lane.NORMAL, Lane.LOW, Lane.
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """What deciding a command needs besides the partition: topic layout, tenants, limits, policies."""
+    """What deciding a command needs besides the partition's draft: topic layout, tenants, limits, policies."""
 
     topic: str
     partitions: int
@@ -55,42 +55,42 @@ class Admission:
     authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
     """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
 
-    def admit(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
+    def admit(self, draft: Draft, offset: int, raw: bytes, ctx: DecideContext,
               signature: bytes | None = None, desk: ScheduleDesk | None = None) -> tuple[m.Event, ...]:
         """Decide the command at ``offset`` (``signature``: its signature header; ``desk``: the partition's
-        schedules); set it aside if that raises. The events it staged (folded into the partition's batch)."""
+        schedules); set it aside if that raises. The events it staged (folded into the draft's batch)."""
         command: list[m.Command] = []
-        before = len(partition.staged.events)
-        error = partition.attempt(self._one, partition, offset, raw, ctx, command, signature, desk)
+        before = len(draft.staged.events)
+        error = draft.attempt(self._one, draft, offset, raw, ctx, command, signature, desk)
         if error is not None:
-            self.poison.command(partition, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
-        partition.consumed(offset)
-        return tuple(partition.staged.events[before:])
+            self.poison.command(draft, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
+        draft.consumed(offset)
+        return tuple(draft.staged.events[before:])
 
-    def _one(self, partition: Partition, offset: int, raw: bytes, ctx: DecideContext,
+    def _one(self, draft: Draft, offset: int, raw: bytes, ctx: DecideContext,
              seen: list[m.Command], signature: bytes | None, desk: ScheduleDesk | None) -> None:
         try:
-            command = decode_command_at(raw, self.topic, partition.number, offset)
+            command = decode_command_at(raw, self.topic, draft.number, offset)
         except DecodeError as e:
             log.warning("quarantined %s", e)
-            body = quarantined(self.topic, partition.number, offset, e.reason, raw)
-            partition.stage(Emit(None, None, body), ctx.now)
+            body = quarantined(self.topic, draft.number, offset, e.reason, raw)
+            draft.stage(Emit(None, None, body), ctx.now)
             return
         seen.append(command)
         try:
             check_bounds(command)
         except ValidationError as e:
-            self._out_of_bounds(partition, command, e, ctx)
+            self._out_of_bounds(draft, command, e, ctx)
             return
         proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
         if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
             proof = self._authorize(desk, command, proof)
         if proof.refusal is not None:
-            self._refuse(partition, command, proof, ctx)
+            self._refuse(draft, command, proof, ctx)
             return
-        if not proof.by_engine and self._other_tenant(partition, command, ctx):
+        if not proof.by_engine and self._other_tenant(draft, command, ctx):
             return
-        self._decide(partition, command, offset, ctx, desk)
+        self._decide(draft, command, offset, ctx, desk)
 
     def _authorize(self, desk: ScheduleDesk | None, command: m.Command, proof: Proof) -> Proof:
         """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""
@@ -101,7 +101,7 @@ class Admission:
         why = authority.refusal(command, proof.signer, owner)
         return proof if why is None else Proof(why, proof.signer, "unauthorized")
 
-    def _other_tenant(self, partition: Partition, command: m.Command, ctx: DecideContext) -> bool:
+    def _other_tenant(self, draft: Draft, command: m.Command, ctx: DecideContext) -> bool:
         """Refuse a command on an existing job of another tenant (cancel, replay, reschedule, …); True if refused.
 
         A SubmitJob for an existing job is decide's (a duplicate or a refusal); commands only engines
@@ -109,28 +109,28 @@ class Admission:
         body, kind = command.body, COMMANDS[type(command.body)]
         if isinstance(body, m.SubmitJob) or kind.route is Route.SCHEDULE or kind.sender is Sender.ENGINE:
             return False
-        job = partition.job(command.job_id)
+        job = draft.job(command.job_id)
         if job is None or job.tenant_id == command.tenant_id:
             return False
         log.warning("command %s for job %s refused: tenant %r is not the job's", command.command_id,
                     command.job_id, command.tenant_id)
         refusal = m.CommandRefused(type(body).__name__, job.state.value,
                                    f"tenant: job {command.job_id} is not tenant {command.tenant_id!r}'s")
-        partition.stage(Emit(command.job_id, job.tenant_id, refusal), ctx.now, command.command_id,
+        draft.stage(Emit(command.job_id, job.tenant_id, refusal), ctx.now, command.command_id,
                         command.correlation_id)
         return True
 
-    def _out_of_bounds(self, partition: Partition, command: m.Command, error: ValidationError,
+    def _out_of_bounds(self, draft: Draft, command: m.Command, error: ValidationError,
                        ctx: DecideContext) -> None:
         """Answer a command with a string over its bound: a new job is rejected, an existing one refused.
 
         The answer copies nothing over a bound: an id too long is left out of it (the command's id as its
         causation, the job id as its key), and so is a task type no handler is registered for."""
-        log.warning("command at partition %d over a bound: %s", partition.number, error)
+        log.warning("command at partition %d over a bound: %s", draft.number, error)
         ids = {name: getattr(command, name) for name, bound in ENVELOPE
                if getattr(command, name) is not None and len(getattr(command, name)) <= bound}
         job_id = ids.get("job_id")
-        job = partition.job(job_id) if job_id is not None else None
+        job = draft.job(job_id) if job_id is not None else None
         body = command.body
         if isinstance(body, m.SubmitJob) and job is None:
             task = body.task_type if self.tasks is not None and body.task_type in self.tasks else ""
@@ -140,32 +140,32 @@ class Admission:
                                       str(error))
         tenant = job.tenant_id if job is not None else \
             (command.tenant_id if len(command.tenant_id) <= tenant_bound(body) else None)
-        partition.stage(Emit(job_id, tenant, answer), ctx.now, ids.get("command_id"), ids.get("correlation_id"))
+        draft.stage(Emit(job_id, tenant, answer), ctx.now, ids.get("command_id"), ids.get("correlation_id"))
 
-    def _refuse(self, partition: Partition, command: m.Command, proof: Proof, ctx: DecideContext) -> None:
+    def _refuse(self, draft: Draft, command: m.Command, proof: Proof, ctx: DecideContext) -> None:
         """Refuse a command that does not prove its tenant, or asks for what its signer may not do: a new job is
         rejected (reason ``unauthenticated`` or ``unauthorized``), an existing one (or schedule) untouched."""
         why, reason = proof.refusal or "", proof.reason
         log.warning("%s command %s (%s) for %s (tenant %r) refused: %s", reason, command.command_id,
                     type(command.body).__name__, command.job_id, command.tenant_id, why)
-        body, job = command.body, partition.job(command.job_id)
+        body, job = command.body, draft.job(command.job_id)
         if isinstance(body, m.SubmitJob) and job is None:
             emit = Emit(command.job_id, command.tenant_id, m.JobRejected(body.task_type, reason, why))
         else:
             state = job.state.value if job is not None else "unknown"
             emit = Emit(command.job_id, command.tenant_id, m.CommandRefused(type(body).__name__, state,
                                                                             f"{reason}: {why}"))
-        partition.stage(emit, ctx.now, command.command_id, command.correlation_id)
+        draft.stage(emit, ctx.now, command.command_id, command.correlation_id)
 
-    def _decide(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext,
+    def _decide(self, draft: Draft, command: m.Command, offset: int, ctx: DecideContext,
                 desk: ScheduleDesk | None) -> None:
         home = partition_for(command.job_id, self.partitions)
-        if home != partition.number:
+        if home != draft.number:
             task = command.body.task_type if isinstance(command.body, m.SubmitJob) else ""
-            detail = (f"job {command.job_id} belongs to partition {home}, not {partition.number}: "
+            detail = (f"job {command.job_id} belongs to partition {home}, not {draft.number}: "
                       "produce with Java-compatible murmur2 partitioning")
             rejected = m.JobRejected(task, "wrong_partition", detail)
-            partition.stage(Emit(command.job_id, command.tenant_id, rejected), ctx.now, command.command_id,
+            draft.stage(Emit(command.job_id, command.tenant_id, rejected), ctx.now, command.command_id,
                             command.correlation_id)
             return
         route = route_of(command)  # engine/domain/commands.py: which commands exist, and where each goes
@@ -174,42 +174,42 @@ class Admission:
             desk.decide(getattr(command.body, "schedule_id", ""), CommandInput(command, offset), ctx,
                         command.command_id, command.correlation_id)
         elif route is Route.TASK_TYPE:  # its "job" is the task type in this partition
-            self._task_type(partition, command, ctx)
+            self._task_type(draft, command, ctx)
         else:
-            self._job(partition, command, offset, ctx)
+            self._job(draft, command, offset, ctx)
 
-    def _job(self, partition: Partition, command: m.Command, offset: int, ctx: DecideContext) -> None:
+    def _job(self, draft: Draft, command: m.Command, offset: int, ctx: DecideContext) -> None:
         """A command for the job it names: decided with the backpressure inputs and scope of the moment."""
         body = command.body
         if isinstance(body, m.ReportDependency):  # what the job was told of that dependency already
-            ctx = replace(ctx, reported=read_report(partition.batch, command.job_id, body.dependency_job_id))
+            ctx = replace(ctx, reported=read_report(draft.batch, command.job_id, body.dependency_job_id))
         elif isinstance(body, m.SubmitJob):
-            limits = self._limits(partition, command)
+            limits = self._limits(draft, command)
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
-        start = len(partition.staged.events)
-        partition.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
+        start = len(draft.staged.events)
+        draft.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
                          command.correlation_id)
         if isinstance(body, m.SubmitJob) and body.traceparent:  # a job refused or fanned out is traced too
-            partition.staged.trace(start, body.traceparent, replace=False)
+            draft.staged.trace(start, body.traceparent, replace=False)
 
-    def _task_type(self, partition: Partition, command: m.Command, ctx: DecideContext) -> None:
+    def _task_type(self, draft: Draft, command: m.Command, ctx: DecideContext) -> None:
         """A pause, resume or rate limit of a task type in this partition (``engine.domain.tasktypes``)."""
         def bucket(task_type: str) -> Bucket | None:
-            record = read_limit(partition.batch, task_type)
+            record = read_limit(draft.batch, task_type)
             return record.bucket if record is not None else None
 
-        body = tasktypes.decide(command, lambda task_type: is_paused(partition.batch, task_type), bucket,
+        body = tasktypes.decide(command, lambda task_type: is_paused(draft.batch, task_type), bucket,
                                 self.partitions)
         change = tasktypes.changed(body)
         if change is not None:
-            log.warning("%s in partition %d (%s)", change, partition.number,
+            log.warning("%s in partition %d (%s)", change, draft.number,
                         getattr(body, "reason", "") or "no reason given")
-        partition.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
+        draft.stage(Emit(command.job_id, command.tenant_id or None, body), ctx.now, command.command_id,
                         command.correlation_id)
 
-    def _limits(self, partition: Partition, command: m.Command) -> Limits:
+    def _limits(self, draft: Draft, command: m.Command) -> Limits:
         """Backpressure inputs for one SubmitJob: queue depths now (pending decisions included), and the limits."""
         body = command.body
         assert isinstance(body, m.SubmitJob)
@@ -223,6 +223,6 @@ class Admission:
         lane_max = self.lane_limits.get(lane)
         if tenant_max is None and lane_max is None:
             return NO_LIMITS
-        batch = partition.batch
+        batch = draft.batch
         tenant_depth = tenant_backlog(batch, command.tenant_id, QUEUED_LANES)
         return Limits(tenant_depth, tenant_max, lane_depth(batch, lane.value), lane_max)

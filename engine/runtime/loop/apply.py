@@ -43,7 +43,7 @@ class Verdict(StrEnum):
 
 
 def commit(written: Written) -> Verdict:
-    """Commit the partition's batch if its transaction committed with our events in a row."""
+    """Commit the partition's draft (its batch) if its transaction committed with our events in a row."""
     if isinstance(written.error, FencedError):
         return Verdict.FENCED
     if isinstance(written.error, AccessDeniedError):
@@ -59,7 +59,7 @@ def commit(written: Written) -> Verdict:
         if written.first is None or written.last is None or written.first != partition.next_offset \
                 or written.last - written.first != n - 1:
             return Verdict.OUT_OF_ORDER
-        batch, offset = partition.batch, written.first
+        batch, offset = partition.draft.batch, written.first
         for event, folded in zip(staged.events, staged.folds):
             record_position(batch, event, folded.status, offset)
             offset += 1
@@ -132,6 +132,6 @@ def run_requests(written: Written, timeout_of: Callable[[str], float], now: floa
                        task_type=job.task_type, attempt=event.body.attempt, lane=Lane(job.lane),  # type: ignore[union-attr]
                        payload=job.payload, idempotency_key=job.idempotency_key,
                        deadline=now + timeout_of(job.task_type), queued_at_us=job.queued_at or job.submitted_at,
-                       dependencies=read_reports(written.partition.batch, job) if job.depends_on else None,
+                       dependencies=read_reports(written.partition.draft.batch, job) if job.depends_on else None,
                        traceparent=job.traceparent, replays=job.replays)
             for event, job in written.staged.starts]

@@ -42,7 +42,7 @@ class Checkpointer:
         n = partition.since_checkpoint
         if not self.enabled or partition.state is not State.ACTIVE or n < self.min_events:
             return False
-        if partition.writing is not None or partition.staged or partition.store is None:
+        if partition.writing is not None or partition.draft.staged or partition.store is None:
             return False
         return n > partition.store.key_count()
 

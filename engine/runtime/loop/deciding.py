@@ -1,9 +1,14 @@
-"""The decide step: per partition that may decide, results → commands → due timers → free slots.
+"""The decide step: per partition that may decide, results → progress → commands → due timers → free slots.
 
-Each decision is folded into the partition's batch as it is staged (``Partition.stage``), so
-the next decision of the tick sees it. The step returns what the loop must carry out
-around it (:class:`Decided`): how many command records it decided (the inbox counts them)
-and what the time router did (for the gauges and the log). Commands are decided a few
+Each partition that may decide hands its draft (``loop/draft.py``) to the steps in turn, with
+what waits in its inbound queues: its finished attempts to ``outcomes.record``, its command
+records to ``Admission.admit``, then its timers fire and dispatch deals the free slots over the
+drafts. A step stages what it decides into the draft, which folds each event at once, so the
+next decision of the tick sees it; the steps return what they staged (events, how many started).
+The decide step returns what the loop must carry out around it (:class:`Decided`): how many
+command records it decided (the inbox counts them), what the time router did (for the gauges
+and the log), and when a rate-limited job's next token is due (the loop wakes then); a draft
+whose store failed a read says so (``Draft.corrupt``). Commands are decided a few
 per partition in turn for at most ``ADMIT_BUDGET_S``: the rest wait for the next tick, so
 a backlog of commands never holds up recording results and starting jobs.
 """
@@ -21,6 +26,7 @@ from engine.runtime.loop import outcomes
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.dispatch import Dispatcher, rotate, slots_spoken_for
+from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
@@ -40,6 +46,7 @@ class Decided:
     commands: int = 0  # command records decided
     overdue: dict[int, int] = field(default_factory=dict)  # partition -> jobs the overdue sweep fired
     promoted: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> timers held after promotion
+    wake_at: int | None = None  # a rate-limited job waits for its bucket's next token until then (µs)
 
 
 @dataclass(slots=True)
@@ -57,56 +64,62 @@ class Decider:
     def decide(self, partitions: Mapping[int, Partition], timers: Mapping[int, PartitionTimers],
                progress: list[tuple[RunRequest, float | None, str]], writing: Iterable[Written], now: int,
                taking: bool) -> Decided:
-        """Decide for every partition that may; ``taking=False`` (draining) records results only."""
+        """Decide for every partition that may, each into its draft; ``taking=False`` (draining) records
+        results only."""
         decided = Decided()
         deciding = [p for p in partitions.values() if p.can_decide]
-        ctxs = {p.number: p.context(self.base_ctx, now) for p in deciding}
+        drafts = {p.number: p.draft for p in deciding}
+        ctxs = {n: d.context(self.base_ctx, now) for n, d in drafts.items()}
         for partition in deciding:
-            if partition.results:
-                results, partition.results = partition.results, []
-                partition.staged.results += results  # recorded again if what they decide is never written
-                outcomes.record(partitions, results, self.board, self.poison, ctxs)
-        outcomes.record_progress(partitions, progress, ctxs)
+            if partition.inbound.results:
+                draft, results = partition.draft, partition.inbound.take_results()
+                draft.staged.results += results  # recorded again if what they decide is never written
+                outcomes.record(draft, results, self.board, self.poison, ctxs[partition.number])
+        outcomes.record_progress(drafts, progress, ctxs)
         if not taking:
             return decided
         active = [p for p in deciding if p.state is State.ACTIVE]
         decided.commands = self._commands(active, timers, ctxs)
         for partition in active:
-            self._fire_timers(partition, timers[partition.number], ctxs[partition.number], decided)
-        self._dispatch(partitions, active, writing, ctxs)
+            self._fire_timers(partition.number, timers[partition.number], ctxs[partition.number], decided)
+        self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
+        decided.wake_at = self.dispatcher.wake.take()
         return decided
 
     def _commands(self, active: list[Partition], timers: Mapping[int, PartitionTimers],
                   ctxs: dict[int, DecideContext]) -> int:
         """Decide waiting commands, a few per partition in turn, for at most ADMIT_BUDGET_S; how many."""
         budget_ends, done = time.perf_counter() + ADMIT_BUDGET_S, 0
-        queued = [p for p in active if p.commands]
+        queued = [p for p in active if p.inbound.commands]
         while queued and time.perf_counter() < budget_ends:
             for partition in queued:
-                ctx, commands, desk = ctxs[partition.number], partition.commands, timers[partition.number].desk
+                draft, ctx, desk = partition.draft, ctxs[partition.number], timers[partition.number].desk
+                commands = partition.inbound.commands
                 n = min(len(commands), COMMANDS_IN_TURN)
                 for _ in range(n):
                     offset, raw, signature = commands.popleft()
-                    self.admission.admit(partition, offset, raw, ctx, signature, desk)
+                    self.admission.admit(draft, offset, raw, ctx, signature, desk)
                 done += n
-            queued = [p for p in queued if p.commands]
+            queued = [p for p in queued if p.inbound.commands]
         return done
 
     @staticmethod
-    def _fire_timers(partition: Partition, timers: PartitionTimers, ctx: DecideContext, decided: Decided) -> None:
+    def _fire_timers(number: int, timers: PartitionTimers, ctx: DecideContext, decided: Decided) -> None:
         promoted, overdue = timers.tick(ctx)
         if overdue:
-            decided.overdue[partition.number] = overdue
+            decided.overdue[number] = overdue
         if promoted:
-            decided.promoted[partition.number] = timers.held()
+            decided.promoted[number] = timers.held()
 
-    def _dispatch(self, partitions: Mapping[int, Partition], active: list[Partition], writing: Iterable[Written],
+    def _dispatch(self, partitions: Mapping[int, Partition], active: list[Draft], writing: Iterable[Written],
                   ctxs: dict[int, DecideContext]) -> None:
         if not active:
             return
         self.turn += 1
-        taken = slots_spoken_for(partitions.values(), writing)
+        held = list(partitions.values())
+        taken = slots_spoken_for([p.draft.staged for p in held] + [w.staged for w in writing],
+                                 [p.inbound.results for p in held])
         for lane in RUNNABLE_LANES:
             free = self.free_slots(lane) - taken[lane.value]
             if free > 0:
-                self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda p: ctxs[p.number])
+                self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])

@@ -12,19 +12,22 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from engine.domain.decide import DecideContext, Emit, StartAttempt
 from engine.domain.fairness import FairState, TenantHead, advance, pick, service_units
 from engine.domain.lifecycle import JobState
 from engine.runtime.loop.breakers import BreakerBoard
-from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.timers import SetAside
 from projections.views.pauses import is_paused
 from projections.views.ratelimits import read_limit
 
-if TYPE_CHECKING:  # the write step brings in the Kafka producer
-    from engine.runtime.loop.write import Written
+if TYPE_CHECKING:
+    from engine.runtime.execution.verdicts import RunResult
+    from engine.runtime.loop.draft import Staged
+
+T = TypeVar("T")
 
 MAX_SKIPPED = 256  # blocked jobs (breaker open, paused, rate-limited) passed over per tenant per tick
 
@@ -42,6 +45,11 @@ class TokenWake:
         if self.at is None or at < self.at:
             self.at = at
 
+    def take(self) -> int | None:
+        """The earliest time noted since the last take, once."""
+        at, self.at = self.at, None
+        return at
+
 
 @dataclass(frozen=True, slots=True)
 class Dispatcher:
@@ -54,20 +62,19 @@ class Dispatcher:
     fair: bool = True
     wake: TokenWake = field(default_factory=TokenWake)
 
-    def rate_allows(self, partition: Partition, task_type: str, now: int) -> bool:
-        """Whether the task type's rate limit in ``partition`` lets one of its jobs start at ``now``.
+    def rate_allows(self, draft: Draft, task_type: str, now: int) -> bool:
+        """Whether the task type's rate limit in ``draft``'s partition lets one of its jobs start at ``now``.
 
         When it does not, the loop is told to wake when the bucket's next token is due."""
-        record = read_limit(partition.batch, task_type)
+        record = read_limit(draft.batch, task_type)
         if record is None or record.bucket.allows(now):
             return True
         self.wake.note(record.bucket.ready_at())
         return False
 
-    def deal(self, lane: str, free: int, partitions: list[Partition],
-             ctx_of: Callable[[Partition], DecideContext]) -> int:
-        """Hand ``free`` slots of ``lane`` to the partitions one at a time, in turn; how many started."""
-        rounds = [LaneRound(self, p, lane, ctx_of(p)) for p in partitions]
+    def deal(self, lane: str, free: int, drafts: list[Draft], ctx_of: Callable[[Draft], DecideContext]) -> int:
+        """Hand ``free`` slots of ``lane`` to the partitions' drafts one at a time, in turn; how many started."""
+        rounds = [LaneRound(self, d, lane, ctx_of(d)) for d in drafts]
         started = 0
         while started < free and rounds:
             still = []
@@ -80,21 +87,21 @@ class Dispatcher:
 
 
 class LaneRound:
-    """One dispatch round of one lane in one partition."""
+    """One dispatch round of one lane in one partition (its draft)."""
 
-    def __init__(self, dispatcher: Dispatcher, partition: Partition, lane: str, ctx: DecideContext):
-        self.d, self.partition, self.lane, self.ctx = dispatcher, partition, lane, ctx
+    def __init__(self, dispatcher: Dispatcher, draft: Draft, lane: str, ctx: DecideContext):
+        self.d, self.draft, self.lane, self.ctx = dispatcher, draft, lane, ctx
         self.positions: dict[str, bytes] = {}  # tenant -> key of the last entry looked at (the view may change)
         self.heads: dict[str, tuple[TenantHead, str]] = {}
         self.free_types: set[str] = set()  # neither paused nor rate-limited here (no command changes it in a round)
-        for tenant in list(partition.ready.backlogged(lane)):
+        for tenant in list(draft.ready.backlogged(lane)):
             self.positions[tenant] = b""
             self._advance(tenant)
 
     def start_one(self) -> bool:
         """Start the fairest tenant's head; whether one started (False: nothing left to start)."""
         while self.heads:
-            state = self.partition.fair.get(self.lane) or FairState()
+            state = self.draft.fair.get(self.lane) or FairState()
             heads = [head for head, _ in self.heads.values()]
             tenant = pick(state, heads) if self.d.fair else oldest(heads)
             if tenant is None:
@@ -102,35 +109,35 @@ class LaneRound:
             head, job_id = self.heads[tenant]
             started = self._start(job_id, head.units)
             if started:
-                self.partition.fair[self.lane] = advance(state, tenant, head.units)
+                self.draft.fair[self.lane] = advance(state, tenant, head.units)
             self._advance(tenant)
             if started:
                 return True
         return False
 
     def _start(self, job_id: str, units: int) -> bool:
-        before = len(self.partition.staged.starts)
-        error = self.partition.attempt(self._take, job_id, units)
+        before = len(self.draft.staged.starts)
+        error = self.draft.attempt(self._take, job_id, units)
         if error is not None:
-            self.d.set_aside(self.partition, job_id, error, self.ctx, "dispatch")
-        return len(self.partition.staged.starts) > before
+            self.d.set_aside(self.draft, job_id, error, self.ctx, "dispatch")
+        return len(self.draft.staged.starts) > before
 
     def _take(self, job_id: str, units: int) -> None:
-        job = self.partition.job(job_id)
+        job = self.draft.job(job_id)
         if job is None or (job.task_type not in self.free_types
-                           and not self.d.rate_allows(self.partition, job.task_type, self.ctx.now)):
+                           and not self.d.rate_allows(self.draft, job.task_type, self.ctx.now)):
             return  # the bucket emptied since the job became its tenant's head: it waits, in its place
         allowed, half_open = self.d.board.take_start(job.task_type, job_id, self.ctx.now)
         if not allowed:
             return
         if half_open is not None:
-            self.partition.stage(Emit(None, None, half_open), self.ctx.now)
-        self.partition.decide(job_id, StartAttempt(job_id, self.d.worker, units), self.ctx)
+            self.draft.stage(Emit(None, None, half_open), self.ctx.now)
+        self.draft.decide(job_id, StartAttempt(job_id, self.d.worker, units), self.ctx)
 
     def _advance(self, tenant: str) -> None:
         """Move the tenant's head to its next startable job (or drop the tenant)."""
         self.heads.pop(tenant, None)
-        ready, position = self.partition.ready, self.positions[tenant]
+        ready, position = self.draft.ready, self.positions[tenant]
         for _ in range(MAX_SKIPPED):
             entry = ready.entry_after(self.lane, tenant, position)
             if entry is None:
@@ -148,18 +155,18 @@ class LaneRound:
         neither does, not once per job)."""
         if task_type in self.free_types:
             return False
-        batch = self.partition.batch
+        batch = self.draft.batch
         if is_paused(batch, task_type):
             return True
         if read_limit(batch, task_type) is None:
             self.free_types.add(task_type)
             return False
-        return not self.d.rate_allows(self.partition, task_type, self.ctx.now)
+        return not self.d.rate_allows(self.draft, task_type, self.ctx.now)
 
     def _head_of(self, tenant: str, order: bytes, job_id: str) -> TenantHead | None:
         """The job as its tenant's head, if it can start now; a job whose head raises is set aside."""
         try:
-            job = self.partition.job(job_id)
+            job = self.draft.job(job_id)
             if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
                                                                                               self.ctx.now) \
                     or self._held(job.task_type):
@@ -167,7 +174,7 @@ class LaneRound:
             weight = self.d.weight(tenant)
             return TenantHead.from_order(tenant, weight, units_of(weight), order)
         except Exception as e:  # noqa: BLE001 - a record no head can be made of must not stop dispatch
-            self.d.set_aside(self.partition, job_id, e, self.ctx, "dispatch")
+            self.d.set_aside(self.draft, job_id, e, self.ctx, "dispatch")
             return None
 
 
@@ -182,7 +189,7 @@ def oldest(heads: list[TenantHead]) -> str | None:
     return min(heads, key=lambda h: (h.due_at, h.arrival, h.tenant)).tenant if heads else None
 
 
-def rotate(items: list[Partition], turn: int) -> list[Partition]:
+def rotate(items: list[T], turn: int) -> list[T]:
     """``items`` starting at ``turn``: partitions take turns at the free slots."""
     if not items:
         return items
@@ -190,12 +197,10 @@ def rotate(items: list[Partition], turn: int) -> list[Partition]:
     return items[n:] + items[:n]
 
 
-def slots_spoken_for(partitions: Iterable[Partition], writing: Iterable[Written]) -> Counter[str]:
-    """Per lane, the slots the executor counts free that are spoken for: starts staged or being written, and
-    handlers that returned whose results wait for their partition's transaction (a slot stays taken until
-    its result is recorded, or a breaker would open one start too late)."""
-    partitions = list(partitions)
-    taken = Counter(job.lane for p in partitions for _, job in p.staged.starts)
-    taken.update(job.lane for w in writing for _, job in w.staged.starts)
-    taken.update(result.request.lane.value for p in partitions for result in p.results)
+def slots_spoken_for(staged: Iterable[Staged], waiting: Iterable[list[RunResult]]) -> Counter[str]:
+    """Per lane, the slots the executor counts free that are spoken for: starts ``staged`` (drafts' and
+    transactions' under way), and handlers that returned whose results are ``waiting`` for their partition's
+    transaction (a slot stays taken until its result is recorded, or a breaker would open one start too late)."""
+    taken = Counter(job.lane for s in staged for _, job in s.starts)
+    taken.update(result.request.lane.value for results in waiting for result in results)
     return taken

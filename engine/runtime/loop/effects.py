@@ -1,7 +1,7 @@
 """Records handlers produce (``ctx.produce``), written in the transaction that records their success.
 
 - **stage**: when the results step decides a finished attempt and the decision is its
-  ``JobSucceeded``, the attempt's records join the partition's staged work (``Staged.outputs``);
+  ``JobSucceeded``, the attempt's records join the draft's staged work (``Staged.outputs``);
   any other decision (a failure, a stale or fenced result) drops them.
 - **write**: the write step produces them (``effects_kafka``) after the events, in the same transaction, to the
   topics the handler named (partitioned by their key as Java clients do). They commit with the
@@ -29,7 +29,7 @@ from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.execution.verdicts import RunResult
 
 if TYPE_CHECKING:
-    from engine.runtime.loop.partition import Partition
+    from engine.runtime.loop.draft import Staged
     from engine.runtime.loop.write import Written
 
 log = logging.getLogger("epochq.effects")
@@ -44,11 +44,11 @@ class Output:
     records: tuple[OutputRecord, ...]
 
 
-def stage(partition: Partition, result: RunResult, events: list[m.Event]) -> None:
+def stage(staged: Staged, result: RunResult, events: list[m.Event]) -> None:
     """Stage ``result``'s records if its decision (``events``) is the job's success."""
     if any(isinstance(e.body, m.JobSucceeded) for e in events):
         req = result.request
-        partition.staged.outputs.append(Output(req.job_id, req.attempt, result.outcome.records))
+        staged.outputs.append(Output(req.job_id, req.attempt, result.outcome.records))
 
 
 def refused_results(written: Written) -> list[RunResult] | None:

@@ -1,21 +1,27 @@
 """The engine process: one loop, and the only place that knows the order of its steps.
 
-Per tick, over what arrived since the last one, in this order::
+Per tick, over what arrived since the last one, in this order (each step's input → what it returns)::
 
-    read      wait on the inbox: command batches, handler results, rebalance notes
-    hold      act on the notes; set up, restore and claim partitions (loop/lifecycle.py, loop/restoring.py)
-    route     each command record and each result to its partition's queue; rewinds asked for (loop/route.py)
-    apply     for each transaction that has ended: commit its batch, or resync or step down (loop/apply.py)
-    start     hand the attempts whose JobStarted committed to the executor
-    decide    results → commands → due timers → free slots, per partition that may decide; every
-              decision is folded into the partition's batch as it is staged (loop/deciding.py)
-    write     one transaction per partition with staged work, committed on a commit thread (loop/write.py)
-    settle    close revoking partitions whose handlers are done; fold the standbys; housekeeping
+    read    the inbox, waited on until the next due time → Arrivals (results, rebalance notes); command batches
+            wait in the inbox's commands (loop/inbox.py)
+    hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
+    route   command records and finished attempts → queued in their partitions' inbound queues; records
+            dropped and rewinds, which the loop carries out (loop/route.py)
+    apply   each transaction that has ended → commit its draft's batch, and a Followup (go on, activate,
+            step down, drop, back off, resync) the loop carries out, and the attempts to start (loop/apply.py)
+    start   those attempts → the executor
+    decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
+            due timers, free slots, each staged into the draft and folded at once; Decided (commands
+            taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
+    write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
+            thread; the Written under way (loop/write.py)
+    settle  close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat
 
-A transaction written in one tick is applied in a later one (its commit runs meanwhile). Each
-step takes data and returns what it decided — rewinds, a verdict per transaction, attempts
-to start, commands decided — and this loop carries it out; collaborators are passed to the
-steps, none of them calls back into the engine.
+A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
+partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
+its draft (loop/draft.py) is the one value the deciding steps are handed and stage into, its
+inbound queues are filled by route and emptied by decide. Collaborators are passed to the steps;
+none of them calls back into the engine.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from engine.config import Settings
 from engine.domain.decide import DecideContext
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
-from engine.runtime.execution.executor import Executor, RunRequest
+from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import refusals, sampling
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Followup, Next, commit, followup, run_requests
@@ -47,9 +53,10 @@ from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import CommandReader, Inbox, Note, reader_failed
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.partition import Partition, State, cancel_requests
+from engine.runtime.loop.draft import cancel_requests
+from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
-from engine.runtime.loop.route import route
+from engine.runtime.loop.route import Routed, route
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
@@ -103,13 +110,14 @@ class Engine:
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
                               CommandChecker(settings, self.tenants.public_keys, signer))
-        self.dispatcher = Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
-        self.decider = Decider(admission, self.dispatcher, board, self.poison, self.executor.free_slots, base_ctx)
+        dispatcher = Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
+        self.decider = Decider(admission, dispatcher, board, self.poison, self.executor.free_slots, base_ctx)
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
+        self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
         self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
 
     @property
@@ -145,27 +153,27 @@ class Engine:
         arrivals = self.inbox.take(self._wait())  # read
         reader_failed(self.reader)
         now = now_us()
-        self._hold(arrivals.notes, now)
-        self._route(arrivals.results)
+        self._hold(arrivals.notes, now)  # hold
+        routed = route(self.partitions, _drain(self.inbox.commands), self._finished(arrivals.results))  # route
+        self._routed(routed)
         t0 = time.perf_counter()
-        starts = self._apply([w for w in self._writing if w.done])
+        starts = self._apply([w for w in self._writing if w.done])  # apply
         if starts:
             self.executor.submit_many(starts)  # start
         t1 = time.perf_counter()
-        self._decided(self.decider.decide(self.partitions, self.lifecycle.timers, self.executor.take_progress(),
-                                          self._writing, now, taking))
+        decided = self.decider.decide(self.partitions, self.lifecycle.timers, self.executor.take_progress(),
+                                      self._writing, now, taking)  # decide
+        self._decided(decided)
         t2 = time.perf_counter()
-        self._launch()  # write
+        self._writing += self._launch()  # write
         self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
-        self.lifecycle.settle_revoking(self.executor.in_flight)  # settle
-        if self.standbys is not None and taking:
-            self.standbys.step(STANDBY_BUDGET_S)
-        self._housekeeping()
+        self._settle(taking)  # settle
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
-        token, self.dispatcher.wake.at = self.dispatcher.wake.at, None  # noted again by jobs still waiting for one
-        if self.lifecycle.restoring or any(p.commands or p.results for p in self.partitions.values() if p.can_decide):
+        token = self._token_due  # the last decide step's: noted again by jobs still waiting for one
+        if self.lifecycle.restoring or any(p.inbound.commands or p.inbound.results for p in self.partitions.values()
+                                           if p.can_decide):
             return 0.0
         wait = self.options.idle_s
         dues = [t.next_due() for n, t in self.lifecycle.timers.items()
@@ -188,18 +196,20 @@ class Engine:
         for partition, event in self.lifecycle.take_unknown():
             sampling.unknown_write(self.metrics, partition, event)
 
-    def _route(self, results: list[Any]) -> None:
-        """Hand each command record and each finished attempt (``results``: as the executor reported them, and
-        None for a wake-up) to its partition's queue."""
-        waiting = self.inbox.commands
+    def _finished(self, results: list[Any]) -> list[RunResult]:
+        """The attempts that finished: ``results`` as the executor reported them (None: a wake-up), and those whose
+        deadline passed."""
         settled = [r for r in (self.executor.settle(item) for item in results if item) if r]
-        routed = route(self.partitions, _drain(waiting), settled + self.executor.expire())
+        return settled + self.executor.expire()
+
+    def _routed(self, routed: Routed) -> None:
+        """Carry out what the route step could not place: count the records dropped, rewind the reader."""
         self.inbox.decided(routed.dropped)
         for rewind in routed.rewinds:
             self.partitions[rewind.partition].accept_tag = self.reader.seek(rewind.partition, rewind.offset)
 
     def _drop_commands(self, partition: Partition) -> None:
-        self.inbox.decided(partition.drop_commands())
+        self.inbox.decided(partition.inbound.drop_commands())
 
     # --- apply, decide, write -------------------------------------------------------------------
 
@@ -244,9 +254,8 @@ class Engine:
             self.lifecycle.drop(partition.number, step.why)
         else:
             if step.keep_results:
-                if step.results is not None:
-                    w.staged.results = list(step.results)
-                partition.keep_results(w.staged)
+                kept = w.staged.take_results()
+                partition.inbound.keep_results(list(step.results) if step.results is not None else kept)
             self._drop_commands(partition)
             if step.next is Next.BACK_OFF:
                 self.lifecycle.resync(partition, None, step.rewind, refusals.refused(partition, w.error))
@@ -262,33 +271,44 @@ class Engine:
     def _decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""
         self.inbox.decided(decided.commands)
+        self._token_due = decided.wake_at
         for number, overdue in decided.overdue.items():
             self.metrics.timers_overdue.inc(overdue)
             log.info("partition %d: overdue sweep fired %d job(s) the hot set did not hold",
                      number, overdue, extra={"partition": number})
         for number, held in decided.promoted.items():
             self.metrics.set_timers(number, held)
-        for partition in [p for p in self.partitions.values() if p.corrupt is not None]:
+        for partition in [p for p in self.partitions.values() if p.draft.corrupt is not None]:
             self._drop_commands(partition)
-            partition.keep_results(partition.staged)
-            self.lifecycle.corrupted(partition, partition.corrupt)  # type: ignore[arg-type]
+            partition.inbound.keep_results(partition.draft.staged.take_results())
+            self.lifecycle.corrupted(partition, partition.draft.corrupt)  # type: ignore[arg-type]
 
-    def _launch(self) -> None:
-        """Start one transaction for each partition with staged work and none under way."""
+    def _launch(self) -> list[Written]:
+        """Start one transaction for each partition with staged work and none under way (or a checkpoint, when
+        one is due); the transactions started."""
+        started: list[Written] = []
         for partition in self.partitions.values():
-            if partition.staged and partition.writing is None and partition.state in WRITING:
-                written = self.writer.launch(partition, partition.take_staged(), self.reader.group_metadata(),
-                                             self._wake)
-                partition.writing = written
-                self._writing.append(written)
+            if partition.draft.staged and partition.writing is None and partition.state in WRITING:
+                partition.writing = self.writer.launch(partition, partition.draft.take_staged(),
+                                                       self.reader.group_metadata(), self._wake)
             elif self.checkpointer.due(partition):
-                partition.writing = written = self.checkpointer.launch(partition, self._wake)
-                self._writing.append(written)
+                partition.writing = self.checkpointer.launch(partition, self._wake)
+            else:
+                continue
+            started.append(partition.writing)
+        return started
 
     def _wake(self) -> None:
         self.inbox.put_result(None)  # a commit thread finished: the loop applies it next tick
 
-    # --- housekeeping and stopping -----------------------------------------------------------
+    # --- settle, housekeeping and stopping ----------------------------------------------------
+
+    def _settle(self, taking: bool) -> None:
+        """Close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat."""
+        self.lifecycle.settle_revoking(self.executor.in_flight)
+        if self.standbys is not None and taking:
+            self.standbys.step(STANDBY_BUDGET_S)
+        self._housekeeping()
 
     def _housekeeping(self) -> None:
         if self.lifecycle.take_changed():

@@ -130,15 +130,15 @@ class Lifecycle:
                 self._claim(partition, now)
 
     def _claim(self, partition: Partition, now: int) -> None:
-        partition.epoch = partition.last_epoch() + 1
-        partition.seq = 0
-        partition.stage(Emit(None, None, m.OwnershipClaimed(partition.number, self.owner_id)), now)
+        draft = partition.draft
+        draft.claim(draft.last_epoch() + 1)
+        draft.stage(Emit(None, None, m.OwnershipClaimed(partition.number, self.owner_id)), now)
         partition.move(State.CLAIMING)
         log.info("partition %d: claiming epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
     def _resume(self, partition: Partition, now: int) -> None:
         partition.resuming = False
-        newest = partition.last_epoch()
+        newest = partition.draft.last_epoch()
         if not fence.counts(partition.epoch, newest):
             log.error("partition %d: the log holds a newer claim (epoch %d) than ours (%d)",
                       partition.number, newest, partition.epoch)
@@ -149,14 +149,14 @@ class Lifecycle:
     def activate(self, partition: Partition, now: int) -> None:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans."""
         partition.move(State.ACTIVE)
-        store = partition.store
-        partition.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
+        store, draft = partition.store, partition.draft
+        draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
         for record in all_breakers(store):
             self.board.resume(record)
-        timers = PartitionTimers(partition, self.windows, self.board, self.poison.job)
+        timers = PartitionTimers(draft, self.windows, self.board, self.poison.job)
         timers.desk.load(now)
         self.timers[partition.number] = timers
-        partition.observer = timers.observe
+        draft.observer = timers.observe
         self._requeue_orphans(partition, now)
         self.reader.resume([partition.number])
         self.changed = True
@@ -164,12 +164,13 @@ class Lifecycle:
 
     def _requeue_orphans(self, partition: Partition, now: int) -> None:
         """Put back jobs that were running under an older epoch (at-least-once)."""
-        ctx = DecideContext(now, partition.epoch)
-        orphans = [job_id for job_id, epoch in running_jobs(partition.store) if fence.older(epoch, partition.epoch)]
+        draft = partition.draft
+        ctx = DecideContext(now, draft.epoch)
+        orphans = [job_id for job_id, epoch in running_jobs(partition.store) if fence.older(epoch, draft.epoch)]
         for job_id in orphans:
-            error = partition.attempt(partition.decide, job_id, RequeueOrphan(job_id), ctx)
+            error = draft.attempt(draft.decide, job_id, RequeueOrphan(job_id), ctx)
             if error is not None:
-                self.poison.job(partition, job_id, error, ctx, "requeue")
+                self.poison.job(draft, job_id, error, ctx, "requeue")
         if orphans:
             log.info("partition %d: requeued %d jobs left running by epoch < %d", partition.number, len(orphans),
                      partition.epoch)
@@ -186,9 +187,9 @@ class Lifecycle:
             log.warning("partition %d: %s; catching up from the log", partition.number, why)
         claiming = partition.state is State.CLAIMING
         partition.hold_until = hold_until
-        partition.forget_pending()
+        partition.draft.forget()
         self.timers.pop(partition.number, None)
-        partition.observer = None
+        partition.draft.observer = None
         self.reader.pause([partition.number])
         offset = rewind_to if rewind_to is not None else partition.committed_command_offset
         if offset is not None:
@@ -203,14 +204,12 @@ class Lifecycle:
                   partition.number, error)
         store = partition.store
         assert store is not None
-        partition.corrupt = None
-        rewind = partition.staged.first_command_offset
+        rewind = partition.draft.staged.first_command_offset
         if partition.state not in (State.ACTIVE, State.CLAIMING, State.RESTORING):
             self.drop(partition.number, "projection corrupt while handing back")
             return
-        partition.forget_pending()
         self.taking.stop(partition.number)
-        partition.open(store.reset(), partition.producer)  # type: ignore[arg-type]  # its lock held throughout
+        partition.open(store.reset(), partition.producer)  # type: ignore[arg-type]  # a fresh draft; its lock held
         if partition.state is State.RESTORING:
             self.taking.start(partition)
         else:
@@ -222,7 +221,7 @@ class Lifecycle:
         """Close revoking partitions whose handlers are done (or whose grace ran out); release waiting notes."""
         now = time.monotonic()
         for partition in [p for p in self.partitions.values() if p.state is State.REVOKING]:
-            if partition.staged or partition.writing is not None or partition.results:
+            if partition.draft.staged or partition.writing is not None or partition.inbound.results:
                 continue  # its last decisions are still being written
             if not in_flight(partition.number) or now >= partition.revoke_deadline:
                 self.close(partition.number)
@@ -259,7 +258,7 @@ class Lifecycle:
         partition = self.partitions.pop(p, None)
         if partition is None:
             return
-        partition.forget_pending()
+        partition.draft.forget()
         self._release(partition)
         if partition.state is not State.CLOSED:
             partition.state = State.CLOSED  # from any state: the group or the broker already took it

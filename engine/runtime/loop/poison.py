@@ -1,6 +1,6 @@
 """Poison: an input that made a step raise is set aside as an event, and the loop goes on.
 
-What was folded and staged for the input has been undone (``Partition.attempt``); this
+What was folded and staged for the input has been undone (``Draft.attempt``, ``loop/draft.py``); this
 module records why, in the log, where the client and the auditor see it:
 
 - a command: ``JobRejected(reason="engine_error")`` for its job, or, when even that cannot
@@ -19,12 +19,23 @@ from collections.abc import Callable
 from engine.contract import messages as m
 from engine.domain.decide import DecideContext, Decision, Emit, told
 from engine.domain.lifecycle import JobState, Trigger, allows
-from engine.runtime.loop.partition import Partition, quarantined
+from engine.runtime.loop.draft import Draft
 
 log = logging.getLogger("epochq.poison")
 
 REASON = "engine_error"
 MAX_DETAIL = 500
+MAX_QUARANTINED_BYTES = 64 * 1024
+"""How much of an undecodable command a CommandQuarantined keeps (its length is in the error)."""
+
+
+def quarantined(topic: str, partition: int, offset: int, error: str, raw: bytes | None) -> m.CommandQuarantined:
+    """The event that sets an undecidable command aside, keeping at most MAX_QUARANTINED_BYTES of it."""
+    raw = raw or b""
+    if len(raw) > MAX_QUARANTINED_BYTES:
+        error = f"{error} (the record is {len(raw)} bytes; its first {MAX_QUARANTINED_BYTES} are kept)"
+        raw = raw[:MAX_QUARANTINED_BYTES]
+    return m.CommandQuarantined(topic, partition, offset, error, raw)
 
 
 def describe(error: BaseException) -> str:
@@ -39,35 +50,35 @@ class PoisonDesk:
     def __init__(self, count: Callable[[str], None]):
         self.count = count
 
-    def job(self, partition: Partition, job_id: str | None, error: BaseException, ctx: DecideContext,
+    def job(self, draft: Draft, job_id: str | None, error: BaseException, ctx: DecideContext,
             step: str) -> None:
         """A step raised for ``job_id``: dead-letter the job if its state allows, else log."""
         self.count(step)
         log.error("partition %d: the %s step raised for job %s; setting it aside: %s",
-                  partition.number, step, job_id, describe(error), exc_info=error)
-        job = partition.job(job_id) if job_id else None
+                  draft.number, step, job_id, describe(error), exc_info=error)
+        job = draft.job(job_id) if job_id else None
         if job is None:
             return
         emits = told(job, _dead_letter(job.job_id, job.tenant_id, job.state, job.attempt, describe(error)), ctx.now)
-        if emits and partition.attempt(partition.take, emits, ctx.now) is not None:
+        if emits and draft.attempt(draft.take, emits, ctx.now) is not None:
             log.error("partition %d: job %s could not be dead-lettered either; it stays %s",
-                      partition.number, job_id, job.state)
+                      draft.number, job_id, job.state)
 
-    def command(self, partition: Partition, command: m.Command | None, offset: int, raw: bytes,
+    def command(self, draft: Draft, command: m.Command | None, offset: int, raw: bytes,
                 error: BaseException, ctx: DecideContext, topic: str) -> None:
         """Deciding the command at ``offset`` raised: reject its job, or quarantine the record."""
         self.count("decide")
         log.error("partition %d: deciding the command at offset %d raised; setting it aside: %s",
-                  partition.number, offset, describe(error), exc_info=error)
+                  draft.number, offset, describe(error), exc_info=error)
         if command is not None and isinstance(command.body, m.SubmitJob):
             rejected = m.JobRejected(command.body.task_type, REASON, describe(error))
             emit = Emit(command.job_id, command.tenant_id, rejected)
-            if partition.attempt(partition.stage, emit, ctx.now, command.command_id) is None:
+            if draft.attempt(draft.stage, emit, ctx.now, command.command_id) is None:
                 return
-        body = quarantined(topic, partition.number, offset, f"{REASON}: {describe(error)}", raw)
-        if partition.attempt(partition.stage, Emit(None, None, body), ctx.now) is not None:
+        body = quarantined(topic, draft.number, offset, f"{REASON}: {describe(error)}", raw)
+        if draft.attempt(draft.stage, Emit(None, None, body), ctx.now) is not None:
             log.error("partition %d: the command at offset %d could not be quarantined either; skipped",
-                      partition.number, offset)
+                      draft.number, offset)
 
 
 def _dead_letter(job_id: str, tenant: str, state: JobState, attempt: int, detail: str) -> Decision:

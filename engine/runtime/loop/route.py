@@ -52,7 +52,7 @@ def route(partitions: Mapping[int, Partition], records: Iterable[tuple[int, Mess
     for result in results:
         partition = partitions.get(result.request.partition)
         if partition is not None and (partition.deciding or partition.resuming):  # resuming: same epoch
-            partition.results.append(result)  # recorded once it decides again (a resync must not lose it)
+            partition.inbound.results.append(result)  # recorded once it decides again (a resync must not lose it)
         else:
             log.warning("dropping result of job %s attempt %d: partition %d is no longer ours",
                         result.request.job_id, result.request.attempt, result.request.partition)
@@ -72,7 +72,7 @@ def _command(partitions: Mapping[int, Partition], tag: int, msg: Message, rewoun
     if partition is None or tag < partition.accept_tag or number in rewound:
         return False  # not ours any more, or read before we rewound: dropped
     if partition.state is State.ACTIVE:
-        partition.commands.append((offset, msg.value(), signature_of(msg.headers())))
+        partition.inbound.commands.append((offset, msg.value(), signature_of(msg.headers())))
         return True
     if partition.state in (State.RESTORING, State.CLAIMING):  # read again once active
         rewound.add(number)

@@ -30,7 +30,7 @@ from engine.domain.schedules import (
     SCHEDULE_EVENTS, ScheduleContext, ScheduleDue, ScheduleView, decide_schedule, occurrence_submit, report_command,
 )
 from engine.domain.timerouter import HotSet
-from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.draft import Draft
 from projections.evolve import APPLIED, Folded
 from projections.views.schedules import all_schedules, read_occurrence, read_schedule
 
@@ -44,20 +44,20 @@ MAX_PING_US = 600 * SECOND
 class ScheduleDesk:
     """One partition's schedule timers, reports and pings; the schedules themselves live in its batch and store."""
 
-    def __init__(self, partition: Partition, hot: HotSet):
-        self.partition = partition
+    def __init__(self, draft: Draft, hot: HotSet):
+        self.draft = draft  # the partition's draft: what the desk decides and sends is staged there
         self.hot = hot  # the schedule timers held in memory (``D:`` entries within the horizon)
         self.pings: dict[str, tuple[int, int, int]] = {}  # schedule id -> (next ping at, delay, pings sent)
 
     def load(self, now: int) -> None:
         """Owe a ping to every schedule the store shows with a run in flight (a new owner knows no more)."""
-        for view in all_schedules(self.partition.store):
+        for view in all_schedules(self.draft.store):
             if view.fired is not None:
                 self.pings[view.schedule_id] = (now + FIRST_PING_US, FIRST_PING_US, 0)
 
     def view(self, schedule_id: str) -> ScheduleView | None:
         """The schedule as this partition's decisions leave it (pending batch over store)."""
-        return read_schedule(self.partition.batch, schedule_id)
+        return read_schedule(self.draft.batch, schedule_id)
 
     # --- deciding ------------------------------------------------------------------------
 
@@ -66,7 +66,7 @@ class ScheduleDesk:
         """Decide for one schedule; stage its events and the commands it sends."""
         sctx = ScheduleContext(ctx.now, ctx.tasks, ctx.max_payload_bytes)
         outs = decide_schedule(self.view(schedule_id), given, sctx)  # type: ignore[arg-type]
-        return self.partition.take(outs, ctx.now, cause, correlation)
+        return self.draft.take(outs, ctx.now, cause, correlation)
 
     # --- following the fold ----------------------------------------------------------------
 
@@ -77,7 +77,7 @@ class ScheduleDesk:
         body = event.body
         if isinstance(body, SCHEDULE_EVENTS):
             self._follow(body, event.occurred_at)
-        elif folded.after is not None and fence.counts(event.epoch, self.partition.epoch):
+        elif folded.after is not None and fence.counts(event.epoch, self.draft.epoch):
             self.report(event, folded)
 
     def _follow(self, body: m.EventBody, at: int) -> None:
@@ -106,11 +106,11 @@ class ScheduleDesk:
         pinged = isinstance(event.body, m.CommandRefused) and event.body.command == "SubmitJob"
         if not (ended or pinged):
             return
-        found = read_occurrence(self.partition.batch, job.job_id)
+        found = read_occurrence(self.draft.batch, job.job_id)
         if found is not None:
             sid, occurrence = found
-            self.partition.staged.commands.append(
-                report_command(sid, occurrence, job.job_id, job.tenant_id, job.state.value, event.occurred_at))
+            self.draft.send(report_command(sid, occurrence, job.job_id, job.tenant_id, job.state.value,
+                                           event.occurred_at))
 
     # --- pings ---------------------------------------------------------------------------
 
@@ -124,7 +124,7 @@ class ScheduleDesk:
             if view is None or view.fired is None:
                 del self.pings[sid]
                 continue
-            self.partition.staged.commands.append(occurrence_submit(view, view.fired, now, count + 1))
+            self.draft.send(occurrence_submit(view, view.fired, now, count + 1))
             log.info("schedule %s: occurrence job %s has not reported after %.0f s; pinging it (%d)",
                      sid, view.fired_job_id, (now - (view.fired_at or now)) / SECOND, count + 1)
             self.pings[sid] = (now + min(2 * delay, MAX_PING_US), min(2 * delay, MAX_PING_US), count + 1)

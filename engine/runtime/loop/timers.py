@@ -37,7 +37,7 @@ from engine.domain.timerouter import (
     HotSet, Windows, overdue_range, overdue_sweep_due, promotion_range, promotion_sweep_due,
 )
 from engine.runtime.loop.breakers import BreakerBoard
-from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.schedules import ScheduleDesk
 from projections.evolve import APPLIED, Folded
 from projections.views import dueindex
@@ -104,33 +104,32 @@ class Timeline:
 class PartitionTimers:
     """The timers of one partition under one activation: jobs, schedules, breaker cool-downs, pings."""
 
-    def __init__(self, partition: Partition, windows: Windows, board: BreakerBoard,
-                 set_aside: SetAside | None = None):
-        self.partition = partition
+    def __init__(self, draft: Draft, windows: Windows, board: BreakerBoard, set_aside: SetAside | None = None):
+        self.draft = draft  # the partition's draft: what the timers decide is staged there
         self.jobs = Timeline(dueindex.JOBS, windows)
         self.schedules = Timeline(dueindex.SCHEDULES, windows)
         self.breakers = Timeline(dueindex.BREAKERS, windows)
-        self.desk = ScheduleDesk(partition, self.schedules.hot)
+        self.desk = ScheduleDesk(draft, self.schedules.hot)
         self.board = board
         self.set_aside = set_aside or _log_only
         self.overdue_fired = 0
 
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
-        store, now = self.partition.store, ctx.now
+        store, now = self.draft.store, ctx.now
         assert store is not None, "an active partition has its store open"
         promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
             self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)
         self._fire_jobs(self.jobs.hot.pop_due(now, FIRE_BATCH), ctx)
         for sid in self.schedules.overdue(store, now) + self.schedules.hot.pop_due(now, FIRE_BATCH):
-            error = self.partition.attempt(self.desk.decide, sid, ScheduleDue(sid), ctx)
+            error = self.draft.attempt(self.desk.decide, sid, ScheduleDue(sid), ctx)
             if error is not None:
-                self.set_aside(self.partition, None, error, ctx, "schedule")
+                self.set_aside(self.draft, None, error, ctx, "schedule")
         for task_type in self.breakers.overdue(store, now) + self.breakers.hot.pop_due(now, FIRE_BATCH):
             body = self.board.cooled(task_type, now)
             if body is not None:
-                self.partition.stage(Emit(None, None, body), now)
+                self.draft.stage(Emit(None, None, body), now)
         self.desk.ping(now)
         self.overdue_fired += overdue
         return promoted, overdue
@@ -138,11 +137,11 @@ class PartitionTimers:
     def _fire_jobs(self, job_ids: list[str], ctx: DecideContext) -> int:
         fired = 0
         for job_id in job_ids:
-            before = len(self.partition.staged.events)
-            error = self.partition.attempt(self.partition.decide, job_id, TimerFired(job_id), ctx)
+            before = len(self.draft.staged.events)
+            error = self.draft.attempt(self.draft.decide, job_id, TimerFired(job_id), ctx)
             if error is not None:
-                self.set_aside(self.partition, job_id, error, ctx, "timer")
-            fired += len(self.partition.staged.events) > before
+                self.set_aside(self.draft, job_id, error, ctx, "timer")
+            fired += len(self.draft.staged.events) > before
         return fired
 
     def observe(self, event: m.Event, folded: Folded) -> None:
@@ -172,8 +171,8 @@ class PartitionTimers:
         return len(self.jobs.hot), len(self.schedules.hot)
 
 
-SetAside = Callable[[Partition, "str | None", BaseException, DecideContext, str], None]
+SetAside = Callable[[Draft, "str | None", BaseException, DecideContext, str], None]
 
 
-def _log_only(partition: Partition, job_id: str | None, error: BaseException, ctx: DecideContext, step: str) -> None:
-    log.error("partition %d: %s step raised for %s: %s", partition.number, step, job_id, error)
+def _log_only(draft: Draft, job_id: str | None, error: BaseException, ctx: DecideContext, step: str) -> None:
+    log.error("partition %d: %s step raised for %s: %s", draft.number, step, job_id, error)

@@ -28,7 +28,8 @@ from engine.runtime import kafka
 from engine.runtime.kafka import Producer, TopicPartition
 from engine.runtime.kafka.errors import typed
 from engine.runtime.loop import effects_kafka
-from engine.runtime.loop.partition import Partition, Staged
+from engine.runtime.loop.draft import Staged
+from engine.runtime.loop.partition import Partition
 from engine.runtime.signatures import CommandSigner
 
 

@@ -26,7 +26,7 @@ from engine.domain.schedules import (
 from engine.domain.timerouter import SECOND, Windows
 from engine.questions.lateness import percentile, summarize
 from engine.runtime.loop.breakers import BreakerBoard
-from engine.runtime.loop.partition import Staged
+from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.schedules import FIRST_PING_US, ScheduleDesk
 from engine.runtime.loop.timers import PartitionTimers, Timeline, scan_due
 from projections.batch import Batch
@@ -397,7 +397,10 @@ def test_the_overdue_sweep_streams_in_batches_and_resumes_where_it_stopped(store
 
 
 def fake_owner(store: ProjectionStore, epoch: int = 1) -> Any:
-    return SimpleNamespace(store=store, batch=Batch(store), epoch=epoch, staged=Staged(), number=0)
+    """What the timers and the schedule desk use of a partition's draft."""
+    staged = Staged()
+    return SimpleNamespace(store=store, batch=Batch(store), epoch=epoch, staged=staged, number=0,
+                           send=staged.commands.append)
 
 
 def job(state: JobState, due: int | None = None, job_id: str = "job-1") -> JobView:

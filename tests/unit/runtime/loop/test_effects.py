@@ -20,7 +20,7 @@ from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.execution.outputs import MAX_OUTPUT_BYTES, OutputRecord, output_record
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind
 from engine.runtime.loop import effects
-from engine.runtime.loop.partition import Staged
+from engine.runtime.loop.draft import Staged
 
 
 def request(task_type: str, job_id: str = "job-1", attempt: int = 2) -> RunRequest:
@@ -167,21 +167,14 @@ def succeeded_event(job_id: str) -> m.Event:
     return m.Event("e", job_id, "acme", 3, "a", 0, m.JobSucceeded(2, 10, None))
 
 
-class Held:
-    """What effects.stage needs of a partition: its staged work."""
-
-    def __init__(self) -> None:
-        self.staged = Staged()
-
-
 def test_records_are_staged_only_with_the_job_s_success() -> None:
-    held = Held()
+    staged = Staged()
     records = (OutputRecord("out", b"v"),)
     result = RunResult(request("emit"), Outcome(OutcomeKind.SUCCEEDED, records=records))
-    effects.stage(held, result, [])  # type: ignore[arg-type]  # a stale result: nothing decided
-    assert held.staged.outputs == []
-    effects.stage(held, result, [succeeded_event("job-1")])  # type: ignore[arg-type]
-    assert held.staged.outputs == [effects.Output("job-1", 2, records)]
+    effects.stage(staged, result, [])  # a stale result: nothing decided
+    assert staged.outputs == []
+    effects.stage(staged, result, [succeeded_event("job-1")])
+    assert staged.outputs == [effects.Output("job-1", 2, records)]
 
 
 def test_undo_forgets_the_outputs_an_input_staged() -> None:

@@ -21,7 +21,7 @@ from engine.domain.timerouter import Windows
 from engine.errors import FencedError, TransactionAbortedError
 from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
 from engine.runtime.loop import outcomes
-from engine.runtime.loop import partition as partition_module
+from engine.runtime.loop import draft as draft_module
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
 from engine.runtime.loop.breakers import BreakerBoard
@@ -46,14 +46,15 @@ class Rig:
         self.store = open_store(path)
         self.partition = Partition(0, "owner-a")
         self.partition.open(self.store, None)  # type: ignore[arg-type]
+        self.draft = self.partition.draft
         self.poisoned: list[str] = []
         self.poison = PoisonDesk(self.poisoned.append)
         self.board = BreakerBoard({})
-        self.partition.epoch = 1
-        self.partition.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
+        self.draft.claim(1)
+        self.draft.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
         self.partition.state = State.ACTIVE
-        self.timers = PartitionTimers(self.partition, Windows(), self.board, self.poison.job)
-        self.partition.observer = self.timers.observe
+        self.timers = PartitionTimers(self.draft, Windows(), self.board, self.poison.job)
+        self.draft.observer = self.timers.observe
         self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison)
         self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
         self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
@@ -61,33 +62,33 @@ class Rig:
         self.command_offset = 0
 
     def ctx(self) -> DecideContext:
-        return self.partition.context(DecideContext(0, 0, 512 * 1024, TASKS), NOW)
+        return self.draft.context(DecideContext(0, 0, 512 * 1024, TASKS), NOW)
 
     def admit(self, command: m.Command | bytes) -> None:
         raw = command if isinstance(command, bytes) else encode_command(command)
-        self.admission.admit(self.partition, self.command_offset, raw, self.ctx(), desk=self.timers.desk)
+        self.admission.admit(self.draft, self.command_offset, raw, self.ctx(), desk=self.timers.desk)
         self.command_offset += 1
 
     def dispatch(self, free: int = 10) -> int:
-        return self.dispatcher.deal(Lane.NORMAL.value, free, [self.partition], lambda p: self.ctx())
+        return self.dispatcher.deal(Lane.NORMAL.value, free, [self.draft], lambda d: self.ctx())
 
     def finish(self, kind: str = "succeeded") -> None:
-        starts = self.partition.staged.starts
+        starts = self.draft.staged.starts
         results = [RunResult(RunRequest(0, 1, job.job_id, job.tenant_id, job.task_type, event.body.attempt,  # type: ignore[union-attr]
                                         Lane.NORMAL, job.payload, None, 0.0, 0), Outcome(kind))  # type: ignore[arg-type]
                    for event, job in starts]
         self.apply()
-        outcomes.record({0: self.partition}, results, self.board, self.poison, {0: self.ctx()})
+        outcomes.record(self.draft, results, self.board, self.poison, self.ctx())
 
     def apply(self) -> Verdict:
         """The write step's stand-in: number the staged events as the log would, then apply."""
-        staged = self.partition.take_staged()
+        staged = self.draft.take_staged()
         n, first = len(staged.events), self.partition.next_offset
         self.log += list(zip(range(first, first + n), staged.events))
         return commit(Written(self.partition, staged, None, first if n else None, first + n - 1 if n else None))
 
     def job_state(self, job_id: str) -> JobState | None:
-        job = self.partition.job(job_id)
+        job = self.draft.job(job_id)
         return job.state if job else None
 
 
@@ -120,7 +121,7 @@ def test_the_transition_table_refuses_what_it_lacks() -> None:
 def test_a_job_is_admitted_started_and_finished_and_the_store_equals_a_rebuild(rig: Rig, tmp_path: Path) -> None:
     rig.admit(submit("job-1"))
     assert rig.dispatch() == 1  # queued in this tick, started in this tick
-    assert types(rig.partition.staged.events, "job-1") == ["JobSubmitted", "JobQueued", "JobStarted"]
+    assert types(rig.draft.staged.events, "job-1") == ["JobSubmitted", "JobQueued", "JobStarted"]
     rig.finish()
     assert rig.apply() is Verdict.COMMITTED
     assert types(logged(rig), "job-1") == ["JobSubmitted", "JobQueued", "JobStarted", "JobSucceeded"]
@@ -143,7 +144,7 @@ def test_free_slots_bound_the_starts_and_the_rest_stay_queued(rig: Rig) -> None:
 
 
 def test_a_command_whose_decision_raises_is_rejected_and_nothing_it_folded_stays(rig: Rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    real = partition_module.decide
+    real = draft_module.decide
 
     def decide(job, given, ctx):  # type: ignore[no-untyped-def]
         if getattr(getattr(given, "command", None), "job_id", "") == "poison":
@@ -151,32 +152,32 @@ def test_a_command_whose_decision_raises_is_rejected_and_nothing_it_folded_stays
             raise RuntimeError("boom in decide")
         return real(job, given, ctx)
 
-    monkeypatch.setattr(partition_module, "decide", decide)
+    monkeypatch.setattr(draft_module, "decide", decide)
     rig.admit(submit("before"))
     rig.admit(submit("poison"))
     rig.admit(submit("after"))
-    events = rig.partition.staged.events
+    events = rig.draft.staged.events
     assert types(events, "poison") == ["JobRejected"]
     rejected = [e.body for e in events if e.job_id == "poison"][0]
     assert rejected.reason == "engine_error" and "boom in decide" in rejected.detail  # type: ignore[union-attr]
     assert rig.job_state("poison") is None and rig.job_state("after") is JobState.QUEUED
     assert rig.poisoned == ["decide"]
-    assert rig.partition.staged.next_command_offset == 3  # its offset is consumed with the others
+    assert rig.draft.staged.next_command_offset == 3  # its offset is consumed with the others
 
 
 def test_an_undecodable_command_is_quarantined(rig: Rig) -> None:
     rig.admit(b"\xc3\x01garbage")
-    assert [e.type for e in rig.partition.staged.events][-1] == "CommandQuarantined"
+    assert [e.type for e in rig.draft.staged.events][-1] == "CommandQuarantined"
 
 
 def test_a_queued_job_no_head_can_be_made_of_is_dead_lettered_and_dispatch_goes_on(rig: Rig) -> None:
     rig.admit(submit("good"))
     old = m.JobSubmitted("email.send", m.Payload(b"{}"), 5, "NORMAL", 3, run_at=-1_000_000)  # as an old log may hold
-    rig.partition.stage(Emit("bad", "acme", old), NOW)
-    rig.partition.stage(Emit("bad", "acme", m.JobQueued("submitted")), NOW)  # queued with a negative due time
+    rig.draft.stage(Emit("bad", "acme", old), NOW)
+    rig.draft.stage(Emit("bad", "acme", m.JobQueued("submitted")), NOW)  # queued with a negative due time
     assert rig.dispatch() == 1
     assert rig.job_state("good") is JobState.RUNNING and rig.job_state("bad") is JobState.DEAD
-    dead = [e.body for e in rig.partition.staged.events if e.job_id == "bad"][-1]
+    dead = [e.body for e in rig.draft.staged.events if e.job_id == "bad"][-1]
     assert isinstance(dead, m.JobDeadLettered) and dead.reason == "engine_error"
     assert rig.poisoned == ["dispatch"]
 
@@ -186,21 +187,21 @@ def test_a_result_whose_decision_raises_dead_letters_the_running_job(rig: Rig, m
     rig.dispatch()
     monkeypatch.setattr(outcomes, "_record_one", lambda *a: (_ for _ in ()).throw(ValueError("bad result")))
     rig.finish()
-    assert types(rig.partition.staged.events, "job-1") == ["JobFailed", "JobDeadLettered"]
+    assert types(rig.draft.staged.events, "job-1") == ["JobFailed", "JobDeadLettered"]
     assert rig.job_state("job-1") is JobState.DEAD and rig.poisoned == ["result"]
 
 
 def test_a_result_of_an_older_epoch_is_dropped(rig: Rig) -> None:
     rig.admit(submit("job-1"))
     rig.dispatch()
-    rig.partition.epoch = 2  # the partition was taken over and claimed again meanwhile
+    rig.draft.claim(2)  # the partition was taken over and claimed again meanwhile
     rig.finish()
-    assert rig.partition.staged.events == [] and rig.job_state("job-1") is JobState.RUNNING
+    assert rig.draft.staged.events == [] and rig.job_state("job-1") is JobState.RUNNING
 
 
 def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_events_in_a_row(rig: Rig) -> None:
     rig.admit(submit("job-1"))
-    staged = rig.partition.take_staged()
+    staged = rig.draft.take_staged()
     rig.partition.next_offset = 10
     assert commit(Written(rig.partition, staged, FencedError("x"))) is Verdict.FENCED
     assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
@@ -215,7 +216,7 @@ def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(ri
     """issue 22: a catch-up to the stable end stopped before the owner's own committed starts (a foreign
     transaction open before them), and their results were dropped against a store that saw them queued."""
     rig.admit(submit("job-1"))
-    staged = rig.partition.take_staged()
+    staged = rig.draft.take_staged()
     rig.partition.next_offset, n = 10, len(staged.events)
     assert rig.partition.written_end == 0
     assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
@@ -228,32 +229,32 @@ def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(ri
 
 def test_results_whose_decisions_are_never_written_are_taken_back_in_order(rig: Rig) -> None:
     """issue 22: a result decided into a transaction that aborted was lost with it (its job stayed running)."""
-    staged = rig.partition.staged
+    staged, inbound = rig.draft.staged, rig.partition.inbound
     staged.results += ["first", "second"]
-    rig.partition.results.append("arrived meanwhile")
-    rig.partition.keep_results(staged)
-    assert rig.partition.results == ["first", "second", "arrived meanwhile"] and staged.results == []
-    rig.partition.forget_pending()
-    assert rig.partition.results == ["first", "second", "arrived meanwhile"]  # a resync keeps them
+    inbound.results.append("arrived meanwhile")
+    inbound.keep_results(staged.take_results())
+    assert inbound.results == ["first", "second", "arrived meanwhile"] and staged.results == []
+    rig.draft.forget()
+    assert inbound.results == ["first", "second", "arrived meanwhile"]  # a resync keeps them
 
 
 def test_a_huge_undecodable_command_is_quarantined_with_its_head_kept(rig: Rig) -> None:
     rig.admit(b"\xc3\x01" + b"x" * 300_000)  # what a broker's default 1 MB limit lets through, and more
-    body = rig.partition.staged.events[-1].body
+    body = rig.draft.staged.events[-1].body
     assert isinstance(body, m.CommandQuarantined)
     assert len(body.raw) == 64 * 1024 and "300002 bytes" in body.error
-    assert len(rig.partition.staged.raws[-1]) < 100_000  # the event fits any broker's record limit
+    assert len(rig.draft.staged.raws[-1]) < 100_000  # the event fits any broker's record limit
 
 
 def test_a_job_set_aside_as_poison_still_tells_the_jobs_waiting_for_it(rig: Rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     rig.admit(submit("job-1"))
     rig.admit(command("job-1", m.AwaitJob("job-2")))
-    assert rig.partition.job("job-1").dependents == ("job-2",)  # type: ignore[union-attr]
+    assert rig.draft.job("job-1").dependents == ("job-2",)  # type: ignore[union-attr]
     rig.dispatch()
     monkeypatch.setattr(outcomes, "_record_one", lambda *a: (_ for _ in ()).throw(ValueError("bad result")))
     rig.finish()
     assert rig.job_state("job-1") is JobState.DEAD
-    (report,) = [c for c in rig.partition.staged.commands if c.job_id == "job-2"]
+    (report,) = [c for c in rig.draft.staged.commands if c.job_id == "job-2"]
     assert report.body == m.ReportDependency("job-1", "dead", None, "EngineError: ValueError: bad result")
 
 
@@ -265,5 +266,17 @@ def test_admission_tells_decide_whether_a_dependency_was_reported_already(rig: R
     rig.admit(report)  # the same report again, in the same tick and after it
     rig.apply()
     rig.admit(report)
-    assert types(logged(rig) + rig.partition.staged.events, "job-1").count("DependencyReported") == 1
+    assert types(logged(rig) + rig.draft.staged.events, "job-1").count("DependencyReported") == 1
     assert rig.job_state("job-1") is JobState.WAITING
+
+
+def test_the_draft_stamps_its_events_with_the_claimed_epoch_and_ids_never_repeat_within_it(rig: Rig) -> None:
+    rig.admit(submit("job-1"))
+    before = [e.event_id for e in rig.draft.staged.events]
+    assert before[0] == "0-1-1" and rig.partition.epoch == 1  # the claim staged first, under epoch 1
+    rig.draft.forget()  # a resync drops what was staged; the ids of the epoch go on
+    rig.admit(submit("job-2"))
+    assert rig.draft.staged.events[0].event_id == f"0-1-{len(before) + 1}"
+    rig.draft.claim(2)  # a new claim: its events start again under the new epoch
+    rig.admit(submit("job-3"))
+    assert rig.draft.staged.events[-2].event_id == "0-2-1" and rig.partition.epoch == 2

@@ -20,7 +20,7 @@ from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
 from engine.runtime.execution.verdicts import OutcomeKind
 from engine.runtime.loop import outcomes
 from engine.contract.headers import TRACEPARENT
-from engine.runtime.loop.partition import Staged
+from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.write import Writer
 from tests.unit.factories import submit
 from tests.unit.runtime.loop.test_pipeline import Rig
@@ -52,19 +52,19 @@ def headers_of(staged: Staged, job_id: str | None) -> list[tuple[str, Any]]:
 
 
 def finish(rig: Rig, outcome: Outcome) -> None:
-    starts = rig.partition.staged.starts
+    starts = rig.draft.staged.starts
     results = [RunResult(RunRequest(0, 1, job.job_id, job.tenant_id, job.task_type, event.body.attempt,  # type: ignore[union-attr]
                                     Lane.NORMAL, job.payload, None, 0.0, 0, traceparent=job.traceparent), outcome)
                for event, job in starts]
     rig.apply()
-    outcomes.record({0: rig.partition}, results, rig.board, rig.poison, {0: rig.ctx()})
+    outcomes.record(rig.draft, results, rig.board, rig.poison, rig.ctx())
 
 
 def test_a_traced_job_s_events_carry_its_context_and_an_untraced_job_s_carry_none(rig: Rig) -> None:
     rig.admit(traced("job-t"))
     rig.admit(submit("job-u"))
     rig.dispatch()
-    staged = rig.partition.staged
+    staged = rig.draft.staged
     assert headers_of(staged, "job-t") == [(t, SUBMITTER.encode()) for t in ("JobSubmitted", "JobQueued", "JobStarted")]
     assert headers_of(staged, "job-u") == [(t, None) for t in ("JobSubmitted", "JobQueued", "JobStarted")]
     assert headers_of(staged, None) == [("OwnershipClaimed", None)]
@@ -75,7 +75,7 @@ def test_what_an_attempt_decides_carries_the_attempt_span_s_context(rig: Rig) ->
     rig.dispatch()
     finish(rig, Outcome(OutcomeKind.FAILED, error_type="ConnectionError", message="down", retryable=True,
                         traceparent=ATTEMPT))
-    staged = rig.partition.staged
+    staged = rig.draft.staged
     assert headers_of(staged, "job-t") == [("JobFailed", ATTEMPT.encode()), ("JobRetryScheduled", ATTEMPT.encode())]
 
 
@@ -83,17 +83,17 @@ def test_an_attempt_without_a_span_leaves_the_submitter_s_context(rig: Rig) -> N
     rig.admit(traced("job-t"))
     rig.dispatch()
     finish(rig, Outcome(OutcomeKind.SUCCEEDED))
-    assert headers_of(rig.partition.staged, "job-t") == [("JobSucceeded", SUBMITTER.encode())]
+    assert headers_of(rig.draft.staged, "job-t") == [("JobSucceeded", SUBMITTER.encode())]
 
 
 def test_a_refused_submit_is_traced_too(rig: Rig) -> None:
     rig.admit(traced("job-r", task_type="no.such.task"))
-    assert headers_of(rig.partition.staged, "job-r") == [("JobRejected", SUBMITTER.encode())]
+    assert headers_of(rig.draft.staged, "job-r") == [("JobRejected", SUBMITTER.encode())]
 
 
 def test_undo_forgets_the_headers_of_what_it_drops(rig: Rig) -> None:
     rig.admit(traced("job-t"))
-    staged = rig.partition.staged
+    staged = rig.draft.staged
     mark = staged.mark()
     rig.admit(traced("job-2"))
     assert max(staged.traced) >= mark[0]
@@ -119,7 +119,7 @@ def test_the_write_step_produces_the_header_with_each_traced_event_and_none_with
     for n in range(3):  # events in the middle of a transaction take the fast path, the ends the general one
         rig.admit(traced(f"job-t{n}"))
         rig.admit(submit(f"job-u{n}"))
-    staged = rig.partition.take_staged()
+    staged = rig.draft.take_staged()
     producer = Recorder()
     rig.partition.producer = producer  # type: ignore[assignment]
     written = Writer("ns.events", "ns.commands", 1)._produce(rig.partition, staged)
@@ -135,7 +135,7 @@ def test_an_untraced_job_s_attempt_in_a_span_of_its_own_adds_no_header(rig: Rig)
     rig.admit(submit("job-u"))
     rig.dispatch()
     finish(rig, Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT))  # an engine that traces: a root span
-    assert headers_of(rig.partition.staged, "job-u") == [("JobSucceeded", None)]
+    assert headers_of(rig.draft.staged, "job-u") == [("JobSucceeded", None)]
 
 
 def test_an_outcome_turned_cancelled_or_refused_keeps_the_attempt_span_s_context() -> None:
