@@ -17,7 +17,7 @@ from engine.errors import ConfigError
 from engine.questions.audit import AuditedEvent, AuditFilter, AuditSummary, audit_events
 
 CSV_COLUMNS = ("offset", "partition", "time", "job_id", "tenant", "type", "epoch", "owner", "attempt",
-               "error", "fenced", "event_id")
+               "error", "fenced", "event_id", "traceparent")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -20,6 +20,7 @@ from engine.errors import NotFoundError
 from engine.questions.holdups import clock
 from engine.questions.history import job_history
 from engine.questions.logged import event_json, iso_time
+from engine.questions.traces import trace_id
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,13 +179,24 @@ def _history(args: argparse.Namespace) -> int:
     if args.json:
         print_json([event_json(e) for e in events])
         return 0
+    submitter = next((e.traceparent for e in events if e.traceparent), None)
+    if submitter is not None:
+        print(f"trace {trace_id(submitter) or submitter}")
     print(f"{'time (UTC)':26} {'offset':>7} {'epoch':>5} {'owner':18} {'attempt':>7}  event")
     for logged in events:
         row = event_json(logged)
         mark = "  [FENCED: ignored]" if logged.fenced else ""
         print(f"{row['time']:26} {row['offset']:>7} {row['epoch']:>5} {row['owner'][:18]:18} "
-              f"{row['attempt'] if row['attempt'] is not None else '':>7}  {row['type']}{_brief(row)}{mark}")
+              f"{row['attempt'] if row['attempt'] is not None else '':>7}  {row['type']}{_brief(row)}{mark}"
+              f"{_span(logged.traceparent, submitter)}")
     return 0
+
+
+def _span(traceparent: str | None, submitter: str | None) -> str:
+    """The span an event's trace context names, where it is not the submitter's (an attempt's: docs/tracing.md)."""
+    if traceparent is None or traceparent == submitter:
+        return ""
+    return f"  [span {traceparent.split('-')[2] if traceparent.count('-') == 3 else traceparent}]"
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError, RetryableError
 from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, records_at, scan_partition
-from engine.questions.history import LoggedEvent, read_at, with_fencing
+from engine.runtime.kafka import Consumer, messages_at, scan_messages
+from engine.questions.history import LoggedEvent, keyed, read_at, with_fencing, with_traces
 from engine.runtime.topics import partition_count
 
 if TYPE_CHECKING:
@@ -130,10 +130,11 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
                 logged = _indexed(consumer, settings.events_topic, p, index, ends[p], summary, meter)
                 yield from matching_events(p, earlier.prefixed(p, logged, index.jobs, flt.tenant), flt, summary)
                 continue
-            scan = scan_partition(consumer, settings.events_topic, p, 0, ends[p])
+            traces: dict[int, str] = {}
+            scan = scan_messages(consumer, settings.events_topic, p, 0, ends[p])
             try:
-                events = _decoded(scan, settings.events_topic, p, summary, meter)
-                yield from matching_events(p, with_fencing(events, None), flt, summary)
+                events = _decoded(keyed(scan, traces), settings.events_topic, p, summary, meter)
+                yield from matching_events(p, with_traces(with_fencing(events, None), traces), flt, summary)
             finally:
                 scan.close()  # unassigns: before the consumer closes, even when the caller stops early
         meter.done()
@@ -152,12 +153,14 @@ def _indexed(consumer: Consumer, topic: str, p: int, index: TenantIndex, end: in
              meter: _Meter) -> Iterator[LoggedEvent]:
     """The indexed jobs' events (read at their offsets, with the store's verdicts), then the log after the store."""
     fenced = {offset for offset, verdict in index.entries if verdict == "fenced"}
-    at = records_at(consumer, topic, p, [offset for offset, _ in index.entries])
-    for offset, event in _decoded(((o, None, v) for o, v in at), topic, p, summary, meter):
-        yield LoggedEvent(offset, event, offset in fenced)
-    tail = scan_partition(consumer, topic, p, index.applied_offset + 1, end)
+    traces: dict[int, str] = {}
+    at = keyed(messages_at(consumer, topic, p, [offset for offset, _ in index.entries]), traces)
+    for offset, event in _decoded(at, topic, p, summary, meter):
+        yield LoggedEvent(offset, event, offset in fenced, traces.pop(offset, None))
+    tail = scan_messages(consumer, topic, p, index.applied_offset + 1, end)
     try:
-        yield from with_fencing(_decoded(tail, topic, p, summary, meter), None, claim=index.epoch)
+        events = _decoded(keyed(tail, traces), topic, p, summary, meter)
+        yield from with_traces(with_fencing(events, None, claim=index.epoch), traces)
     finally:
         tail.close()
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
+from engine.contract.headers import TRACEPARENT
 from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_id
 from engine.errors import DecodeError
 from engine.domain import fence
 from engine.runtime import kafka
-from engine.runtime.kafka import Consumer
-from engine.runtime.kafka import records_at, scan_partition
+from engine.runtime.kafka import Consumer, Message, header, messages_at, scan_messages
+from engine.runtime.kafka import scan_partition as scan_partition  # re-exported: where readers have imported it from
 from engine.questions.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
 
 
@@ -27,10 +29,17 @@ def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEv
     consumer = kafka.events_reader(settings, "history")
     try:
         p = job_partition(settings, consumer, job_id)
-        records = scan_partition(consumer, settings.events_topic, p, start)
-        return list(with_fencing(_decoded(records, settings.events_topic, p), job_id, start > 0))
+        return _scanned(consumer, settings.events_topic, p, job_id, start, mid_log=start > 0)
     finally:
         consumer.close()
+
+
+def _scanned(consumer: Consumer, topic: str, p: int, job_id: str, start: int = 0, mid_log: bool = False,
+             claim: int = 0) -> list[LoggedEvent]:
+    """The job's events in the log from ``start`` on, with the fencing rule and their ``traceparent`` headers."""
+    traces: dict[int, str] = {}
+    records = keyed(scan_messages(consumer, topic, p, start), traces, job_id)
+    return list(with_traces(with_fencing(_decoded(records, topic, p), job_id, mid_log, claim), traces))
 
 
 def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: int) -> Iterator[tuple[int, m.Event]]:
@@ -39,6 +48,28 @@ def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: 
             yield offset, decode_event_at(value, topic, p, offset)
         except DecodeError:
             continue
+
+
+def keyed(messages: Iterable[Message], traces: dict[int, str],
+          job_id: str | None = None) -> Iterator[tuple[int, bytes | None, bytes]]:
+    """(offset, key, value) of each record; the ``traceparent`` header of each that has one (of ``job_id``'s
+    records only, when given: the record key is the job id) put in ``traces`` by offset, for :func:`with_traces`."""
+    wanted = job_id.encode() if job_id is not None else None
+    for msg in messages:
+        offset: int = msg.offset()  # type: ignore[assignment]
+        key = msg.key()
+        if msg.headers() and (wanted is None or key == wanted):
+            traceparent = header(msg, TRACEPARENT)
+            if traceparent is not None:
+                traces[offset] = traceparent
+        yield offset, key, msg.value()  # type: ignore[misc]
+
+
+def with_traces(logged: Iterable[LoggedEvent], traces: dict[int, str]) -> Iterator[LoggedEvent]:
+    """Each event with its record's ``traceparent`` header taken from ``traces`` (filled by :func:`keyed`)."""
+    for item in logged:
+        traceparent = traces.pop(item.offset, None)
+        yield item if traceparent is None else replace(item, traceparent=traceparent)
 
 
 def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
@@ -73,8 +104,12 @@ def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]
 def read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
     """The events at the sorted offsets of ``verdicts`` (offset, verdict), marked fenced as the verdicts say."""
     fenced = {offset for offset, verdict in verdicts if verdict == "fenced"}
-    return [LoggedEvent(offset, decode_event_at(value, topic, partition, offset), offset in fenced)
-            for offset, value in records_at(consumer, topic, partition, [offset for offset, _ in verdicts])]
+    out = []
+    for msg in messages_at(consumer, topic, partition, [offset for offset, _ in verdicts]):
+        offset: int = msg.offset()  # type: ignore[assignment]
+        event = decode_event_at(msg.value(), topic, partition, offset)  # type: ignore[arg-type]
+        out.append(LoggedEvent(offset, event, offset in fenced, header(msg, TRACEPARENT) if msg.headers() else None))
+    return out
 
 
 def job_history(settings: Settings, job_id: str, tenant: str | None = None) -> list[LoggedEvent]:
@@ -111,12 +146,11 @@ def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
         p = job_partition(settings, consumer, job_id)
         indexed = indexed_history(settings, p, job_id)
         if indexed is None:
-            records = scan_partition(consumer, settings.events_topic, p)
-            out = list(with_fencing(_decoded(records, settings.events_topic, p), job_id))
+            out = _scanned(consumer, settings.events_topic, p, job_id)
         else:
             out = read_at(consumer, settings.events_topic, p, indexed.entries)
-            tail = scan_partition(consumer, settings.events_topic, p, indexed.applied_offset + 1)
-            out += with_fencing(_decoded(tail, settings.events_topic, p), job_id, claim=indexed.epoch)
+            out += _scanned(consumer, settings.events_topic, p, job_id, indexed.applied_offset + 1,
+                            claim=indexed.epoch)
         return out or _landed_elsewhere(settings, consumer, job_id, p)
     finally:
         consumer.close()

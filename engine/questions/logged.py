@@ -16,6 +16,7 @@ class LoggedEvent:
     offset: int
     event: m.Event
     fenced: bool = False
+    traceparent: str | None = None  # the record's ``traceparent`` header: a traced job's event (docs/tracing.md)
 
 
 def event_json(logged: LoggedEvent) -> dict[str, Any]:
@@ -27,7 +28,8 @@ def event_json(logged: LoggedEvent) -> dict[str, Any]:
     return {"offset": logged.offset, "time": iso_time(ev.occurred_at), "type": ev.type, "epoch": ev.epoch,
             "owner": ev.owner, "attempt": body.get("attempt", body.get("next_attempt")),
             "error": f"{body['error_type']}: {body['message']}" if "error_type" in body else None,
-            "fenced": logged.fenced, "event_id": ev.event_id, "tenant": ev.tenant_id, "detail": detail}
+            "fenced": logged.fenced, "event_id": ev.event_id, "tenant": ev.tenant_id, "detail": detail,
+            "traceparent": logged.traceparent}
 
 
 def iso_time(us: int) -> str:

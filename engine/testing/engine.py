@@ -26,6 +26,7 @@ from engine.domain.timerouter import SECOND
 from engine.errors import NotFoundError, ValidationError
 from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.options import DEFAULT_SLOTS
+from engine.runtime.observe.tracing import current_traceparent
 from engine.questions.outcome import Outcome
 from engine.testing.loop import Setup, VirtualLoop
 from engine.testing.runner import InlineRunner
@@ -121,12 +122,13 @@ class TestEngine:
                depends_on: Iterable[Any] | None = None, if_dependency_fails: str = "cancel") -> TestHandle:
         """Submit one job, as ``Client.submit`` (``delay`` and ``run_at`` on the virtual clock; ``depends_on``:
         jobs it waits for); it is decided at the next ``run_until_idle`` or ``advance``. A bad value raises
-        ``ValidationError``."""
+        ``ValidationError``. The current span's ``traceparent`` goes with the job, as ``Client.submit`` sends it
+        (``ctx.traceparent``, docs/tracing.md)."""
         job_id, command_id = new_uuid4s(2)
         command = submit_command(job_id, command_id, self._loop.now, task_type, payload, tenant, priority, run_at,
                                  delay, idempotency_key, lane, max_attempts, correlation_id, scope, labels,
                                  max_payload_bytes=self._loop.settings.max_payload_bytes, depends_on=depends_on,
-                                 if_dependency_fails=if_dependency_fails)
+                                 if_dependency_fails=if_dependency_fails, traceparent=current_traceparent())
         self._loop.send(command)
         return TestHandle(self, command.job_id)
 

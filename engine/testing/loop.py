@@ -223,7 +223,7 @@ class VirtualLoop:
                                  attempt, Lane(job.lane), job.payload, job.idempotency_key, math.inf,
                                  job.queued_at or job.submitted_at,
                                  read_reports(held.draft.batch, job) if job.depends_on else None,
-                                 job.traceparent)
+                                 job.traceparent, job.replays)
             self.runner.start(request, self.now)
 
     # --- around the ticks ----------------------------------------------------------------------

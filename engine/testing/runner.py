@@ -22,6 +22,7 @@ from engine.errors import ValidationError
 from engine.runtime.execution.attempt import run_attempt, run_attempt_async
 from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.verdicts import Outcome, RunRequest, RunResult
+from engine.runtime.observe.tracing import run_traced, run_traced_async
 
 
 class InlineRunner:
@@ -62,13 +63,15 @@ class InlineRunner:
         deadline = min(request.deadline, started + spec.timeout)
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, next(self._tokens),
-                         self._cancels, None, _dependencies=request.dependencies)
+                         self._cancels, None, _traceparent=request.traceparent,
+                         _dependencies=request.dependencies, _replays=request.replays)
         if spec.is_async:
             outcome = self._on_loop_thread().submit(
                 lambda: self._event_loop().run_until_complete(
-                    run_attempt_async(spec.handler, spec.model, ctx, request.payload))).result()
+                    run_traced_async(lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload),
+                                     ctx))).result()
         else:
-            outcome = run_attempt(spec.handler, spec.model, ctx, request.payload)
+            outcome = run_traced(lambda: run_attempt(spec.handler, spec.model, ctx, request.payload), ctx)
         if time.time() > deadline:
             outcome = Outcome.timed_out(deadline - started, outcome.duration_us)
         return RunResult(request, outcome)

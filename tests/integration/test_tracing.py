@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,11 +16,18 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from engine import App, JobContext, RetryPolicy
 from engine.client import Client
-from engine.config import Settings
+from engine.config import Settings, load_settings
 from engine.contract import messages as m
+from engine.contract.codec import decode_event_at
+from engine.contract.partitioner import partition_for
+from engine.runtime import kafka
 from engine.runtime.loop.engine import Engine
 from engine.runtime.loop.options import EngineOptions
+from engine.questions.audit import AuditFilter, audit_events
+from engine.questions.history import job_history
+from engine.questions.logged import event_json
 from engine.questions.traces import trace_id
+from tests.integration.conftest import eventually
 
 EXPORTER = InMemorySpanExporter()
 app = App()
@@ -105,3 +113,66 @@ def test_each_attempt_runs_in_a_span_of_the_submitter_s_trace(exporter: InMemory
     assert all(s.attributes["epochq.outcome"] == "failed" for s in fails)  # type: ignore[index]
     assert fails[1].attributes["epochq.error"] == "ConnectionError: ledger down (attempt 2)"  # type: ignore[index]
     assert fails[1].status.status_code is trace.StatusCode.ERROR
+
+
+ATTEMPT_EVENTS = {"JobSucceeded", "JobFailed", "JobRetryScheduled", "JobDeadLettered"}
+"""The events an attempt's outcome decides: they carry the attempt span's context, the others the submitter's."""
+
+
+def committed_headers(settings: Settings, job_id: str) -> list[tuple[str, int | None, str | None]]:
+    """(event type, attempt, its traceparent header) of each committed record of the job (read_committed)."""
+    consumer = kafka.events_reader(settings, "test-traced")
+    try:
+        p = partition_for(job_id, 3)
+        out = []
+        for msg in kafka.scan_messages(consumer, settings.events_topic, p):
+            event = decode_event_at(msg.value(), settings.events_topic, p, msg.offset())
+            if event.job_id == job_id:
+                attempt = getattr(event.body, "attempt", None)
+                out.append((event.type, attempt, kafka.header(msg, "traceparent")))
+        return out
+    finally:
+        consumer.close()
+
+
+def test_every_event_of_a_traced_job_carries_the_traceparent_header(exporter: InMemorySpanExporter, engine: Engine,
+                                                                    client: Client, settings: Settings,
+                                                                    tmp_path: Path) -> None:
+    exporter.clear()
+    with trace.get_tracer("shop").start_as_current_span("checkout") as checkout:
+        ok = client.submit("traced.ok", {}, tenant="acme")
+        failing = client.submit("traced.fail", {}, tenant="acme")
+    untraced = client.submit("traced.ok", {}, tenant="acme")
+    assert ok.wait(60).status == "completed" and failing.wait(60).status == "dead"
+    assert untraced.wait(60).status == "completed"
+    root = checkout.get_span_context()
+    submitter = f"00-{root.trace_id:032x}-{root.span_id:016x}-{root.trace_flags:02x}"
+    spans = spans_named(exporter, "traced.ok process", 2) + spans_named(exporter, "traced.fail process", 2)
+    attempt_span = {(s.attributes["epochq.job_id"], s.attributes["epochq.attempt"]):  # type: ignore[index]
+                    f"00-{s.context.trace_id:032x}-{s.context.span_id:016x}-{s.context.trace_flags:02x}" for s in spans}
+
+    for job in (ok, failing):
+        records = eventually(lambda j=job.job_id: (r := committed_headers(settings, j)) and r[-1][0] in (  # type: ignore[misc]
+            "JobSucceeded", "JobDeadLettered") and r, what=f"the end of job {job.job_id} in the log")
+        assert {t for t, _, _ in records} >= {"JobSubmitted", "JobQueued", "JobStarted"}
+        ended = 0  # the attempt whose outcome decided the events that follow it (a retry's, a dead letter)
+        for event_type, attempt, traceparent in records:
+            ended = attempt if event_type in ("JobSucceeded", "JobFailed") and attempt else ended
+            if event_type in ATTEMPT_EVENTS:  # a consumer of this event continues the trace under the attempt
+                assert traceparent == attempt_span[(job.job_id, ended)], (event_type, ended)
+            else:
+                assert traceparent == submitter, event_type
+    assert [t for t, _, _ in committed_headers(settings, failing.job_id)].count("JobFailed") == 2
+
+    plain = committed_headers(settings, untraced.job_id)
+    assert plain and all(traceparent is None for _, _, traceparent in plain)
+
+    # `epochq history` and the audit show each event's header: through the engine's stores (their indexes)
+    # and, from a directory without stores, by scanning the log
+    bare = load_settings(bootstrap=settings.bootstrap, namespace=settings.namespace, state_dir=str(tmp_path / "bare"))
+    for job, where in ((j, s) for j in (ok, failing, untraced) for s in (settings, bare)):
+        logged = [tp for _, _, tp in committed_headers(settings, job.job_id)]
+        assert [e.traceparent for e in job_history(where, job.job_id)] == logged
+        audited = [a.logged for a in audit_events(where, AuditFilter("acme")) if a.logged.event.job_id == job.job_id]
+        assert [e.traceparent for e in audited] == logged
+        assert [event_json(e)["traceparent"] for e in audited] == logged

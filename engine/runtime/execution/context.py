@@ -12,7 +12,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record
+from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record, traced_headers
+from engine.runtime.observe.tracing import current_traceparent
 
 LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
@@ -62,6 +63,7 @@ class JobContext:
     _records: list[OutputRecord] | None = field(default=None, repr=False, compare=False)  # made by produce()
     _traceparent: str | None = field(default=None, repr=False, compare=False)
     _dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = field(default=None, repr=False)
+    _replays: int = field(default=0, repr=False, compare=False)  # replays from the dead-letter queue so far
 
     @property
     def traceparent(self) -> str | None:
@@ -78,7 +80,12 @@ class JobContext:
         the record is never seen. A topic that is missing or that the engine may not write, and a
         record too large for Kafka, raise here (``OutputRefusedError``, ``ValidationError``), so
         the attempt fails with that error (docs/handlers.md, "Effects exactly once").
+
+        A traced job's record carries a ``traceparent`` header (the handler's current span, else the
+        submitter's context) unless ``headers`` has one (docs/tracing.md).
         """
+        if self._traceparent is not None:
+            headers = traced_headers(headers, current_traceparent() or self._traceparent)
         record = output_record(topic, value, key, headers)
         if self._gate is not None:
             self._gate.check(record)
@@ -95,11 +102,11 @@ class JobContext:
 
     @property
     def fencing_token(self) -> int:
-        """A number that grows with the partition's epoch, then with the job's attempt: give it to a
+        """A number that grows with the partition's epoch, then with the job's replays and attempt: give it to a
         system the handler writes to, which keeps the highest token seen and refuses a write that
         carries a lower one (``... WHERE token < :new``), so a fenced zombie's late write is
         rejected (docs/handlers.md, "Fencing tokens")."""
-        return fencing_token(self.epoch, self.attempt)
+        return fencing_token(self.epoch, self.attempt, self._replays)
 
     @property
     def dependency_results(self) -> dict[str, Any]:
@@ -167,10 +174,12 @@ class JobContext:
         idempotency_key: str | None,
         deadline: float,
         dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None,
+        traceparent: str | None = None,
+        replays: int = 0,
     ) -> JobContext:
         """A context whose logger comes from ``epochq.handler.<task_type>``."""
         return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline,
-                   _dependencies=dependencies)
+                   _traceparent=traceparent, _dependencies=dependencies, _replays=replays)
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0.0 once it has passed)."""
@@ -182,15 +191,20 @@ class JobContext:
             "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
             "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
             "idempotency_key": self.idempotency_key, "deadline": self.deadline, "dependencies": self._dependencies,
+            "traceparent": self._traceparent, "replays": self._replays,
         }
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.fields(),))
 
 
-def fencing_token(epoch: int, attempt: int) -> int:
-    """The token of ``attempt`` under ``epoch``: the epoch in the high bits, the attempt in the low 32."""
-    return (epoch << 32) | (attempt & 0xFFFFFFFF)
+def fencing_token(epoch: int, attempt: int, replays: int = 0) -> int:
+    """The token of ``attempt`` under ``epoch`` after ``replays`` replays from the dead-letter queue: the epoch in
+    the high bits, then the replays (16 bits), then the attempt (16 bits: at most 1,000 attempts are allowed).
+
+    A replay counts attempts from 1 again, so the replays come before the attempt: a replayed job's tokens
+    stay above those of its attempts before the replay, in the same epoch."""
+    return (epoch << 32) | ((replays & 0xFFFF) << 16) | (attempt & 0xFFFF)
 
 
 def _rebuild(fields: dict[str, Any]) -> JobContext:

@@ -141,7 +141,8 @@ class Executor:
         self._running_in[request.lane] += 1
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, token, self._cancels,
-                         self._progress, self._gate, None, request.traceparent, request.dependencies)
+                         self._progress, self._gate, None, request.traceparent, request.dependencies,
+                         request.replays)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
                     failed_attempt)

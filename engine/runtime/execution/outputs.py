@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from engine.contract.headers import TRACEPARENT
 from engine.errors import OutputRefusedError, ValidationError
 
 MAX_OUTPUT_BYTES = 1_000_000 - 16 * 1024
@@ -60,6 +61,16 @@ def output_record(topic: str, value: bytes | str | None, key: bytes | str | None
         raise ValidationError(f"ctx.produce: the record for {topic} is {size} bytes; at most {MAX_OUTPUT_BYTES} "
                               "fit in one Kafka record", "value", "output_too_large")
     return record
+
+
+def traced_headers(headers: Mapping[str, bytes | str | None] | Headers | None,
+                   traceparent: str) -> Headers:
+    """``headers`` with a ``traceparent`` header added, unless they have one already."""
+    given = headers.items() if isinstance(headers, Mapping) else (headers or ())
+    pairs = [(str(k), _bytes(v, f"header {k}")) for k, v in given]
+    if any(name == TRACEPARENT for name, _ in pairs):
+        return pairs
+    return [*pairs, (TRACEPARENT, traceparent.encode())]
 
 
 def _bytes(value: bytes | bytearray | memoryview | str | None, what: str) -> bytes | None:

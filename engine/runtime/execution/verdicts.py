@@ -49,13 +49,16 @@ class RunRequest:
     queued_at_us: int
     dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None  # how each dependency ended
     traceparent: str | None = None  # the submitter's trace context: the attempt's span joins it
+    replays: int = 0  # times the job was replayed from the dead-letter queue (its attempts count again from 1)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack.
 
-    ``records``: what a successful attempt produced (``ctx.produce``), written with its success."""
+    ``records``: what a successful attempt produced (``ctx.produce``), written with its success.
+    ``traceparent``: the W3C context of the attempt's span, when traced: the events its outcome decides carry
+    it (docs/tracing.md)."""
 
     kind: OutcomeKind
     result: bytes | None = None
@@ -65,6 +68,7 @@ class Outcome:
     duration_us: int = 0
     retryable: bool = False
     records: tuple[OutputRecord, ...] = ()
+    traceparent: str | None = None
 
     @classmethod
     def succeeded(cls, result: bytes | None, duration_us: int,
@@ -77,7 +81,7 @@ class Outcome:
         """This success's outcome once the brokers refused a record it produced: a failure, retried."""
         message = f"a record it produced was refused: {error}"
         return Outcome(OutcomeKind.FAILED, None, "OutputRefusedError", clip(message), "", self.duration_us,
-                       retryable=True)
+                       retryable=True, traceparent=self.traceparent)
 
     @classmethod
     def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:
@@ -90,7 +94,7 @@ class Outcome:
     def cancelled(self) -> Outcome:
         """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
         return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
-                       self.duration_us, retryable=False)
+                       self.duration_us, retryable=False, traceparent=self.traceparent)
 
     @classmethod
     def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:

@@ -285,6 +285,17 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
                    stop: int | None = None,
                    idle_s: float = 1.0) -> Generator[tuple[int, bytes | None, bytes], None, None]:
     """(offset, key, value) of every committed record from ``start`` up to the end as it was."""
+    messages = scan_messages(consumer, topic, partition, start, stop, idle_s)
+    try:
+        for msg in messages:
+            yield msg.offset(), msg.key(), msg.value()  # type: ignore[misc]  # a record read has all three
+    finally:
+        messages.close()  # unassigns now, even when the caller stops early
+
+
+def scan_messages(consumer: Consumer, topic: str, partition: int, start: int = 0, stop: int | None = None,
+                  idle_s: float = 1.0) -> Generator[Message, None, None]:
+    """Every committed record from ``start`` up to the end as it was, as the client's messages (with headers)."""
     end = stop if stop is not None else end_offsets(consumer, topic, [partition])[partition]
     if start >= end:
         return
@@ -299,7 +310,7 @@ def scan_partition(consumer: Consumer, topic: str, partition: int, start: int = 
                         raise denied(msg.error(), f"cannot read {topic}[{partition}]")
                     continue
                 last_seen, following = time.monotonic(), msg.offset() + 1
-                yield msg.offset(), msg.key(), msg.value()
+                yield msg
                 if following >= end:
                     return
             if call(consumer.position, [TopicPartition(topic, partition)])[0].offset >= end:
@@ -318,11 +329,30 @@ SEEK_GAP = 20_000
 def records_at(consumer: Consumer, topic: str, partition: int,
                offsets: list[int]) -> Generator[tuple[int, bytes], None, None]:
     """(offset, value) of the records at the sorted ``offsets``, read in runs: a gap past SEEK_GAP seeks."""
+    for msg in messages_at(consumer, topic, partition, offsets):
+        yield msg.offset(), msg.value()  # type: ignore[misc]  # a record read has both
+
+
+def messages_at(consumer: Consumer, topic: str, partition: int, offsets: list[int]) -> Generator[Message, None, None]:
+    """The records at the sorted ``offsets`` as the client's messages (with headers), read as :func:`records_at`."""
     wanted = set(offsets)
     for first, last in offset_runs(offsets, SEEK_GAP):
-        for offset, _key, value in scan_partition(consumer, topic, partition, first, last + 1):
-            if offset in wanted:
-                yield offset, value
+        messages = scan_messages(consumer, topic, partition, first, last + 1)
+        try:
+            for msg in messages:
+                if msg.offset() in wanted:
+                    yield msg
+        finally:
+            messages.close()
+
+
+def header(msg: Message, name: str) -> str | None:
+    """The value of a record's header ``name`` (the first, as text), or None if it has none."""
+    headers: Any = msg.headers()
+    for key, value in headers or ():
+        if key == name and value is not None:
+            return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return None
 
 
 def offset_runs(offsets: list[int], gap: int) -> list[tuple[int, int]]:

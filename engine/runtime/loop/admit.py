@@ -188,8 +188,11 @@ class Admission:
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
+        start = len(draft.staged.events)
         draft.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
                          command.correlation_id)
+        if isinstance(body, m.SubmitJob) and body.traceparent:  # a job refused or fanned out is traced too
+            draft.staged.trace(start, body.traceparent, replace=False)
 
     def _task_type(self, draft: Draft, command: m.Command, ctx: DecideContext) -> None:
         """A pause, resume or rate limit of a task type in this partition (``engine.domain.tasktypes``)."""

@@ -133,5 +133,5 @@ def run_requests(written: Written, timeout_of: Callable[[str], float], now: floa
                        payload=job.payload, idempotency_key=job.idempotency_key,
                        deadline=now + timeout_of(job.task_type), queued_at_us=job.queued_at or job.submitted_at,
                        dependencies=read_reports(written.partition.draft.batch, job) if job.depends_on else None,
-                       traceparent=job.traceparent)
+                       traceparent=job.traceparent, replays=job.replays)
             for event, job in written.staged.starts]

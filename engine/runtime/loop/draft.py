@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.contract import messages as m
 from engine.contract.codec import encode_event
+from engine.contract.headers import TRACEPARENT
 from engine.contract.records import builder
 from engine.domain.decide import DecideContext, Emit, Input, Send, decide
 from engine.domain.fairness import FairState
@@ -38,8 +39,10 @@ log = logging.getLogger("epochq.partition")
 
 MAX_EVENT_BYTES = 1_000_000 - 16 * 1024
 """The largest event the owner stages: under the brokers' default record limit (message.max.bytes,
-about 1 MB), so a transaction never fails on a record the broker refuses."""
+about 1 MB) with room for the record's headers, so a transaction never fails on a record the broker refuses."""
 new_event = builder(m.Event)
+Headers = list[tuple[str, str | bytes | None]]
+"""A record's headers, as the producer takes them."""
 
 Observer = Callable[[m.Event, Folded], None]
 Mark = tuple[int, int, int, int]
@@ -56,6 +59,9 @@ class Staged:
     starts: list[tuple[m.Event, JobView]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)  # the finished attempts decided here: kept if it aborts
     outputs: list[Any] = field(default_factory=list)  # records handlers produced (loop/effects.py), with their success
+    traced: dict[int, Headers] = field(default_factory=dict)
+    """The record headers of the events of traced jobs, by index in ``events`` (docs/tracing.md): none for
+    an untraced job, so its events are produced exactly as before."""
     first_command_offset: int | None = None
     next_command_offset: int | None = None
 
@@ -76,6 +82,16 @@ class Staged:
         events, commands, starts, outputs = mark
         del self.events[events:], self.raws[events:], self.folds[events:]
         del self.commands[commands:], self.starts[starts:], self.outputs[outputs:]
+        if self.traced:
+            self.traced = {i: h for i, h in self.traced.items() if i < events}
+
+    def trace(self, start: int, traceparent: str, replace: bool = True) -> None:
+        """Give the events staged from ``start`` on the W3C ``traceparent`` header (``replace=False``: only those
+        that have none yet)."""
+        headers: Headers = [(TRACEPARENT, traceparent.encode())]
+        for i in range(start, len(self.events)):
+            if replace or i not in self.traced:
+                self.traced[i] = headers
 
 
 def cancel_requests(staged: Staged) -> list[tuple[str, int]]:
@@ -160,6 +176,9 @@ class Draft:
         staged.events.append(event)
         staged.raws.append(raw)
         staged.folds.append(folded)
+        job = folded.after or folded.before
+        if job is not None and job.traceparent:
+            staged.traced[len(staged.raws) - 1] = [(TRACEPARENT, job.traceparent.encode())]
         if folded.status == APPLIED and isinstance(emit.body, m.JobStarted) and folded.after is not None:
             staged.starts.append((event, folded.after))
         if self.observer is not None:

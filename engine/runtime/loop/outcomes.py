@@ -45,7 +45,10 @@ def _record_one(draft: Draft, result: RunResult, board: BreakerBoard, ctx: Decid
     req, out = result.request, result.outcome
     given = AttemptFinished(req.job_id, req.attempt, out.kind, out.duration_us, out.result, out.error_type,
                             out.message, out.traceback, out.retryable)
+    start = len(draft.staged.events)
     events = draft.decide(req.job_id, given, ctx)
+    if out.traceparent and req.traceparent:  # a traced job: what the attempt decided carries its span's context
+        draft.staged.trace(start, out.traceparent)
     if out.records:
         effects.stage(draft.staged, result, events)
     if events:

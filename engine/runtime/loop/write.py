@@ -126,22 +126,28 @@ class Writer:
         """Every event of the transaction, in order; only the first and the last ask for a delivery report.
 
         The events between them go straight to ``producer.produce`` (positional arguments, no report): the
-        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue."""
+        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue. A traced
+        job's events carry their ``traceparent`` header (``Staged.traced``); the others carry no header."""
         topic, p = self.events_topic, written.partition.number
         staged = written.staged
         last = len(staged.raws) - 1
         produce = producer.produce
+        traced = staged.traced
         try:
             for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
                 key = event.job_id.encode() if event.job_id else None
+                headers = traced.get(i) if traced else None
                 if 0 < i < last:
                     try:
-                        produce(topic, raw, key, p)
+                        if headers is None:
+                            produce(topic, raw, key, p)
+                        else:
+                            produce(topic, raw, key, p, headers=headers)
                         continue
                     except BufferError:
                         pass  # the producer's queue is full: the general path waits for room
                 report = written.delivered(i) if i == 0 or i == last else None
-                kafka.produce_owned(producer, topic, raw, key, p, report)
+                kafka.produce_owned(producer, topic, raw, key, p, report, headers)
         except Exception as e:
             escaped = typed(e)
             if escaped is e:

@@ -128,3 +128,22 @@ def test_an_unreachable_broker_is_one_line_naming_the_address_and_status_3(argv:
     assert lines == [lines[0]] and lines[0].startswith("epochq: error: cannot reach Kafka at 127.0.0.1:1: "
                                                         "connection refused"), run.stderr
     assert "%3|" not in run.stderr
+
+
+def test_history_names_the_trace_and_the_span_of_what_an_attempt_decided(monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from engine.cli import jobs
+
+    submitter = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    attempt = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"
+    events = [LoggedEvent(0, event(m.JobSubmitted("x", m.Payload(b"{}"), 5, "NORMAL", 1, traceparent=submitter)),
+                          traceparent=submitter),
+              LoggedEvent(1, event(m.JobSucceeded(1, 10)), traceparent=attempt)]
+    monkeypatch.setattr(jobs, "job_history", lambda *a: events)
+    monkeypatch.setattr(jobs, "settings_from", lambda args: None)
+    jobs._history(argparse.Namespace(job_id="job-1", tenant=None, json=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "trace 0af7651916cd43dd8448eb211c80319c"
+    assert "[span" not in lines[2] and lines[3].endswith("JobSucceeded  [span 00f067aa0ba902b7]")

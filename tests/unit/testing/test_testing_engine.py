@@ -333,3 +333,21 @@ def test_a_fan_in_then_a_chain_each_handler_reading_the_results_it_waited_for() 
     assert seen[both.job_id] == {parts[0].job_id: 10, parts[1].job_id: 20, parts[2].job_id: 30,
                                  parts[3].job_id: {"status": "dead", "error": "ValueError: negative"}}
     assert seen[after.job_id] == {both.job_id: 60} and strict.job_id not in seen
+
+
+def test_the_submitter_s_traceparent_reaches_the_handler_as_the_engine_passes_it() -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    calls: list[JobContext] = []
+    parent = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, True, TraceFlags(1))
+    with TestEngine(flaky_app(1, calls), start=START) as t:
+        with trace.use_span(NonRecordingSpan(parent)):  # a submitter's current span (no SDK needed to carry one)
+            job = t.submit("payment.capture", {"amount": 3}, tenant="acme")
+        untraced = t.submit("payment.capture", {"amount": 4}, tenant="acme")
+        t.advance(hours=2)
+        assert t.status(job.job_id).status == "completed"
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert [(c.attempt, c.traceparent) for c in calls if c.job_id == job.job_id] == [(1, traceparent),
+                                                                                     (2, traceparent)]
+    assert {c.traceparent for c in calls if c.job_id == untraced.job_id} == {None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import time
 from typing import Any
 
@@ -127,6 +128,41 @@ def test_the_fencing_token_grows_with_the_epoch_then_the_attempt() -> None:
     assert ctx.fencing_token == (7 << 32) | 3
 
 
+def test_a_replayed_job_s_tokens_stay_above_those_before_its_replay() -> None:
+    before = [fencing_token(7, a) for a in (1, 2, 1000)]  # a job that ran out of attempts
+    after = [fencing_token(7, a, replays=1) for a in (1, 2, 1000)]  # replayed: attempts count from 1 again
+    again = [fencing_token(7, 1, replays=2), fencing_token(8, 1)]
+    tokens = before + after + again
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+    ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=7, partition=0,
+                            idempotency_key=None, deadline=0.0, replays=1, traceparent="00-ab-cd-01")
+    assert ctx.fencing_token == (7 << 32) | (1 << 16) | 1
+    rebuilt = pickle.loads(pickle.dumps(ctx))  # into a process-pool worker: the token and the trace go along
+    assert (rebuilt.fencing_token, rebuilt.traceparent) == (ctx.fencing_token, "00-ab-cd-01")
+
+
+def test_a_handler_replayed_from_the_dead_letter_queue_gets_a_higher_token() -> None:
+    from engine import RetryPolicy
+    from engine.testing import TestEngine
+
+    app, tokens = App(), []
+
+    @app.task("ledger.write", retry=RetryPolicy(max_attempts=2, base_delay=0.0, jitter=0.0))
+    def write(ctx: JobContext, payload: dict) -> None:
+        tokens.append(ctx.fencing_token)
+        if len(tokens) <= 2:
+            raise ConnectionError("ledger down")
+
+    with TestEngine(app) as t:
+        job = t.submit("ledger.write", {}, tenant="acme")
+        t.advance(seconds=1)
+        assert t.status(job.job_id).status == "dead"
+        t.replay(job.job_id)
+        t.advance(seconds=1)
+        assert t.status(job.job_id).status == "completed"
+    assert len(tokens) == 3 and tokens == sorted(tokens) and len(set(tokens)) == 3
+
+
 def succeeded_event(job_id: str) -> m.Event:
     return m.Event("e", job_id, "acme", 3, "a", 0, m.JobSucceeded(2, 10, None))
 
@@ -248,3 +284,26 @@ def test_records_produced_from_several_threads_of_one_attempt_are_all_kept() -> 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: ctx.produce("out", str(n)), range(2000)))
     assert sorted(int(r.value or b"") for r in ctx.produced) == list(range(2000))
+
+
+def test_a_traced_job_s_records_carry_the_current_span_s_context_or_the_submitter_s() -> None:
+    from opentelemetry import trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    submitter = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    def context(traceparent: str | None) -> JobContext:
+        return JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=1, partition=0,
+                                 idempotency_key=None, deadline=0.0, traceparent=traceparent)
+
+    traced, plain = context(submitter), context(None)
+    traced.produce("out", b"1", headers={"source": "a"})  # no span current: the submitter's context
+    traced.produce("out", b"2", headers=[("traceparent", b"mine")])  # the handler's own is kept
+    span = SpanContext(0x0AF7651916CD43DD8448EB211C80319C, 0x00F067AA0BA902B7, False, TraceFlags(1))
+    with trace.use_span(NonRecordingSpan(span)):  # the attempt's span, or a handler's span in it
+        traced.produce("out", b"3")
+    plain.produce("out", b"4")
+    assert [r.headers for r in traced.produced] == [
+        (("source", b"a"), ("traceparent", submitter.encode())), (("traceparent", b"mine"),),
+        (("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"),)]
+    assert plain.produced[0].headers is None  # an untraced job's record is as the handler gave it
