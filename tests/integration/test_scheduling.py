@@ -91,7 +91,8 @@ def ended_at(outcome: Outcome) -> int:
 
 def test_high_lane_is_not_blocked_by_a_full_batch_lane(  # type: ignore[no-untyped-def]
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:
-    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--slots", "BATCH=2"))
+    engine = start_engine(engines, settings, "solo", tmp_path, extra=("--slots", "BATCH=2", "--grace", "1"))  # the
+    # bulk jobs still running at the end are handed back 1 s into the stop
     engine.wait_active(3)
     bulk = client.submit_many([{"task_type": "bulk", "payload": {"seconds": 3}, "tenant": "acme"} for _ in range(10)])
     running = eventually(lambda: len(r := [h for h in bulk if client.status(h.job_id).status == "running"]) == 2
