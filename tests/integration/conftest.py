@@ -98,15 +98,24 @@ def client(settings: Settings) -> Iterator[Client]:
     c.close()
 
 
+def session_timeout_ms(settings: Settings) -> int:
+    """:data:`SESSION_TIMEOUT_MS`, or the broker's ``group.min.session.timeout.ms`` where that is higher; the
+    engine's default, 6 s, where ``settings``' user may not read the broker's configuration."""
+    return _session_timeout_ms(tuple(sorted(settings.kafka_config().items())))
+
+
 @cache
-def session_timeout_ms(bootstrap: str) -> int:
-    """:data:`SESSION_TIMEOUT_MS`, or the broker's ``group.min.session.timeout.ms`` where that is higher."""
+def _session_timeout_ms(config: tuple[tuple[str, str], ...]) -> int:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    broker = next(iter(admin.list_topics(timeout=30).brokers))
-    (found,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))]).values()
-    return max(SESSION_TIMEOUT_MS, int(found.result(30)["group.min.session.timeout.ms"].value))
+    admin = AdminClient(dict(config))
+    try:
+        broker = next(iter(admin.list_topics(timeout=30).brokers))
+        (found,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))]).values()
+        return max(SESSION_TIMEOUT_MS, int(found.result(30)["group.min.session.timeout.ms"].value))
+    except KafkaException:  # not allowed to describe the cluster (a secure broker's engine user)
+        return 6000
 
 
 class EngineProcess:
@@ -120,7 +129,7 @@ class EngineProcess:
         cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap",
                settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
                str(self.state_dir), "--owner-id", owner,
-               "--session-timeout-ms", str(session_timeout_ms(settings.require_bootstrap())), "--grace", "5", *extra]
+               "--session-timeout-ms", str(session_timeout_ms(settings)), "--grace", "5", *extra]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
