@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import IO, TypeVar
@@ -185,12 +186,30 @@ def start_engine(engines: list[EngineProcess], settings: Settings, owner: str, t
     return engine
 
 
+_BUILDS: list[Future[dict[str, str]]] = []
+"""The example producers' build, started in the background once the run's tests are known (at most one)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the example producers and consumers as the run begins, if one of its tests needs them: the
+    build (a minute or more where Go and Maven caches are cold) then overlaps the tests before those."""
+    if session.config.option.collectonly or _BUILDS:
+        return
+    if any("built" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.integration.helpers.producers import build_all
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="producers-build")
+        _BUILDS.append(pool.submit(build_all))
+        pool.shutdown(wait=False)
+
+
 @pytest.fixture(scope="session")
 def built() -> dict[str, str]:
-    """The example producers and consumers, built once per run: language -> "" when built, or why not."""
+    """The example producers and consumers, built once per run: language -> "" when built, or why not (a failed
+    build fails the tests that need it)."""
     from tests.integration.helpers.producers import build_all
 
-    return build_all()
+    return _BUILDS[0].result() if _BUILDS else build_all()
 
 
 def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:
