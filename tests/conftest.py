@@ -3,7 +3,8 @@
 The broker is chosen in this order:
 
 1. ``EPOCHQ_BOOTSTRAP`` if set (a broker you run yourself; nothing is started or stopped);
-2. a testcontainers ``KafkaContainer`` if a Docker engine answers;
+2. a container of Apache Kafka's image, of the version the project runs (the broker of docker-compose.yml), if a
+   Docker engine answers (``EPOCHQ_TEST_KAFKA_IMAGE`` names another image of the same family);
 3. the local JVM broker of :mod:`engine.broker`, in a temporary ``EPOCHQ_BROKER_HOME``
    that lives as long as the session, stopped at teardown even when tests fail.
 """
@@ -18,17 +19,36 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from engine.broker.fetch import KAFKA_VERSION
+
 INTEGRATION_DIR = Path(__file__).parent / "integration"
-CONTAINER_IMAGE = os.environ.get("EPOCHQ_TEST_KAFKA_IMAGE", "confluentinc/cp-kafka:8.0.0")
+DEFAULT_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
+"""The broker the project runs (engine/broker/fetch.py), in the image docker-compose.yml runs it from."""
+CONTAINER_IMAGE = os.environ.get("EPOCHQ_TEST_KAFKA_IMAGE", DEFAULT_IMAGE)
 CONTAINER_ENV = {
+    "KAFKA_NODE_ID": "1",
+    "KAFKA_PROCESS_ROLES": "broker,controller",
+    "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+    "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+    "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+    "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+    "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "4",
     "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
     "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+    "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "4",
     "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
     "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
     "KAFKA_DEFAULT_REPLICATION_FACTOR": "1",
     "KAFKA_MIN_INSYNC_REPLICAS": "1",
     "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+    "KAFKA_NUM_PARTITIONS": "1",
+    "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+    "KAFKA_GROUP_MIN_SESSION_TIMEOUT_MS": "1000",
+    "KAFKA_GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS": "1000",
+    "KAFKA_GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS": "500",
 }
+"""The kafka service's environment in docker-compose.yml but its listeners (tests/unit/test_compose.py keeps the two
+in step): a single KRaft node, replication 1, a fresh group rebalancing at once and short session timeouts allowed."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -81,15 +101,29 @@ def _docker_answers() -> bool:
         return False
 
 
-def _kafka_container() -> Iterator[str]:
-    from testcontainers.community.kafka import KafkaContainer
+def container_listeners(host: str, port: int) -> dict[str, str]:
+    """The listeners of the test container: clients and the broker itself (transaction markers, which a broker
+    sends to itself too) reach it at ``host:port``, the same port inside the container as on the host."""
+    return {"KAFKA_LISTENERS": f"PLAINTEXT://:{port},CONTROLLER://:9093",
+            "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
+            "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"}
 
-    container = KafkaContainer(CONTAINER_IMAGE).with_kraft()
-    for key, value in CONTAINER_ENV.items():
-        container.with_env(key, value)
-    container.start(timeout=120)
+
+def _kafka_container() -> Iterator[str]:
+    """A container of :data:`CONTAINER_IMAGE` (testcontainers' KafkaContainer drives Confluent's images only)."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.docker_client import DockerClient
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+    from tests.integration.helpers.ports import free_port
+
+    host, port = DockerClient().host(), free_port()
+    container = DockerContainer(CONTAINER_IMAGE).with_bind_ports(port, port)
+    container.with_envs(**CONTAINER_ENV, **container_listeners(host, port))
+    container.waiting_for(LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(120))
+    container.start()
     try:
-        yield container.get_bootstrap_server()
+        yield f"{host}:{port}"
     finally:
         container.stop()
 

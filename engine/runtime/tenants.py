@@ -10,6 +10,7 @@ tenant id sets that tenant; a tombstone (no value) removes it. Writes go through
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -26,7 +27,21 @@ from engine.runtime.kafka.errors import translated
 from engine.runtime.kafka.schemas import ensure_published
 
 DEFAULT_WEIGHT = 1.0
-LOAD_TIMEOUT_S = 30.0
+BROKER_WAIT_ENV = "EPOCHQ_BROKER_WAIT_S"
+
+
+def _broker_wait_s(default: float = 30.0) -> float:
+    """``EPOCHQ_BROKER_WAIT_S`` when it is a number of seconds above 0, else ``default``."""
+    try:
+        wait = float(os.environ.get(BROKER_WAIT_ENV, default))
+    except ValueError:
+        return default
+    return wait if math.isfinite(wait) and wait > 0 else default
+
+
+LOAD_TIMEOUT_S = _broker_wait_s()
+"""How long reading the table whole waits for a broker to answer (an engine's start waits this long, then exits 3):
+30 s, or ``EPOCHQ_BROKER_WAIT_S`` (a test that starts an engine with no broker on purpose sets 3)."""
 WRITE_TIMEOUT_S = 30.0
 TAIL_WAIT_MS = 500
 """How long the broker may hold the directory's fetch at the end of the topic: a new record still comes back

@@ -9,18 +9,26 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 from typing import IO, TypeVar
 
 import pytest
 
-from engine.client import Client
+from engine.client import Client, Outcome
 from engine.config import Settings, load_settings
 from engine.runtime.kafka.schemas import stop_reading_through
 from engine.runtime.topics import ensure_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
+SESSION_TIMEOUT_MS = 3000
+"""The consumer group session timeout of the tests' engines: a killed engine's partitions move 3 s after it died,
+and a join rebalances within about two heartbeats of 750 ms. The engine's default (6 s) is for production,
+where a busy host must not lose its partitions; none of the tests depends on it. A broker whose
+``group.min.session.timeout.ms`` is higher (Kafka's default is 6 s) gets its minimum: the brokers the tests
+start allow 1 s (engine/broker/config.py, the container of tests/conftest.py, docker-compose.yml)."""
 
 
 def eventually(check: Callable[[], T], timeout: float = 30.0, what: str = "", every: float = 0.2) -> T:
@@ -45,6 +53,12 @@ def eventually(check: Callable[[], T], timeout: float = 30.0, what: str = "", ev
                 raise AssertionError(f"not within {timeout:g} s: {what or getattr(check, '__name__', check)} "
                                      f"(last returned {found!r})")
         time.sleep(every)
+
+
+def status_is(*statuses: str) -> Callable[[Outcome], bool]:
+    """A wait's ``until`` for a status that is not final (``handle.wait(30, until=status_is("scheduled"))``): the wait
+    ends once the job is there, where a plain wait would run out its whole timeout before answering."""
+    return lambda outcome: outcome.status in statuses
 
 
 def stop_process(proc: subprocess.Popen[bytes], log: IO[str], timeout: float = 30.0) -> int:
@@ -85,6 +99,26 @@ def client(settings: Settings) -> Iterator[Client]:
     c.close()
 
 
+def session_timeout_ms(settings: Settings) -> int:
+    """:data:`SESSION_TIMEOUT_MS`, or the broker's ``group.min.session.timeout.ms`` where that is higher; the
+    engine's default, 6 s, where ``settings``' user may not read the broker's configuration."""
+    return _session_timeout_ms(tuple(sorted(settings.kafka_config().items())))
+
+
+@cache
+def _session_timeout_ms(config: tuple[tuple[str, str], ...]) -> int:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    admin = AdminClient(dict(config))
+    try:
+        broker = next(iter(admin.list_topics(timeout=30).brokers))
+        (found,) = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))]).values()
+        return max(SESSION_TIMEOUT_MS, int(found.result(30)["group.min.session.timeout.ms"].value))
+    except KafkaException:  # not allowed to describe the cluster (a secure broker's engine user)
+        return 6000
+
+
 class EngineProcess:
     """An ``epochq engine run`` in a child process, with its own state directory."""
 
@@ -95,8 +129,8 @@ class EngineProcess:
         env = {**os.environ, "EPOCHQ_TEST_MARKS": str(tmp / "marks"), "PYTHONUNBUFFERED": "1"}
         cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", app, "--bootstrap",
                settings.require_bootstrap(), "--namespace", settings.namespace, "--state-dir",
-               str(self.state_dir), "--owner-id", owner, "--session-timeout-ms", "6000", "--grace", "5",
-               *extra]
+               str(self.state_dir), "--owner-id", owner,
+               "--session-timeout-ms", str(session_timeout_ms(settings)), "--grace", "5", *extra]
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
@@ -152,12 +186,30 @@ def start_engine(engines: list[EngineProcess], settings: Settings, owner: str, t
     return engine
 
 
+_BUILDS: list[Future[dict[str, str]]] = []
+"""The example producers' build, started in the background once the run's tests are known (at most one)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the example producers and consumers as the run begins, if one of its tests needs them: the
+    build (a minute or more where Go and Maven caches are cold) then overlaps the tests before those."""
+    if session.config.option.collectonly or _BUILDS:
+        return
+    if any("built" in getattr(item, "fixturenames", ()) for item in session.items):
+        from tests.integration.helpers.producers import build_all
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="producers-build")
+        _BUILDS.append(pool.submit(build_all))
+        pool.shutdown(wait=False)
+
+
 @pytest.fixture(scope="session")
 def built() -> dict[str, str]:
-    """The example producers and consumers, built once per run: language -> "" when built, or why not."""
+    """The example producers and consumers, built once per run: language -> "" when built, or why not (a failed
+    build fails the tests that need it)."""
     from tests.integration.helpers.producers import build_all
 
-    return build_all()
+    return _BUILDS[0].result() if _BUILDS else build_all()
 
 
 def events_by_job(settings: Settings, partitions: int = 3) -> dict[str, list]:

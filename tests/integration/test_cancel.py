@@ -7,10 +7,12 @@ from pathlib import Path
 
 from engine.client import Client, JobHandle
 from engine.config import Settings
+from engine.contract import messages as m
 from engine.errors import NotFoundError
 from engine.questions.follow import decided
-from tests.integration.conftest import start_engine
+from tests.integration.conftest import start_engine, status_is
 from tests.integration.helpers.cli import epochq
+from tests.integration.helpers.raw import partition_events
 
 
 def running(handle: JobHandle) -> None:
@@ -19,6 +21,23 @@ def running(handle: JobHandle) -> None:
 
 def types(client: Client, job_id: str) -> list[str]:
     return [e.event.type for e in client.status(job_id).events]
+
+
+def queued(client: Client, held: list[JobHandle]) -> set[str]:
+    """The held jobs' statuses once each is queued (or 30 s have passed)."""
+    return {o.status for o in client.wait_all(held, 30, until=status_is("queued"))}
+
+
+def started_only_after_the_resume(settings: Settings, held: list[JobHandle], task_type: str) -> None:
+    """In each held job's partition, every start of a held job comes after the newest resume of ``task_type``: the
+    log's order proves that none started while the task type was paused, however long that was."""
+    ids = {h.job_id for h in held}
+    for p in sorted({h.partition for h in held}):
+        events = partition_events(settings, p)
+        resumed = [i for i, e in enumerate(events) if isinstance(e.body, m.TaskTypeResumed)
+                   and e.body.task_type == task_type]
+        starts = [i for i, e in enumerate(events) if e.type == "JobStarted" and e.job_id in ids]
+        assert resumed and starts and min(starts) > resumed[-1], (p, resumed, starts)
 
 
 def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
@@ -46,7 +65,7 @@ def test_cancel_stops_running_and_waiting_jobs(  # type: ignore[no-untyped-def]
     assert types(client, deaf.job_id)[-2:] == ["JobCancelRequested", "JobCancelled"]
 
     later = client.submit("echo", {}, tenant="acme", delay=3600)
-    assert later.wait(2).status == "scheduled"
+    assert later.wait(30, until=status_is("scheduled")).status == "scheduled"
     done = epochq(settings, "cancel", later.job_id)
     assert done.returncode == 0 and "cancelled" in done.stdout
 
@@ -83,12 +102,13 @@ def test_a_paused_task_type_starts_nothing_until_resumed(  # type: ignore[no-unt
     held = [client.submit("echo", {"n": n}, tenant="acme") for n in range(6)]
     other = client.submit("noop", {}, tenant="acme")
     assert other.wait(30).status == "completed"  # other task types run
-    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}  # echo waits, in the queue
+    assert queued(client, held) == {"queued"}  # echo waits, in the queue
     again = epochq(settings, "pause", "echo")
     assert again.returncode == 0 and "already paused in 3" in again.stdout
     done = epochq(settings, "resume", "echo")
     assert done.returncode == 0 and "resumed in 3 of 3" in done.stdout, done
     assert {o.status for o in client.wait_all(held, 30)} == {"completed"}
+    started_only_after_the_resume(settings, held, "echo")
     assert engine.proc.poll() is None
 
 
@@ -101,7 +121,7 @@ def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-un
     assert {o.status for o in client.wait_all(dead, 30)} == {"dead"}
     assert epochq(settings, "pause", "echo").returncode == 0
     held = [client.submit("echo", {"n": n}, tenant="acme" if n % 2 else "beta") for n in range(4)]
-    assert {o.status for o in client.wait_all(held, 3)} == {"queued"}
+    assert queued(client, held) == {"queued"}
     refused = epochq(settings, "purge", "queued", "--reason", "test", *state)
     assert refused.returncode == 2 and "give --yes" in refused.stderr
     done = epochq(settings, "purge", "queued", "--task-type", "echo", "--tenant", "beta", "--reason", "stale",
@@ -117,6 +137,7 @@ def test_purge_cancels_queued_jobs_and_gives_up_dead_ones(  # type: ignore[no-un
     assert f"from the view in {engine.state_dir}: 3 of 3 partition(s)" in listing.stderr, listing.stderr
     assert epochq(settings, "resume", "echo").returncode == 0
     assert [o.status for o in client.wait_all([held[1], held[3]], 30)] == ["completed", "completed"]
+    started_only_after_the_resume(settings, [held[1], held[3]], "echo")
     assert engine.proc.poll() is None
 
 

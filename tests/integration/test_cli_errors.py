@@ -13,7 +13,7 @@ from engine.client import Client
 from engine.config import Settings
 from engine.errors import ValidationError
 from engine.runtime.tenants import set_tenant
-from tests.integration.conftest import ROOT, start_engine
+from tests.integration.conftest import ROOT, start_engine, status_is
 from tests.integration.helpers import cli
 from tests.integration.helpers.cli import one_line
 
@@ -83,7 +83,7 @@ def test_wait_that_runs_out_exits_4_and_status_shows_the_due_time(  # type: igno
     assert lines[-1].endswith("still running after 1 s") and "Traceback" not in done.stderr, lines
     assert [line.split(": ", 2)[2] for line in lines[:-1]] == ["accepted", "queued", "running (attempt 1)"], lines
     later = client.submit("echo", {}, tenant="acme", delay=3600)
-    assert later.wait(1).status == "scheduled"
+    assert later.wait(30, until=status_is("scheduled")).status == "scheduled"
     shown = epochq(settings, "status", later.job_id)
     assert shown.returncode == 0 and ": scheduled" in shown.stdout and "  due: 20" in shown.stdout, shown.stdout
     assert engine.proc.poll() is None

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import ROOT, start_engine
+from engine.runtime.tenants import BROKER_WAIT_ENV
+from tests.integration.conftest import ROOT, start_engine, status_is
 from tests.integration.helpers.cli import epochq, one_line
 
 SPACE_APP = '''
@@ -60,7 +61,7 @@ def test_operator_commands_read_the_tenant_and_say_why_in_plain_words(  # type: 
     engine = start_engine(engines, settings, "solo", tmp_path)
     engine.wait_active(3)
     later = client.submit("echo", {}, tenant="acme", delay=3600)
-    assert later.wait(30).status == "scheduled"
+    assert later.wait(30, until=status_is("scheduled")).status == "scheduled"
     moved = epochq(settings, "reschedule", later.job_id, "--delay", "7200")
     assert moved.returncode == 0 and f"job {later.job_id} rescheduled to 20" in moved.stdout, moved
 
@@ -98,10 +99,11 @@ def test_operator_commands_read_the_tenant_and_say_why_in_plain_words(  # type: 
 def test_an_engine_without_a_broker_says_what_it_waits_for_in_a_few_lines(settings: Settings) -> None:
     cmd = [sys.executable, "-m", "engine.cli.main", "engine", "run", "tests.integration.apps:app", "--bootstrap",
            "127.0.0.1:1", "--namespace", settings.namespace, "--state-dir", str(settings.state_dir)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, BROKER_WAIT_ENV: "3"})  # 30 s by default: the same lines, sooner
     lines = (done.stdout + done.stderr).splitlines()
     assert done.returncode == 3 and len(lines) <= 5, lines
-    assert "reading" in lines[0] and "from Kafka at 127.0.0.1:1" in lines[0], lines
+    assert "reading" in lines[0] and "from Kafka at 127.0.0.1:1 (waits up to 3 s" in lines[0], lines
     assert not any(line.startswith("%") or "KafkaError{" in line for line in lines), lines
     assert lines[-1] == (f"epochq: error: cannot read {settings.tenants_topic} from Kafka at 127.0.0.1:1: "
                          "Failed to get metadata: Local: Broker transport failure"), lines

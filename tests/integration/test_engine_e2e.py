@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from tests.integration.conftest import start_engine, verify_partition
+from tests.integration.conftest import start_engine, status_is, verify_partition
 
 
 def test_jobs_complete_fail_retry_dead_letter_and_replay(  # type: ignore[no-untyped-def]
@@ -93,12 +93,12 @@ def test_idempotency_delay_and_cancel(settings: Settings, client: Client, engine
     assert other_tenant.wait(30).result["payload"] == {"v": 3}
 
     delayed = client.submit("echo", {}, tenant="acme", delay=1.5)
-    assert delayed.wait(0.5).status == "scheduled"
+    assert delayed.wait(30, until=status_is("scheduled")).status == "scheduled"
     done = delayed.wait(30)
     started = next(e.event for e in done.events if e.event.type == "JobStarted")
     assert done.status == "completed" and started.occurred_at >= started.body.due_at
 
     later = client.submit("echo", {}, tenant="acme", delay=60)
-    assert later.wait(0.5).status == "scheduled"
+    assert later.wait(30, until=status_is("scheduled")).status == "scheduled"
     cancelled = client.cancel(later.job_id, tenant="acme", reason="not needed").wait(10)
     assert cancelled.status == "cancelled"

@@ -10,7 +10,7 @@ from engine.client import Client
 from engine.config import Settings
 from engine.contract.ids import job_id_for_key
 from engine.contract.partitioner import partition_for
-from tests.integration.conftest import start_engine, verify_partition
+from tests.integration.conftest import start_engine, status_is, verify_partition
 from tests.integration.helpers.cli import epochq
 
 
@@ -78,7 +78,7 @@ def test_a_reprioritized_job_starts_before_the_jobs_it_jumped(  # type: ignore[n
     ahead = [client.submit("echo", {"n": n}, tenant="acme", priority=5, idempotency_key=k)
              for n, k in enumerate(first)]
     behind = client.submit("echo", {"n": "late"}, tenant="acme", priority=4, idempotency_key=last)
-    assert {o.status for o in client.wait_all([*ahead, behind], 3)} == {"queued"}
+    assert {o.status for o in client.wait_all([*ahead, behind], 30, until=status_is("queued"))} == {"queued"}
     moved = epochq(settings, "reprioritize", behind.job_id, "7", "--reason", "vip", "--by", "ops")
     assert moved.returncode == 0 and f"job {behind.job_id}: priority 4 -> 7, lane NORMAL" in moved.stdout, moved
     history = [e.event for e in client.status(behind.job_id).events]

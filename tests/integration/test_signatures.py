@@ -19,20 +19,32 @@ from tests.integration.conftest import EngineProcess, eventually, start_engine
 from tests.integration.helpers.keys import key_files
 
 
+def signatures_required(settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *names: str,
+                        product: str | None = "shop") -> dict[str, tuple[Path, Path]]:
+    """Key pairs (private, public PEM files) for acme, globex, the engines and ``names``; acme's and globex's public
+    keys in the tenants table (in ``product``); and the environment of an engine that requires signed commands,
+    signing its own with the engines' key (and trusting the operators' public key, when "operator" is named)."""
+    from engine.contract.signing import load_public_key
+
+    keys = {name: key_files(tmp_path, name) for name in ("acme", "globex", "engine", *names)}
+    for tenant in ("acme", "globex"):
+        set_tenant(settings, tenant, 1.0, product=product, public_keys=[load_public_key(keys[tenant][1])])
+    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
+    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(keys["engine"][0]))
+    if "operator" in keys:
+        monkeypatch.setenv("EPOCHQ_OPERATOR_PUBLIC_KEY_FILE", str(keys["operator"][1]))
+    return keys
+
+
 def test_an_engine_requiring_signatures_runs_only_what_the_tenant_signed(
         settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.contract.signing import load_public_key
 
-    acme_key, acme_pub = key_files(tmp_path, "acme")
-    globex_key, globex_pub = key_files(tmp_path, "globex")
-    engine_key, _ = key_files(tmp_path, "engine")
-    set_tenant(settings, "acme", 1.0, product="shop", public_keys=[load_public_key(acme_pub)])
-    set_tenant(settings, "globex", 1.0, product="shop", public_keys=[load_public_key(globex_pub)])
+    keys = signatures_required(settings, tmp_path, monkeypatch)
+    (acme_key, acme_pub), (globex_key, _) = keys["acme"], keys["globex"]
     set_tenant(settings, "acme", 2.0, product="shop")  # a new weight keeps the tenant's key
     with TenantDirectory(settings) as table:
         assert table.public_keys("acme") == (load_public_key(acme_pub),) and table.weight("acme") == 2.0
-    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
-    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
     engine = EngineProcess(settings, "signed", tmp_path)
     try:
         engine.wait_active(3)
@@ -118,17 +130,8 @@ def _schedule_as(client: Client, signer_tenant: str, runs_as: str):  # type: ign
 
 def test_a_tenants_key_cannot_reach_another_tenants_work_and_an_operators_can(
         settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engine.contract.signing import load_public_key
-
-    acme_key, acme_pub = key_files(tmp_path, "acme")
-    globex_key, globex_pub = key_files(tmp_path, "globex")
-    engine_key, _ = key_files(tmp_path, "engine")
-    operator_key, operator_pub = key_files(tmp_path, "operator")
-    set_tenant(settings, "acme", 1.0, product="shop", public_keys=[load_public_key(acme_pub)])
-    set_tenant(settings, "globex", 1.0, product="shop", public_keys=[load_public_key(globex_pub)])
-    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
-    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
-    monkeypatch.setenv("EPOCHQ_OPERATOR_PUBLIC_KEY_FILE", str(operator_pub))
+    keys = signatures_required(settings, tmp_path, monkeypatch, "operator")
+    acme_key, globex_key, operator_key = (keys[name][0] for name in ("acme", "globex", "operator"))
     engine = EngineProcess(settings, "powers", tmp_path)
     try:
         engine.wait_active(3)
@@ -180,15 +183,9 @@ def test_a_dependency_is_a_job_of_the_same_tenant_and_no_tenant_can_release_a_wa
     waiting for another tenant's job is told it is unknown; a report signed by a tenant (its own or another's)
     is refused and releases nothing."""
     from engine.commands import new_command
-    from engine.contract.signing import load_public_key
 
-    acme_key, acme_pub = key_files(tmp_path, "acme")
-    globex_key, globex_pub = key_files(tmp_path, "globex")
-    engine_key, _ = key_files(tmp_path, "engine")
-    set_tenant(settings, "acme", 1.0, public_keys=[load_public_key(acme_pub)])
-    set_tenant(settings, "globex", 1.0, public_keys=[load_public_key(globex_pub)])
-    monkeypatch.setenv("EPOCHQ_REQUIRE_SIGNATURES", "true")
-    monkeypatch.setenv("EPOCHQ_ENGINE_KEY_FILE", str(engine_key))
+    keys = signatures_required(settings, tmp_path, monkeypatch, product=None)
+    acme_key, globex_key = keys["acme"][0], keys["globex"][0]
     engine = EngineProcess(settings, "signed", tmp_path)
     try:
         engine.wait_active(3)

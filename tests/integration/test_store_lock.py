@@ -102,7 +102,8 @@ def test_a_standby_holds_the_locks_of_its_copies_and_hands_them_over(  # type: i
         return all((seen[p] or "").startswith(f"standby copy of b (pid {b.proc.pid})") for p in followed)
 
     eventually(copies_locked, 30, "b's copies to be locked by its standby")
-    assert all((holders(settings, b.state_dir)[p] or "").startswith("engine b ") for p in b.owned())
+    owned_by_b = b.owned()
+    assert owned_by_b and all((holders(settings, b.state_dir)[p] or "").startswith("engine b ") for p in owned_by_b)
     p = min(followed)
     refused = rebuild(settings, b.state_dir, "--partition", str(p))
     assert refused.returncode == 3 and f"held by standby copy of b (pid {b.proc.pid})" in refused.stderr, refused

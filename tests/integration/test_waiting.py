@@ -23,7 +23,8 @@ def test_wait_all_and_as_completed_follow_many_jobs(  # type: ignore[no-untyped-
     fast = client.submit("echo", {}, tenant="acme")
     later = client.submit("echo", {}, tenant="acme", delay=3600)
     seen: list[tuple[str, str]] = []
-    order = list(client.as_completed([slow, fast, later], 20, watch=lambda o: seen.append((o.job_id, o.status))))
+    # the wait runs out (10 s) with later still scheduled: as_completed answers it then, as it stands
+    order = list(client.as_completed([slow, fast, later], 10, watch=lambda o: seen.append((o.job_id, o.status))))
     assert [o.job_id for o in order] == [fast.job_id, slow.job_id, later.job_id]
     assert order[0].done and order[1].status == "completed" and not order[2].done and order[2].status == "scheduled"
     assert [s for j, s in seen if j == slow.job_id] == ["accepted", "queued", "running", "completed"]
@@ -63,8 +64,10 @@ def test_a_wait_says_what_holds_a_queued_job_an_open_breaker_or_a_pause(  # type
         assert all(o.status == "paused" for o in client.pause_task_type("echo", reason="maintenance"))
         lines.clear()
         paused = client.submit("echo", {}, tenant="acme")
-        assert paused.wait(2, watch=lambda o: lines.append(change_line(o))).status == "queued"
-        assert lines[-1] == "paused: task type echo is paused (maintenance)", lines
+        said = "paused: task type echo is paused (maintenance)"
+        assert paused.wait(30, watch=lambda o: lines.append(change_line(o)),
+                           until=lambda o: change_line(o) == said).status == "queued"
+        assert lines[-1] == said, lines
         client.resume_task_type("echo")
         assert paused.wait(30).status == "completed"
 
@@ -78,8 +81,10 @@ def test_without_projections_a_wait_sees_a_pause_written_after_the_submit(  # ty
     job = client.submit("echo", {}, tenant="acme", delay=2)  # scheduled: the pause comes before it is due
     client.pause_task_type("echo", reason="deploy")
     lines: list[str | None] = []
-    assert job.wait(6, watch=lambda o: lines.append(change_line(o))).status == "queued"
-    assert lines[-1] == "paused: task type echo is paused (deploy)", lines
+    said = "paused: task type echo is paused (deploy)"
+    assert job.wait(30, watch=lambda o: lines.append(change_line(o)), until=lambda o: change_line(o) == said).status \
+        == "queued"
+    assert lines[-1] == said, lines
     client.resume_task_type("echo")
     assert job.wait(30).status == "completed"
 

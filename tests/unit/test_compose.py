@@ -35,6 +35,18 @@ def test_the_broker_is_the_kafka_version_the_project_runs() -> None:
     assert _services()["kafka"]["image"] == f"apache/kafka:{KAFKA_VERSION}"
 
 
+def test_the_tests_container_is_the_compose_broker_but_for_its_listeners() -> None:
+    """tests/conftest.py runs the same image with the same settings where no broker is given and Docker answers."""
+    from tests.conftest import CONTAINER_ENV, DEFAULT_IMAGE, container_listeners
+
+    kafka = _services()["kafka"]
+    assert DEFAULT_IMAGE == kafka["image"]
+    listeners = container_listeners("localhost", 9092)
+    composed = {key: str(value) for key, value in kafka["environment"].items()}
+    assert {key: value for key, value in composed.items() if key not in listeners} == CONTAINER_ENV
+    assert set(listeners) <= set(composed)
+
+
 def test_there_is_an_engine_a_console_and_the_topics_they_need() -> None:
     commands = {name: s["command"][:2] for name, s in _epochq_services().items()}
     assert commands == {"topics": ["topics", "ensure"], "engine": ["engine", "run"], "console": ["console", "--host"]}

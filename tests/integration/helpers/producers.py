@@ -1,8 +1,9 @@
 """The example producers and consumers in other languages (examples/producers/), built by their build.sh.
 
-Each is built once per test run (conftest's ``built`` fixture; the first build downloads and compiles
-the dependencies: about a minute and a half for Go on a cold cache, half a minute for Java; later
-runs skip it). A language whose toolchain is not on PATH fails its tests (never a skip).
+Each is built once per test run, in the background from the run's start when one of its tests needs them
+(conftest's ``pytest_collection_finish`` and ``built`` fixture; the first build downloads and compiles the
+dependencies: about a minute and a half for Go on a cold cache, half a minute for Java; later runs skip
+it). A language whose toolchain is not on PATH fails its tests (never a skip).
 """
 
 from __future__ import annotations

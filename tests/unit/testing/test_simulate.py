@@ -79,8 +79,9 @@ def test_recorded_jobs_read_a_log_and_replaying_it_unchanged_gives_the_recorded_
     assert max(len(j.starts) for j in jobs) == 2
     sim = simulate(jobs, Scenario(Setup(lane_slots={Lane.NORMAL: 1}), policies=app.policies()))
     assert sim.waits == {j.job_id: j.wait for j in jobs}
-    for row in compare(jobs, sim):
-        assert (row.simulated_p50_ms, row.simulated_p99_ms) == (row.recorded_p50_ms, row.recorded_p99_ms)
+    rows = compare(jobs, sim)
+    assert rows and all((row.simulated_p50_ms, row.simulated_p99_ms) == (row.recorded_p50_ms, row.recorded_p99_ms)
+                        for row in rows), rows
 
 
 def test_replayed_over_several_partitions_each_with_its_own_fair_queue() -> None:

@@ -10,6 +10,7 @@ import threading
 import dataclasses
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -491,55 +492,46 @@ async def _async_waiter(ctx: JobContext, payload: Any) -> str:
     return "finished"
 
 
-def started(ex: Executor, req: RunRequest) -> None:
-    BEGAN.clear()
-    ex.submit(req)
-    assert BEGAN.wait(10), "the handler never started"
-    assert ex.cancel(req.job_id, req.attempt, grace_s=0.4)
-    assert not ex.cancel(req.job_id, req.attempt + 1, grace_s=0.4)  # not the attempt that runs
-
-
-@pytest.mark.parametrize(("task", "error_type"), [("coop", "Cancelled"), ("aw", "CancelledError")])
-def test_a_cancelled_attempt_that_stops_is_cancelled(task: str, error_type: str) -> None:
+@contextmanager
+def cancelled_once_begun(task: str, handler: Any) -> Iterator[tuple[Executor, RunResult]]:
+    """An executor running ``handler`` as ``task``, asked to cancel the attempt once it began (with a 0.4 s grace):
+    the executor and the attempt's one result, read within 2 s. The executor is shut down afterwards."""
     app = App()
-    app.register("coop", _cooperative)
-    app.register("aw", _async_waiter)
+    app.register(task, handler)
     ex = Executor(app, SLOTS)
+    req = request(task)
     try:
-        started(ex, request(task))
+        BEGAN.clear()
+        ex.submit(req)
+        assert BEGAN.wait(10), "the handler never started"
+        assert ex.cancel(req.job_id, req.attempt, grace_s=0.4)
+        assert not ex.cancel(req.job_id, req.attempt + 1, grace_s=0.4)  # not the attempt that runs
         (result,) = ex.wait_results(2.0)
+        yield ex, result
+    finally:
+        ex.shutdown(1.0)
+
+
+@pytest.mark.parametrize(("handler", "error_type"), [(_cooperative, "Cancelled"), (_async_waiter, "CancelledError")],
+                         ids=["cooperative", "async"])
+def test_a_cancelled_attempt_that_stops_is_cancelled(handler: Any, error_type: str) -> None:
+    with cancelled_once_begun("stops", handler) as (ex, result):
         assert (result.outcome.kind, result.outcome.error_type, result.outcome.retryable) == (
             "cancelled", error_type, False)
         assert "cancel grace" not in result.outcome.message  # it stopped when asked, not given up at the grace's end
         assert ex.free_slots(Lane.NORMAL) == SLOTS[Lane.NORMAL]
-    finally:
-        ex.shutdown(1.0)
 
 
 def test_ctx_sleep_wakes_on_a_cancel_and_a_result_still_counts() -> None:
-    app = App()
-    app.register("sleeper", _sleeper)
-    ex = Executor(app, SLOTS)
-    try:
-        started(ex, request("sleeper"))
-        (result,) = ex.wait_results(2.0)
+    with cancelled_once_begun("sleeper", _sleeper) as (_, result):
         assert result.outcome.kind == "succeeded" and json.loads(result.outcome.result or b"") == "woken"
-    finally:
-        ex.shutdown(1.0)
 
 
 def test_an_attempt_that_ignores_a_cancel_is_given_up_after_the_grace() -> None:
-    app = App()
-    app.register("stubborn", _stubborn)
-    ex = Executor(app, SLOTS)
-    try:
-        started(ex, request("stubborn"))
-        (result,) = ex.wait_results(2.0)
+    with cancelled_once_begun("stubborn", _stubborn) as (ex, result):
         assert result.outcome.kind == "cancelled" and "cancel grace" in result.outcome.message
         assert ex.in_flight() == 0
         assert ex.wait_results(1.2) == []  # its late "ignored the cancel" is discarded
-    finally:
-        ex.shutdown(1.0)
 
 
 def test_a_cancel_flag_is_per_attempt_and_not_pickled() -> None:
