@@ -24,11 +24,13 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, Emit, RequeueOrphan
+from engine.domain.decide import Emit
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.kafka import Consumer
+from engine.runtime.loop import orphans, refusals
+from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import Checkpointer
@@ -147,7 +149,8 @@ class Lifecycle:
         self.activate(partition, now)
 
     def activate(self, partition: Partition, now: int) -> None:
-        """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans."""
+        """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
+        (``loop/orphans.py``)."""
         partition.move(State.ACTIVE)
         store, draft = partition.store, partition.draft
         draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
@@ -157,25 +160,29 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        self._requeue_orphans(partition, now)
+        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
-    def _requeue_orphans(self, partition: Partition, now: int) -> None:
-        """Put back jobs that were running under an older epoch (at-least-once)."""
-        draft = partition.draft
-        ctx = DecideContext(now, draft.epoch)
-        orphans = [job_id for job_id, epoch in running_jobs(partition.store) if fence.older(epoch, draft.epoch)]
-        for job_id in orphans:
-            error = draft.attempt(draft.decide, job_id, RequeueOrphan(job_id), ctx)
-            if error is not None:
-                self.poison.job(draft, job_id, error, ctx, "requeue")
-        if orphans:
-            log.info("partition %d: requeued %d jobs left running by epoch < %d", partition.number, len(orphans),
-                     partition.epoch)
+    # --- when a transaction ended -----------------------------------------------------------
 
-    # --- when a transaction did not go as planned -------------------------------------------
+    def follow(self, partition: Partition, step: Followup, error: Exception | None, now: int) -> None:
+        """Move ``partition`` on as the apply step's verdict on its transaction says (``error``: the
+        transaction's, if any); an accepted transaction ends an episode of refusals, a refused one backs off."""
+        if step.next is Next.STEP_DOWN:
+            self.step_down(partition.number, step.why)
+        elif step.next is Next.GO_ON or step.next is Next.ACTIVATE:
+            refusals.accepted(partition)
+            if step.next is Next.ACTIVATE:
+                self.activate(partition, now)
+        elif step.next is Next.DROP:
+            self.drop(partition.number, step.why)
+        elif step.next is Next.BACK_OFF:
+            self.resync(partition, None, step.rewind, refusals.refused(partition, error))
+        else:
+            self.resync(partition, step.why, step.rewind)
+
 
     def resync(self, partition: Partition, why: str | None, rewind_to: int | None = None,
                hold_until: float = 0.0) -> None:

@@ -20,7 +20,7 @@ from engine.domain.lifecycle import JobState
 from engine.domain.timerouter import Windows
 from engine.errors import FencedError, TransactionAbortedError
 from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
-from engine.runtime.loop import outcomes
+from engine.runtime.loop import orphans, outcomes
 from engine.runtime.loop import draft as draft_module
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.apply import Verdict, commit
@@ -33,6 +33,7 @@ from engine.runtime.loop.write import Written
 from projections.evolve import WRITE_MODEL, fold
 from projections.batch import Batch
 from projections.store import open_store
+from projections.views.indexes import running_jobs
 from tests.unit.factories import command, submit
 
 TASKS = {"email.send": TaskPolicy()}
@@ -197,6 +198,22 @@ def test_a_result_of_an_older_epoch_is_dropped(rig: Rig) -> None:
     rig.draft.claim(2)  # the partition was taken over and claimed again meanwhile
     rig.finish()
     assert rig.draft.staged.events == [] and rig.job_state("job-1") is JobState.RUNNING
+
+
+def test_jobs_left_running_by_an_older_epoch_are_requeued_under_the_new_one(rig: Rig) -> None:
+    for n in range(2):
+        rig.admit(submit(f"job-{n}"))
+    rig.dispatch()
+    rig.apply()
+    assert orphans.orphaned(running_jobs(rig.store), 1) == []  # started under the epoch that holds it
+    rig.draft.claim(2)  # taken over and claimed again
+    rig.draft.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
+    rig.apply()
+    orphaned = orphans.orphaned(running_jobs(rig.store), rig.draft.epoch)
+    assert sorted(orphaned) == ["job-0", "job-1"]
+    staged = orphans.requeue(rig.draft, orphaned, rig.poison, NOW)
+    assert [e.type for e in staged] == ["JobRequeued", "JobRequeued"] and staged == rig.draft.staged.events
+    assert [rig.job_state(j) for j in orphaned] == [JobState.QUEUED, JobState.QUEUED] and rig.poisoned == []
 
 
 def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_events_in_a_row(rig: Rig) -> None:
