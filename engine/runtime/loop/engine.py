@@ -43,7 +43,7 @@ from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import sampling
 from engine.runtime.loop.admit import Admission
-from engine.runtime.loop.apply import Followup, Next, commit, followup, run_requests
+from engine.runtime.loop.apply import Followup, Next, Verdict, commit, followup, judge, run_requests
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
@@ -220,8 +220,10 @@ class Engine:
             finish(w)
             if self.partitions.get(w.partition.number) is not w.partition:
                 continue  # dropped meanwhile (lost or fenced): nothing of it may be applied
+            verdict, w.partition.offsets = judge(w)
             try:
-                verdict = commit(w)
+                if verdict is Verdict.COMMITTED:
+                    commit(w)
             except ProjectionCorruptedError as e:
                 self.inbox.decided(w.partition.inbound.drop_commands())
                 self.lifecycle.corrupted(w.partition, e)

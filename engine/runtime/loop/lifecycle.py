@@ -198,7 +198,7 @@ class Lifecycle:
         self.timers.pop(partition.number, None)
         partition.draft.observer = None
         self.reader.pause([partition.number])
-        offset = rewind_to if rewind_to is not None else partition.committed_command_offset
+        offset = rewind_to if rewind_to is not None else partition.offsets.commands
         if offset is not None:
             partition.accept_tag = self.reader.seek(partition.number, offset)
         partition.resuming = not claiming

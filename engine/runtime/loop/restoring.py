@@ -128,16 +128,16 @@ class Restoring:
         p = partition.number
         topic = self.settings.events_topic
         end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
-        partition.restore_target = max(end, partition.written_end)  # never short of our own committed writes
+        partition.offsets = offsets = partition.offsets.restoring(end)  # never short of our own committed writes
         restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
                             profile=partition.profile)
         self.restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
-        log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
-        if end < partition.written_end:
+        log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, offsets.restore_target)
+        if end < offsets.written_end:
             log.warning("partition %d: the log's stable end (%d) is before our own committed events (up to %d): "
                         "waiting for it (a foreign transaction open in the events partition holds it back)",
-                        p, end, partition.written_end - 1)
+                        p, end, offsets.written_end - 1)
 
     def _folded_hook(self, p: int) -> Folder:
         """The restorer's hook that keeps the records of partition ``p`` that did not count."""
@@ -182,18 +182,19 @@ class Restoring:
 
     def _caught_up(self, partition: Partition) -> bool:
         restorer = self.restorers[partition.number]
-        if restorer.next_offset >= partition.restore_target:
+        target = partition.offsets.restore_target
+        if restorer.next_offset >= target:
             return True
         tp = TopicPartition(self.settings.events_topic, partition.number)
         position: int = kafka.call(self.events.position, [tp])[0].offset
-        return position != OFFSET_INVALID and position >= partition.restore_target
+        return position != OFFSET_INVALID and position >= target
 
     def _done(self, partition: Partition) -> None:
         p = partition.number
         restorer = self.restorers.pop(p)
         restorer.finish()
         self._unassign_events(p)
-        partition.next_offset = partition.restore_target
+        partition.offsets = partition.offsets.restored()
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)
