@@ -7,8 +7,9 @@ Per tick, over what arrived since the last one, in this order (each step's input
     hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
     route   command records and finished attempts → queued in their partitions' inbound queues; records
             dropped and rewinds, which the loop carries out (loop/route.py)
-    apply   each transaction that has ended → commit its draft's batch, and a Followup (go on, activate,
-            step down, drop, back off, resync) the loop carries out, and the attempts to start (loop/apply.py)
+    apply   each transaction that has ended → its verdict and the partition's offsets after it, which the loop
+            keeps before it commits the draft's batch; a Followup (go on, activate, step down, drop, back off,
+            resync) the lifecycle follows; and the attempts to start (loop/apply.py)
     start   those attempts → the executor
     decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
             due timers, free slots, each staged into the draft and folded at once; Decided (commands

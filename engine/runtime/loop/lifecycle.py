@@ -3,8 +3,13 @@
 Taking partition p (``loop/restoring.py``) opens its store and producer and folds the log in;
 once p is caught up, the lifecycle stages ``OwnershipClaimed(last epoch + 1)``; once that
 transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs left
-running by an older epoch are re-queued. The lock is let go when the store is closed (handed
-back, dropped, or at exit).
+running by an older epoch are re-queued (``loop/orphans.py``). The lock is let go when the store
+is closed (handed back, dropped, or at exit).
+
+After each transaction the lifecycle follows the apply step's verdict (:meth:`Lifecycle.follow`):
+a claim committed activates p; an aborted or out-of-order one resyncs it (restores it from the
+log, same epoch); a refused one does so after a hold that grows with the refusals in a row
+(``loop/refusals.py``); a fenced one steps p down, and one that failed while handing back drops it.
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
