@@ -194,8 +194,7 @@ class Engine:
         if self.standbys is not None:
             self.standbys.follow(set(self.partitions))  # hand over the copies of partitions now assigned
         self.lifecycle.set_up()
-        self.lifecycle.restore(now)
-        for partition, event in self.lifecycle.take_unknown():
+        for partition, event in self.lifecycle.restore(now):  # records the restore found not counting
             sampling.unknown_write(self.metrics, partition, event)
 
     def _finished(self, results: list[Any]) -> list[RunResult]:

@@ -17,7 +17,8 @@ if it folded enough: ``loop/checkpointing.py``) and the rebalance callback waiti
 released. A fenced or lost partition is dropped at once.
 
 Nothing here calls back into the engine: what the loop reports on is recorded here for it
-to take (:meth:`Lifecycle.take_changed`, :meth:`Lifecycle.take_unknown`).
+to take (:meth:`Lifecycle.take_changed`), or returned (:meth:`Lifecycle.restore`: the records a
+restore found not counting).
 """
 
 from __future__ import annotations
@@ -76,11 +77,6 @@ class Lifecycle:
         changed, self.changed = self.changed, False
         return changed
 
-    def take_unknown(self) -> list[tuple[int, m.Event]]:
-        """The records restores found not counting since the last call: (partition, record), forged or a zombie's."""
-        unknown, self.taking.unknown = self.taking.unknown, []
-        return unknown
-
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
     def note(self, note: Note) -> None:
@@ -125,8 +121,9 @@ class Lifecycle:
         """Whether a partition is being set up or restored (the loop must not sleep long)."""
         return self.taking.busy(list(self.partitions.values()))
 
-    def restore(self, now: int, timeout: float = 0.01) -> None:
-        """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
+    def restore(self, now: int, timeout: float = 0.01) -> list[tuple[int, m.Event]]:
+        """Fold what the events reader brought; claim (or resume) the partitions now caught up; the records the
+        restore found not counting: (partition, record), forged or a zombie's."""
         fed = self.taking.feed(self.partitions, timeout)
         for partition, error in fed.corrupt:
             self.corrupted(partition, error)
@@ -135,6 +132,7 @@ class Lifecycle:
                 self._resume(partition, now)
             else:
                 self._claim(partition, now)
+        return fed.unknown
 
     def _claim(self, partition: Partition, now: int) -> None:
         draft = partition.draft
