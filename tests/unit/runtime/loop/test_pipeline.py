@@ -126,6 +126,16 @@ def test_the_transition_table_refuses_what_it_lacks() -> None:
         partition.move(State.ACTIVE)  # closed is final
 
 
+def test_the_offsets_are_replaced_whole_and_a_restore_never_stops_short_of_our_own_writes() -> None:
+    offsets = Offsets(next_event=5, written_end=20)
+    assert offsets.restoring(12).restore_target == 20  # the stable end lies before our own committed events
+    assert offsets.restoring(30).restore_target == 30
+    restored = offsets.restoring(30).restored()
+    assert restored.next_event == 30 and offsets.next_event == 5  # a new value; the old one is unchanged
+    assert restored.since_checkpoint == 30  # no checkpoint known: everything before offset 30 was folded
+    assert restored.checkpointed(24).since_checkpoint == 5 and restored.checkpointed(-1) == restored
+
+
 def test_a_job_is_admitted_started_and_finished_and_the_store_equals_a_rebuild(rig: Rig, tmp_path: Path) -> None:
     rig.admit(submit("job-1"))
     assert rig.dispatch() == 1  # queued in this tick, started in this tick
