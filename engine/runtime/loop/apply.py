@@ -7,26 +7,28 @@ the batch is dropped. If something else landed in the log between our events (an
 writer's record, a zombie's aborted batch), folding in our own order would not be the log's
 order, so the batch is dropped too and the partition restores from the log instead: the
 store always equals a rebuild. That restore reads at least up to the end of the transaction
-that just committed (``Partition.written_end``): a read_committed reader's end (the last
+that just committed (``Offsets.written_end``): a read_committed reader's end (the last
 stable offset) can still lie before it, while its commit markers are being written or while
 a foreign transaction is open before it, and a store short of the owner's own committed
 decisions would see its running jobs as queued and drop their results.
 
-The step returns its verdict as data (:class:`Followup`: go on, activate, step down, drop,
-back off, resync) and the attempts to start (:func:`run_requests`); the loop carries them out.
+The step returns its verdict as data (:func:`judge`: how the transaction ended and where the
+partition's offsets stand after it; :class:`Followup`: go on, activate, step down, drop, back
+off, resync) and the attempts to start (:func:`run_requests`); the loop keeps the offsets,
+commits the batch (:func:`commit`) and carries out the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from engine.domain.lanes import Lane
 from engine.errors import AccessDeniedError, FencedError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import effects
-from engine.runtime.loop.partition import State
+from engine.runtime.loop.partition import Offsets, State
 from engine.runtime.loop.write import Written
 from projections.evolve import record_position
 from projections.views.dependencies import read_reports
@@ -42,30 +44,43 @@ class Verdict(StrEnum):
     REFUSED = "refused"  # nothing written, for want of an ACL: say so once, restore, try again later
 
 
-def commit(written: Written) -> Verdict:
-    """Commit the partition's draft (its batch) if its transaction committed with our events in a row."""
+def judge(written: Written) -> tuple[Verdict, Offsets]:
+    """How ``written``'s transaction ended, and where its partition stands after it (the loop keeps that). Pure.
+
+    Our events count in our order only if they landed in a row where the partition expected them."""
+    offsets = written.partition.offsets
     if isinstance(written.error, FencedError):
-        return Verdict.FENCED
+        return Verdict.FENCED, offsets
     if isinstance(written.error, AccessDeniedError):
-        return Verdict.REFUSED
+        return Verdict.REFUSED, offsets
     if written.error is not None:
-        return Verdict.ABORTED
-    partition, staged = written.partition, written.staged
+        return Verdict.ABORTED, offsets
+    staged, commands = written.staged, offsets.commands
     if staged.next_command_offset is not None:
-        partition.committed_command_offset = staged.next_command_offset
+        commands = staged.next_command_offset
     n = len(staged.events)
-    if n:
-        partition.written_end = max(partition.written_end, written_end(written, n))
-        if written.first is None or written.last is None or written.first != partition.next_offset \
-                or written.last - written.first != n - 1:
-            return Verdict.OUT_OF_ORDER
-        batch, offset = partition.draft.batch, written.first
-        for event, folded in zip(staged.events, staged.folds):
-            record_position(batch, event, folded.status, offset)
-            offset += 1
-        partition.next_offset = written.last + 2  # after our last event, its transaction's commit marker
-        batch.commit()
-    return Verdict.COMMITTED
+    if not n:
+        return Verdict.COMMITTED, replace(offsets, commands=commands)
+    end = max(offsets.written_end, written_end(written, n))
+    if written.first is None or written.last is None or written.first != offsets.next_event \
+            or written.last - written.first != n - 1:
+        return Verdict.OUT_OF_ORDER, replace(offsets, commands=commands, written_end=end)
+    # our next event lands after our last one and its transaction's commit marker
+    return Verdict.COMMITTED, replace(offsets, commands=commands, written_end=end, next_event=written.last + 2)
+
+
+def commit(written: Written) -> None:
+    """Commit the partition's draft (its batch), each event at its log position, for a transaction judged
+    COMMITTED (:func:`judge`)."""
+    staged = written.staged
+    if not staged.events:
+        return
+    batch, offset = written.partition.draft.batch, written.first
+    assert offset is not None
+    for event, folded in zip(staged.events, staged.folds):
+        record_position(batch, event, folded.status, offset)
+        offset += 1
+    batch.commit()
 
 
 def written_end(written: Written, n: int) -> int:
@@ -74,7 +89,7 @@ def written_end(written: Written, n: int) -> int:
     Without a delivery report, the events landed no earlier than where the partition expected them."""
     if written.last is not None:
         return written.last + 2
-    return written.partition.next_offset + n + 1
+    return written.partition.offsets.next_event + n + 1
 
 
 class Next(StrEnum):

@@ -39,7 +39,7 @@ class Checkpointer:
 
     def due(self, partition: Partition) -> bool:
         """Whether ``partition`` should checkpoint now (active, idle, enough folded since its last one)."""
-        n = partition.since_checkpoint
+        n = partition.offsets.since_checkpoint
         if not self.enabled or partition.state is not State.ACTIVE or n < self.min_events:
             return False
         if partition.writing is not None or partition.draft.staged or partition.store is None:
@@ -51,14 +51,15 @@ class Checkpointer:
         chunks, manifest = checkpoints.cut(partition.store, partition.epoch, partition.owner_id,  # type: ignore[arg-type]
                                            time.time_ns() // 1000)
         log.info("partition %d: checkpoint at events offset %d (%d keys, %d chunks, %d events since the last)",
-                 partition.number, manifest.events_offset, manifest.keys, manifest.chunks, partition.since_checkpoint)
-        partition.checkpoint_offset = manifest.events_offset
+                 partition.number, manifest.events_offset, manifest.keys, manifest.chunks,
+                 partition.offsets.since_checkpoint)
+        partition.offsets = partition.offsets.checkpointed(manifest.events_offset)
         return self.writer.launch_call(partition, wake, checkpoints.produce, partition.producer, self.topic,
                                        partition.number, chunks, manifest)
 
     def on_close(self, partition: Partition) -> None:
         """A partition handed back gracefully: checkpoint it now, if it folded enough since its last one."""
-        if not self.enabled or partition.since_checkpoint < self.close_min or partition.epoch <= 0 \
+        if not self.enabled or partition.offsets.since_checkpoint < self.close_min or partition.epoch <= 0 \
                 or partition.store is None or partition.producer is None or partition.state is not State.REVOKING:
             return
         try:
@@ -67,5 +68,5 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001 - the next owner replays a little more: never a reason to fail
             log.warning("partition %d: no checkpoint at hand-back (%s)", partition.number, e)
             return
-        partition.checkpoint_offset = manifest.events_offset
+        partition.offsets = partition.offsets.checkpointed(manifest.events_offset)
         log.info("partition %d: checkpoint at hand-back, events offset %d", partition.number, manifest.events_offset)

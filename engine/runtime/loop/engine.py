@@ -7,8 +7,9 @@ Per tick, over what arrived since the last one, in this order (each step's input
     hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
     route   command records and finished attempts → queued in their partitions' inbound queues; records
             dropped and rewinds, which the loop carries out (loop/route.py)
-    apply   each transaction that has ended → commit its draft's batch, and a Followup (go on, activate,
-            step down, drop, back off, resync) the loop carries out, and the attempts to start (loop/apply.py)
+    apply   each transaction that has ended → its verdict and the partition's offsets after it, which the loop
+            keeps before it commits the draft's batch; a Followup (go on, activate, step down, drop, back off,
+            resync) the lifecycle follows; and the attempts to start (loop/apply.py)
     start   those attempts → the executor
     decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
             due timers, free slots, each staged into the draft and folded at once; Decided (commands
@@ -41,9 +42,9 @@ from engine.domain.decide import DecideContext
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
-from engine.runtime.loop import refusals, sampling
+from engine.runtime.loop import sampling
 from engine.runtime.loop.admit import Admission
-from engine.runtime.loop.apply import Followup, Next, commit, followup, run_requests
+from engine.runtime.loop.apply import Followup, Next, Verdict, commit, followup, judge, run_requests
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
@@ -117,6 +118,7 @@ class Engine:
                          if options.standby else None)
         self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
+        self._timeout_of = partial(attempt_timeout, app)
         self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
         self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
 
@@ -145,7 +147,7 @@ class Engine:
     def stop(self) -> None:
         """Ask the loop to stop taking work and shut down (safe from signal handlers)."""
         self.stopping.set()
-        self.inbox.put_result(None)  # wake the loop
+        self.inbox.wake()
 
     def tick(self, taking: bool = True) -> None:
         """One round of the loop, its steps in the module docstring's order; ``taking=False`` (draining) records
@@ -192,8 +194,7 @@ class Engine:
         if self.standbys is not None:
             self.standbys.follow(set(self.partitions))  # hand over the copies of partitions now assigned
         self.lifecycle.set_up()
-        self.lifecycle.restore(now)
-        for partition, event in self.lifecycle.take_unknown():
+        for partition, event in self.lifecycle.restore(now):  # records the restore found not counting
             sampling.unknown_write(self.metrics, partition, event)
 
     def _finished(self, results: list[Any]) -> list[RunResult]:
@@ -208,9 +209,6 @@ class Engine:
         for rewind in routed.rewinds:
             self.partitions[rewind.partition].accept_tag = self.reader.seek(rewind.partition, rewind.offset)
 
-    def _drop_commands(self, partition: Partition) -> None:
-        self.inbox.decided(partition.inbound.drop_commands())
-
     # --- apply, decide, write -------------------------------------------------------------------
 
     def _apply(self, written: list[Written]) -> list[RunRequest]:
@@ -222,51 +220,38 @@ class Engine:
             finish(w)
             if self.partitions.get(w.partition.number) is not w.partition:
                 continue  # dropped meanwhile (lost or fenced): nothing of it may be applied
+            verdict, w.partition.offsets = judge(w)
             try:
-                verdict = commit(w)
+                if verdict is Verdict.COMMITTED:
+                    commit(w)
             except ProjectionCorruptedError as e:
-                self._drop_commands(w.partition)
+                self.inbox.decided(w.partition.inbound.drop_commands())
                 self.lifecycle.corrupted(w.partition, e)
-                starts += run_requests(w, self._timeout, time.time())
+                starts += run_requests(w, self._timeout_of, time.time())
                 continue
             step = followup(w, verdict, w.partition.state)
             if step.counted:
                 for event, folded in zip(w.staged.events, w.staged.folds):
                     self.metrics.observe(event, folded.status, folded.before, folded.after)
-                starts += run_requests(w, self._timeout, time.time())
+                starts += run_requests(w, self._timeout_of, time.time())
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._follow(w, step)
         return starts
 
     def _follow(self, w: Written, step: Followup) -> None:
-        """Carry out the apply step's verdict on one partition."""
+        """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the
+        lifecycle."""
         partition = w.partition
         if step.next is Next.STEP_DOWN:
             self.metrics.producer_fenced()
             log.error("partition %d fenced at epoch %d: %s", partition.number, partition.epoch, w.error)
-            self.lifecycle.step_down(partition.number, step.why)
-        elif step.next in (Next.GO_ON, Next.ACTIVATE):
-            refusals.accepted(partition)
-            if step.next is Next.ACTIVATE:
-                self.lifecycle.activate(partition, now_us())
-        elif step.next is Next.DROP:
-            self.lifecycle.drop(partition.number, step.why)
-        else:
+        elif step.next is Next.BACK_OFF or step.next is Next.RESYNC:
             if step.keep_results:
                 kept = w.staged.take_results()
                 partition.inbound.keep_results(list(step.results) if step.results is not None else kept)
-            self._drop_commands(partition)
-            if step.next is Next.BACK_OFF:
-                self.lifecycle.resync(partition, None, step.rewind, refusals.refused(partition, w.error))
-            else:
-                self.lifecycle.resync(partition, step.why, step.rewind)
-
-    def _timeout(self, task_type: str) -> float:
-        try:
-            return float(self.app.spec(task_type).timeout)
-        except Exception:  # noqa: BLE001 - unknown types fail inside the executor with a clear error
-            return 60.0
+            self.inbox.decided(partition.inbound.drop_commands())
+        self.lifecycle.follow(partition, step, w.error, now_us())
 
     def _decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""
@@ -279,7 +264,7 @@ class Engine:
         for number, held in decided.promoted.items():
             self.metrics.set_timers(number, held)
         for partition in [p for p in self.partitions.values() if p.draft.corrupt is not None]:
-            self._drop_commands(partition)
+            self.inbox.decided(partition.inbound.drop_commands())
             partition.inbound.keep_results(partition.draft.staged.take_results())
             self.lifecycle.corrupted(partition, partition.draft.corrupt)  # type: ignore[arg-type]
 
@@ -290,16 +275,13 @@ class Engine:
         for partition in self.partitions.values():
             if partition.draft.staged and partition.writing is None and partition.state in WRITING:
                 partition.writing = self.writer.launch(partition, partition.draft.take_staged(),
-                                                       self.reader.group_metadata(), self._wake)
+                                                       self.reader.group_metadata(), self.inbox.wake)
             elif self.checkpointer.due(partition):
-                partition.writing = self.checkpointer.launch(partition, self._wake)
+                partition.writing = self.checkpointer.launch(partition, self.inbox.wake)  # woken when committed
             else:
                 continue
             started.append(partition.writing)
         return started
-
-    def _wake(self) -> None:
-        self.inbox.put_result(None)  # a commit thread finished: the loop applies it next tick
 
     # --- settle, housekeeping and stopping ----------------------------------------------------
 
@@ -311,25 +293,18 @@ class Engine:
         self._housekeeping()
 
     def _housekeeping(self) -> None:
-        if self.lifecycle.take_changed():
-            self._owned_changed()
+        if self.lifecycle.take_changed():  # a partition was taken or given back: the gauges, a heartbeat soon
+            self.metrics.rebalanced()
+            self.heartbeat.soon()
+            self.metrics.set_ownership({p.number: p.epoch for p in self.partitions.values() if p.deciding})
         clock = time.monotonic()
         if clock >= self._next_tenants:
             self._next_tenants = clock + TENANTS_EVERY_S
             self.tenants.refresh()
         if clock >= self._next_metrics:
             self._next_metrics = clock + METRICS_EVERY_S
-            self._sample_metrics()
+            sampling.sample(self.metrics, self.partitions.values(), self.standbys)
         self.heartbeat.beat(self.partitions.values(), self.executor, self.options.lane_slots)
-
-    def _sample_metrics(self) -> None:
-        sampling.sample(self.metrics, self.partitions.values(), self.standbys)
-
-    def _owned_changed(self) -> None:
-        """A partition was taken or given back: the ownership gauges, and a heartbeat at the next chance."""
-        self.metrics.rebalanced()
-        self.heartbeat.soon()
-        self.metrics.set_ownership({p.number: p.epoch for p in self.partitions.values() if p.deciding})
 
     def drain(self, grace_s: float) -> None:
         """Stop taking work; record in-flight results until every handler is done or ``grace_s`` passed."""
@@ -355,6 +330,14 @@ class Engine:
         self.executor.shutdown(0)
         self.writer.close()
         self.heartbeat.close()
+
+
+def attempt_timeout(app: App, task_type: str) -> float:
+    """How long an attempt of ``task_type`` may run (s): its spec's timeout (60 for a type the app does not know)."""
+    try:
+        return float(app.spec(task_type).timeout)
+    except Exception:  # noqa: BLE001 - unknown types fail inside the executor with a clear error
+        return 60.0
 
 
 def _drain(waiting: collections.deque[T]) -> Iterator[T]:

@@ -110,6 +110,10 @@ class Inbox:
         """A handler's result (from any thread)."""
         self._queue.put((_RESULT, result, None))
 
+    def wake(self) -> None:
+        """Wake the loop (from any thread): a commit thread finished, or the engine is asked to stop."""
+        self._queue.put((_RESULT, None, None))
+
     def put_note(self, note: Note) -> None:
         """A rebalance callback's record."""
         self._queue.put((_NOTE, note, None))
@@ -208,7 +212,7 @@ class CommandReader(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - the loop sees it and stops; it must not vanish
             self.failure = e
             log.error("commands reader failed: %s", e)
-            self.inbox.put_result(None)  # wake the loop
+            self.inbox.wake()
         finally:
             self._close()
 

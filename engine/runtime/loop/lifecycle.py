@@ -3,8 +3,13 @@
 Taking partition p (``loop/restoring.py``) opens its store and producer and folds the log in;
 once p is caught up, the lifecycle stages ``OwnershipClaimed(last epoch + 1)``; once that
 transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs left
-running by an older epoch are re-queued. The lock is let go when the store is closed (handed
-back, dropped, or at exit).
+running by an older epoch are re-queued (``loop/orphans.py``). The lock is let go when the store
+is closed (handed back, dropped, or at exit).
+
+After each transaction the lifecycle follows the apply step's verdict (:meth:`Lifecycle.follow`):
+a claim committed activates p; an aborted or out-of-order one resyncs it (restores it from the
+log, same epoch); a refused one does so after a hold that grows with the refusals in a row
+(``loop/refusals.py``); a fenced one steps p down, and one that failed while handing back drops it.
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
@@ -12,7 +17,8 @@ if it folded enough: ``loop/checkpointing.py``) and the rebalance callback waiti
 released. A fenced or lost partition is dropped at once.
 
 Nothing here calls back into the engine: what the loop reports on is recorded here for it
-to take (:meth:`Lifecycle.take_changed`, :meth:`Lifecycle.take_unknown`).
+to take (:meth:`Lifecycle.take_changed`), or returned (:meth:`Lifecycle.restore`: the records a
+restore found not counting).
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, Emit, RequeueOrphan
+from engine.domain.decide import Emit
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.kafka import Consumer
+from engine.runtime.loop import orphans, refusals
+from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import Checkpointer
@@ -68,11 +76,6 @@ class Lifecycle:
         """Whether a partition was taken or given back since the last call."""
         changed, self.changed = self.changed, False
         return changed
-
-    def take_unknown(self) -> list[tuple[int, m.Event]]:
-        """The records restores found not counting since the last call: (partition, record), forged or a zombie's."""
-        unknown, self.taking.unknown = self.taking.unknown, []
-        return unknown
 
     # --- what the rebalance callbacks recorded ------------------------------------------------
 
@@ -118,8 +121,9 @@ class Lifecycle:
         """Whether a partition is being set up or restored (the loop must not sleep long)."""
         return self.taking.busy(list(self.partitions.values()))
 
-    def restore(self, now: int, timeout: float = 0.01) -> None:
-        """Fold what the events reader brought; claim (or resume) the partitions now caught up."""
+    def restore(self, now: int, timeout: float = 0.01) -> list[tuple[int, m.Event]]:
+        """Fold what the events reader brought; claim (or resume) the partitions now caught up; the records the
+        restore found not counting: (partition, record), forged or a zombie's."""
         fed = self.taking.feed(self.partitions, timeout)
         for partition, error in fed.corrupt:
             self.corrupted(partition, error)
@@ -128,6 +132,7 @@ class Lifecycle:
                 self._resume(partition, now)
             else:
                 self._claim(partition, now)
+        return fed.unknown
 
     def _claim(self, partition: Partition, now: int) -> None:
         draft = partition.draft
@@ -147,7 +152,8 @@ class Lifecycle:
         self.activate(partition, now)
 
     def activate(self, partition: Partition, now: int) -> None:
-        """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans."""
+        """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
+        (``loop/orphans.py``)."""
         partition.move(State.ACTIVE)
         store, draft = partition.store, partition.draft
         draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
@@ -157,25 +163,29 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        self._requeue_orphans(partition, now)
+        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
-    def _requeue_orphans(self, partition: Partition, now: int) -> None:
-        """Put back jobs that were running under an older epoch (at-least-once)."""
-        draft = partition.draft
-        ctx = DecideContext(now, draft.epoch)
-        orphans = [job_id for job_id, epoch in running_jobs(partition.store) if fence.older(epoch, draft.epoch)]
-        for job_id in orphans:
-            error = draft.attempt(draft.decide, job_id, RequeueOrphan(job_id), ctx)
-            if error is not None:
-                self.poison.job(draft, job_id, error, ctx, "requeue")
-        if orphans:
-            log.info("partition %d: requeued %d jobs left running by epoch < %d", partition.number, len(orphans),
-                     partition.epoch)
+    # --- when a transaction ended -----------------------------------------------------------
 
-    # --- when a transaction did not go as planned -------------------------------------------
+    def follow(self, partition: Partition, step: Followup, error: Exception | None, now: int) -> None:
+        """Move ``partition`` on as the apply step's verdict on its transaction says (``error``: the
+        transaction's, if any); an accepted transaction ends an episode of refusals, a refused one backs off."""
+        if step.next is Next.STEP_DOWN:
+            self.step_down(partition.number, step.why)
+        elif step.next is Next.GO_ON or step.next is Next.ACTIVATE:
+            refusals.accepted(partition)
+            if step.next is Next.ACTIVATE:
+                self.activate(partition, now)
+        elif step.next is Next.DROP:
+            self.drop(partition.number, step.why)
+        elif step.next is Next.BACK_OFF:
+            self.resync(partition, None, step.rewind, refusals.refused(partition, error))
+        else:
+            self.resync(partition, step.why, step.rewind)
+
 
     def resync(self, partition: Partition, why: str | None, rewind_to: int | None = None,
                hold_until: float = 0.0) -> None:
@@ -191,7 +201,7 @@ class Lifecycle:
         self.timers.pop(partition.number, None)
         partition.draft.observer = None
         self.reader.pause([partition.number])
-        offset = rewind_to if rewind_to is not None else partition.committed_command_offset
+        offset = rewind_to if rewind_to is not None else partition.offsets.commands
         if offset is not None:
             partition.accept_tag = self.reader.seek(partition.number, offset)
         partition.resuming = not claiming

@@ -1,8 +1,9 @@
 """One job partition this instance holds: its lease, its draft and its inbound queues, split by what changes together.
 
 - its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``): the state machine
-  below, the store and the producer, where the log and the commands partition stand, the
-  transaction under way, refusals in a row, the revoke deadline;
+  below, the store and the producer, where the log and the commands partition stand (one
+  :class:`Offsets` value, which the apply step returns and the restore and checkpoint steps replace),
+  the transaction under way, refusals in a row, the revoke deadline;
 - its **draft** (:class:`~engine.runtime.loop.draft.Draft`): the write model's transaction buffer
   the deciding steps are handed and stage into; it carries the epoch its events are stamped with;
 - its **inbound** queues (:class:`Inbound`): the command records and finished attempts routed to
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,40 @@ TRANSITIONS: dict[State, frozenset[State]] = {
     S.FENCED: frozenset({S.CLOSED}),
     S.CLOSED: frozenset(),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Offsets:
+    """Where a held partition stands in its events and commands partitions: one value, replaced whole by the step
+    that moves it (the apply step after a transaction, the restore, a checkpoint)."""
+
+    next_event: int = -1
+    """Where our next event should land in the events partition."""
+    written_end: int = 0
+    """The log reaches at least here: past our newest committed transaction's commit marker."""
+    restore_target: int = 0
+    """A restore reads up to here: the events' end when it started, never short of ``written_end``."""
+    commands: int | None = None
+    """The commands partition is consumed (committed) up to here (None: as the group's committed offset says)."""
+    checkpoint: int = -1
+    """The events offset of the store's newest checkpoint known here (-1: none)."""
+
+    @property
+    def since_checkpoint(self) -> int:
+        """Offsets folded into the store since its newest checkpoint known here (loop/checkpointing.py)."""
+        return self.next_event - 1 - self.checkpoint
+
+    def restoring(self, end: int) -> Offsets:
+        """A restore starts while the events' stable end is ``end``: it reads up to there, and to our own writes."""
+        return replace(self, restore_target=max(end, self.written_end))
+
+    def restored(self) -> Offsets:
+        """The restore reached its target: our next event lands there."""
+        return replace(self, next_event=self.restore_target)
+
+    def checkpointed(self, events_offset: int) -> Offsets:
+        """The store's newest checkpoint is now the one at ``events_offset`` (-1: none)."""
+        return replace(self, checkpoint=events_offset)
 
 
 @dataclass(slots=True)
@@ -101,27 +136,18 @@ class Partition:
         self.state = State.ASSIGNED
         self.store: ProjectionStore | None = None
         self.producer: Producer | None = None
-        self.next_offset = -1  # where our next event should land in the events partition
-        self.restore_target = 0
-        self.written_end = 0  # the log reaches at least here: past our newest committed transaction's marker
+        self.offsets = Offsets()  # where it stands in the events and commands partitions
         self.resuming = False  # restoring after a resync: back to ACTIVE under the same epoch
         self.hold_until = 0.0  # a resync after a refused transaction decides again from this time (monotonic)
         self.refusals = 0  # transactions refused in a row for want of an ACL (engine/runtime/loop/refusals.py)
-        self.committed_command_offset: int | None = None  # the commands partition is consumed up to here
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
         self.revoke_deadline = 0.0
         self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
-        self.checkpoint_offset = -1  # the events offset of the store's newest checkpoint known here (-1: none)
 
     @property
     def epoch(self) -> int:
         """The epoch this instance holds the partition under (its draft stamps its events with it)."""
         return self.draft.epoch
-
-    @property
-    def since_checkpoint(self) -> int:
-        """Offsets folded into the store since its newest checkpoint known here (loop/checkpointing.py)."""
-        return self.next_offset - 1 - self.checkpoint_offset
 
     def move(self, to: State) -> None:
         """Take one edge of the transition table."""

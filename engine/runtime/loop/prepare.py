@@ -60,7 +60,8 @@ class Preparer:
                 if isinstance(loaded, Exception):
                     errors[n] = loaded
                     continue
-                by_number[n].checkpoint_offset = -1 if loaded is None else loaded
+                held = by_number[n]
+                held.offsets = held.offsets.checkpointed(-1 if loaded is None else loaded)
                 self.seeded.add(n)
         wanted = [n for n in by_number if n in self.seeded and n not in self.producers]
         for n, made in side_by_side(lambda n: kafka.owner_producer(self.settings, n), wanted).items():

@@ -6,9 +6,9 @@ SETUP_RETRY_S and saying so in the log every LOCKED_LOG_S), initialise p's trans
 producer (this fences any zombie; ``loop/prepare.py`` does several side by side), then fold
 ``events`` p into the store up to its end (a process of its own does it when the lag is long:
 ``loop/bulk.py``). :meth:`Restoring.feed` returns the partitions now caught up, and those whose
-store failed; the lifecycle (``loop/lifecycle.py``) claims or resumes the first and wipes the
-others. Records a restore finds not counting (a forged or a zombie's write) are kept in
-:attr:`Restoring.unknown` for the loop to count and report.
+store failed, and the records it found not counting (a forged or a zombie's write); the
+lifecycle (``loop/lifecycle.py``) claims or resumes the first, wipes the second and hands the
+records to the loop to count and report.
 """
 
 from __future__ import annotations
@@ -41,10 +41,12 @@ LOCKED_LOG_S = 30.0
 
 @dataclass(slots=True)
 class Fed:
-    """What one restore step found: partitions caught up with the log, and stores that failed a read."""
+    """What one restore step found: partitions caught up with the log, stores that failed a read, and records that
+    did not count."""
 
     caught_up: list[Partition] = field(default_factory=list)
     corrupt: list[tuple[Partition, ProjectionCorruptedError]] = field(default_factory=list)
+    unknown: list[tuple[int, m.Event]] = field(default_factory=list)  # (partition, record): forged or a zombie's
 
 
 class Restoring:
@@ -54,7 +56,7 @@ class Restoring:
         self.settings, self.holder, self.events, self.bulk = settings, holder, events, bulk
         self.preparer = Preparer(settings, holder, events)  # checkpoints loaded, producers made, side by side
         self.restorers: dict[int, Restorer] = {}
-        self.unknown: list[tuple[int, m.Event]] = []  # (partition, record) that did not count: for the loop
+        self._unknown: list[tuple[int, m.Event]] = []  # (partition, record) folded as not counting: for Fed
         self._retry_at: dict[int, float] = {}
         self._locked_logged: dict[int, float] = {}  # partition -> when its wait for the store lock was last logged
 
@@ -128,24 +130,22 @@ class Restoring:
         p = partition.number
         topic = self.settings.events_topic
         end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
-        partition.restore_target = max(end, partition.written_end)  # never short of our own committed writes
+        partition.offsets = offsets = partition.offsets.restoring(end)  # never short of our own committed writes
         restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
                             profile=partition.profile)
         self.restorers[p] = restorer
         kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
-        log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, partition.restore_target)
-        if end < partition.written_end:
+        log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, offsets.restore_target)
+        if end < offsets.written_end:
             log.warning("partition %d: the log's stable end (%d) is before our own committed events (up to %d): "
                         "waiting for it (a foreign transaction open in the events partition holds it back)",
-                        p, end, partition.written_end - 1)
+                        p, end, offsets.written_end - 1)
 
     def _folded_hook(self, p: int) -> Folder:
         """The restorer's hook that keeps the records of partition ``p`` that did not count."""
-        unknown = self.unknown
-
         def folded(event: m.Event, verdict: Folded) -> None:
             if verdict.status == FENCED:
-                unknown.append((p, event))
+                self._unknown.append((p, event))
         return folded
 
     def busy(self, partitions: list[Partition]) -> bool:
@@ -155,7 +155,8 @@ class Restoring:
                    for p in partitions)
 
     def feed(self, partitions: dict[int, Partition], timeout: float = 0.01) -> Fed:
-        """Fold what the events reader brought; the partitions now caught up, and the stores that failed."""
+        """Fold what the events reader brought; the partitions now caught up, the stores that failed, the records
+        that did not count."""
         fed = Fed()
         if not self.restorers:
             return fed
@@ -178,22 +179,24 @@ class Restoring:
                     partition.hold_until <= time.monotonic() and self._caught_up(partition):
                 self._done(partition)
                 fed.caught_up.append(partition)
+        fed.unknown, self._unknown = self._unknown, []
         return fed
 
     def _caught_up(self, partition: Partition) -> bool:
         restorer = self.restorers[partition.number]
-        if restorer.next_offset >= partition.restore_target:
+        target = partition.offsets.restore_target
+        if restorer.next_offset >= target:
             return True
         tp = TopicPartition(self.settings.events_topic, partition.number)
         position: int = kafka.call(self.events.position, [tp])[0].offset
-        return position != OFFSET_INVALID and position >= partition.restore_target
+        return position != OFFSET_INVALID and position >= target
 
     def _done(self, partition: Partition) -> None:
         p = partition.number
         restorer = self.restorers.pop(p)
         restorer.finish()
         self._unassign_events(p)
-        partition.next_offset = partition.restore_target
+        partition.offsets = partition.offsets.restored()
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)

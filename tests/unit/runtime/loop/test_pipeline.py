@@ -20,19 +20,20 @@ from engine.domain.lifecycle import JobState
 from engine.domain.timerouter import Windows
 from engine.errors import FencedError, TransactionAbortedError
 from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
-from engine.runtime.loop import outcomes
+from engine.runtime.loop import orphans, outcomes
 from engine.runtime.loop import draft as draft_module
 from engine.runtime.loop.admit import Admission
-from engine.runtime.loop.apply import Verdict, commit
+from engine.runtime.loop.apply import Verdict, commit, judge
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.dispatch import Dispatcher
-from engine.runtime.loop.partition import IllegalTransition, Partition, State
+from engine.runtime.loop.partition import IllegalTransition, Offsets, Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
 from engine.runtime.loop.write import Written
 from projections.evolve import WRITE_MODEL, fold
 from projections.batch import Batch
 from projections.store import open_store
+from projections.views.indexes import running_jobs
 from tests.unit.factories import command, submit
 
 TASKS = {"email.send": TaskPolicy()}
@@ -58,7 +59,7 @@ class Rig:
         self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison)
         self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
         self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
-        self.partition.next_offset = 0
+        self.partition.offsets = Offsets(next_event=0)
         self.command_offset = 0
 
     def ctx(self) -> DecideContext:
@@ -83,9 +84,16 @@ class Rig:
     def apply(self) -> Verdict:
         """The write step's stand-in: number the staged events as the log would, then apply."""
         staged = self.draft.take_staged()
-        n, first = len(staged.events), self.partition.next_offset
+        n, first = len(staged.events), self.partition.offsets.next_event
         self.log += list(zip(range(first, first + n), staged.events))
-        return commit(Written(self.partition, staged, None, first if n else None, first + n - 1 if n else None))
+        return self.applied(Written(self.partition, staged, None, first if n else None, first + n - 1 if n else None))
+
+    def applied(self, written: Written) -> Verdict:
+        """What the engine's apply step does with an ended transaction: judge it, keep the offsets, commit."""
+        verdict, self.partition.offsets = judge(written)
+        if verdict is Verdict.COMMITTED:
+            commit(written)
+        return verdict
 
     def job_state(self, job_id: str) -> JobState | None:
         job = self.draft.job(job_id)
@@ -116,6 +124,16 @@ def test_the_transition_table_refuses_what_it_lacks() -> None:
         partition.move(state)
     with pytest.raises(IllegalTransition):
         partition.move(State.ACTIVE)  # closed is final
+
+
+def test_the_offsets_are_replaced_whole_and_a_restore_never_stops_short_of_our_own_writes() -> None:
+    offsets = Offsets(next_event=5, written_end=20)
+    assert offsets.restoring(12).restore_target == 20  # the stable end lies before our own committed events
+    assert offsets.restoring(30).restore_target == 30
+    restored = offsets.restoring(30).restored()
+    assert restored.next_event == 30 and offsets.next_event == 5  # a new value; the old one is unchanged
+    assert restored.since_checkpoint == 30  # no checkpoint known: everything before offset 30 was folded
+    assert restored.checkpointed(24).since_checkpoint == 5 and restored.checkpointed(-1) == restored
 
 
 def test_a_job_is_admitted_started_and_finished_and_the_store_equals_a_rebuild(rig: Rig, tmp_path: Path) -> None:
@@ -199,17 +217,34 @@ def test_a_result_of_an_older_epoch_is_dropped(rig: Rig) -> None:
     assert rig.draft.staged.events == [] and rig.job_state("job-1") is JobState.RUNNING
 
 
+def test_jobs_left_running_by_an_older_epoch_are_requeued_under_the_new_one(rig: Rig) -> None:
+    for n in range(2):
+        rig.admit(submit(f"job-{n}"))
+    rig.dispatch()
+    rig.apply()
+    assert orphans.orphaned(running_jobs(rig.store), 1) == []  # started under the epoch that holds it
+    rig.draft.claim(2)  # taken over and claimed again
+    rig.draft.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
+    rig.apply()
+    orphaned = orphans.orphaned(running_jobs(rig.store), rig.draft.epoch)
+    assert sorted(orphaned) == ["job-0", "job-1"]
+    staged = orphans.requeue(rig.draft, orphaned, rig.poison, NOW)
+    assert [e.type for e in staged] == ["JobRequeued", "JobRequeued"] and staged == rig.draft.staged.events
+    assert [rig.job_state(j) for j in orphaned] == [JobState.QUEUED, JobState.QUEUED] and rig.poisoned == []
+
+
 def test_apply_folds_positions_only_for_a_transaction_that_committed_with_our_events_in_a_row(rig: Rig) -> None:
     rig.admit(submit("job-1"))
     staged = rig.draft.take_staged()
-    rig.partition.next_offset = 10
-    assert commit(Written(rig.partition, staged, FencedError("x"))) is Verdict.FENCED
-    assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
+    rig.partition.offsets = Offsets(next_event=10)
+    assert rig.applied(Written(rig.partition, staged, FencedError("x"))) is Verdict.FENCED
+    assert rig.applied(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
     n = len(staged.events)
-    assert commit(Written(rig.partition, staged, None, 11, 11 + n - 1)) is Verdict.OUT_OF_ORDER  # one foreign record
-    assert commit(Written(rig.partition, staged, None, 10, 10 + n)) is Verdict.OUT_OF_ORDER  # a gap inside
-    assert commit(Written(rig.partition, staged, None, 10, 10 + n - 1)) is Verdict.COMMITTED
-    assert rig.store.applied_offset() == 10 + n - 1 and rig.partition.next_offset == 10 + n + 1
+    one_foreign_record = Written(rig.partition, staged, None, 11, 11 + n - 1)
+    assert rig.applied(one_foreign_record) is Verdict.OUT_OF_ORDER
+    assert rig.applied(Written(rig.partition, staged, None, 10, 10 + n)) is Verdict.OUT_OF_ORDER  # a gap inside
+    assert rig.applied(Written(rig.partition, staged, None, 10, 10 + n - 1)) is Verdict.COMMITTED
+    assert rig.store.applied_offset() == 10 + n - 1 and rig.partition.offsets.next_event == 10 + n + 1
 
 
 def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(rig: Rig) -> None:
@@ -217,14 +252,14 @@ def test_a_transaction_out_of_order_still_moves_the_end_a_catch_up_must_reach(ri
     transaction open before them), and their results were dropped against a store that saw them queued."""
     rig.admit(submit("job-1"))
     staged = rig.draft.take_staged()
-    rig.partition.next_offset, n = 10, len(staged.events)
-    assert rig.partition.written_end == 0
-    assert commit(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
-    assert rig.partition.written_end == 0  # nothing of it is in the log
-    assert commit(Written(rig.partition, staged, None, 12, 12 + n - 1)) is Verdict.OUT_OF_ORDER
-    assert rig.partition.written_end == 12 + n + 1  # past its last event and its commit marker
-    assert commit(Written(rig.partition, staged, None)) is Verdict.OUT_OF_ORDER  # no delivery report
-    assert rig.partition.written_end == 12 + n + 1  # never moves back; without reports: 10 + n + 1 at least
+    rig.partition.offsets, n = Offsets(next_event=10), len(staged.events)
+    assert rig.partition.offsets.written_end == 0
+    assert rig.applied(Written(rig.partition, staged, TransactionAbortedError("x"))) is Verdict.ABORTED
+    assert rig.partition.offsets.written_end == 0  # nothing of it is in the log
+    assert rig.applied(Written(rig.partition, staged, None, 12, 12 + n - 1)) is Verdict.OUT_OF_ORDER
+    assert rig.partition.offsets.written_end == 12 + n + 1  # past its last event and its commit marker
+    assert rig.applied(Written(rig.partition, staged, None)) is Verdict.OUT_OF_ORDER  # no delivery report
+    assert rig.partition.offsets.written_end == 12 + n + 1  # never moves back; without reports: 10 + n + 1 at least
 
 
 def test_results_whose_decisions_are_never_written_are_taken_back_in_order(rig: Rig) -> None:
