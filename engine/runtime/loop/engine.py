@@ -159,7 +159,7 @@ class Engine:
         routed = route(self.partitions, _drain(self.inbox.commands), self._finished(arrivals.results))  # route
         self._routed(routed)
         t0 = time.perf_counter()
-        starts = self._apply([w for w in self._writing if w.done])  # apply
+        starts = self._apply([w for w in self._writing if w.done], now)  # apply
         if starts:
             self.executor.submit_many(starts)  # start
         t1 = time.perf_counter()
@@ -211,8 +211,9 @@ class Engine:
 
     # --- apply, decide, write -------------------------------------------------------------------
 
-    def _apply(self, written: list[Written]) -> list[RunRequest]:
-        """Apply each ended transaction and carry out its verdict; the attempts to start."""
+    def _apply(self, written: list[Written], now: int) -> list[RunRequest]:
+        """Apply each ended transaction and carry out its verdict; the attempts to start. ``now`` is the tick's:
+        what an activation stages (orphans re-queued) must not be stamped later than what this tick decides next."""
         starts: list[RunRequest] = []
         for w in written:
             self._writing.remove(w)
@@ -236,10 +237,10 @@ class Engine:
                 starts += run_requests(w, self._timeout_of, time.time())
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
-            self._follow(w, step)
+            self._follow(w, step, now)
         return starts
 
-    def _follow(self, w: Written, step: Followup) -> None:
+    def _follow(self, w: Written, step: Followup, now: int) -> None:
         """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the
         lifecycle."""
         partition = w.partition
@@ -251,7 +252,7 @@ class Engine:
                 kept = w.staged.take_results()
                 partition.inbound.keep_results(list(step.results) if step.results is not None else kept)
             self.inbox.decided(partition.inbound.drop_commands())
-        self.lifecycle.follow(partition, step, w.error, now_us())
+        self.lifecycle.follow(partition, step, w.error, now)
 
     def _decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""
