@@ -1,0 +1,80 @@
+"""The dispatch record: what a remote worker needs to run one attempt, written with its ``JobStarted``.
+
+One JSON record per attempt on ``<ns>.dispatch.<pool>``, keyed by the job id, produced in the
+partition's transaction that records the attempt's ``JobStarted`` (so a job is dispatched exactly
+when the log says it started, and an aborted start dispatches nothing to a ``read_committed``
+worker). The format is documented in docs/workers.md for workers in other languages. Pure.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from engine.contract import messages as m
+from engine.errors import DecodeError
+from engine.runtime.execution.outputs import OutputRecord
+
+FORMAT = 1
+
+
+def dispatch_topic(namespace: str, pool: str) -> str:
+    """The topic the workers of ``pool`` read their attempts from."""
+    return f"{namespace}.dispatch.{pool}"
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One attempt dispatched to a pool: the job, the attempt, its fencing token and its lease."""
+
+    job_id: str
+    tenant: str
+    task_type: str
+    attempt: int
+    epoch: int
+    replays: int
+    partition: int
+    fencing_token: int
+    lane: str
+    payload: m.Payload
+    pool: str
+    lease_s: float
+    timeout_s: float
+    dispatched_at_us: int
+    idempotency_key: str | None = None
+    traceparent: str | None = None
+
+
+def encode_dispatch(d: Dispatch) -> bytes:
+    """The record's value."""
+    p = d.payload
+    return json.dumps({
+        "format": FORMAT, "job_id": d.job_id, "tenant": d.tenant, "task_type": d.task_type, "attempt": d.attempt,
+        "epoch": d.epoch, "replays": d.replays, "partition": d.partition, "fencing_token": d.fencing_token,
+        "lane": d.lane, "pool": d.pool, "lease_s": d.lease_s, "timeout_s": d.timeout_s,
+        "dispatched_at_us": d.dispatched_at_us, "idempotency_key": d.idempotency_key, "traceparent": d.traceparent,
+        "payload": {"data": base64.b64encode(p.data).decode(), "content_type": p.content_type,
+                    "schema_name": p.schema_name, "schema_version": p.schema_version},
+    }, separators=(",", ":")).encode()
+
+
+def decode_dispatch(raw: bytes | None) -> Dispatch:
+    """A dispatch record; ``DecodeError`` naming what is wrong with one that is not."""
+    try:
+        d: dict[str, Any] = json.loads(raw or b"")
+        p = d["payload"]
+        payload = m.Payload(base64.b64decode(p["data"]), str(p["content_type"]), str(p.get("schema_name", "")),
+                            int(p.get("schema_version", 1)))
+        return Dispatch(str(d["job_id"]), str(d["tenant"]), str(d["task_type"]), int(d["attempt"]),
+                        int(d["epoch"]), int(d["replays"]), int(d["partition"]), int(d["fencing_token"]),
+                        str(d["lane"]), payload, str(d["pool"]), float(d["lease_s"]), float(d["timeout_s"]),
+                        int(d["dispatched_at_us"]), d.get("idempotency_key"), d.get("traceparent"))
+    except (ValueError, KeyError, TypeError) as e:
+        raise DecodeError(f"not a dispatch record: {type(e).__name__}: {e}", "dispatch") from e
+
+
+def dispatch_record(namespace: str, d: Dispatch) -> OutputRecord:
+    """The dispatch as a record staged in the start's transaction (``loop/effects_kafka`` writes it)."""
+    return OutputRecord(dispatch_topic(namespace, d.pool), encode_dispatch(d), d.job_id.encode())

@@ -1,0 +1,54 @@
+"""Handlers of a remote pool (``gpu``) and one in-process task, for the remote workers' tests."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from engine import App, RetryPolicy
+
+app = App()
+MARKS = Path(os.environ.get("EPOCHQ_TEST_MARKS", "/tmp/epochq-test-marks"))
+FAST_RETRY = RetryPolicy(max_attempts=4, base_delay=0.1, max_delay=0.2)
+
+
+def mark(kind: str, line: str) -> None:
+    """One line per execution, for the test to read (appends are atomic for short lines)."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    with open(MARKS / f"{kind}.log", "a") as f:
+        f.write(line + "\n")
+
+
+@app.task("remote.echo", pool="gpu", retry=FAST_RETRY)
+def echo(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Return the payload, with the process that ran it."""
+    return {"echo": payload, "pid": os.getpid(), "token": ctx.fencing_token}
+
+
+@app.task("remote.flaky", pool="gpu", retry=FAST_RETRY)
+def flaky(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Fail the first attempt, succeed the next."""
+    if ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    return {"attempt": ctx.attempt}
+
+
+@app.task("remote.slow", pool="gpu", lease=3, retry=FAST_RETRY)
+def slow(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Say it started (job, attempt, pid), then sleep ``payload['seconds']``."""
+    mark("slow", f"{ctx.job_id} {ctx.attempt} {os.getpid()} started")
+    time.sleep(float(payload.get("seconds", 0)))
+    mark("slow", f"{ctx.job_id} {ctx.attempt} {os.getpid()} done")
+    return {"attempt": ctx.attempt, "pid": os.getpid()}
+
+
+@app.task("remote.nobody", pool="nobody")
+def nobody(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """A pool no worker serves in the tests."""
+
+
+@app.task("local.echo")
+def local_echo(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Run in the engine's own process."""
+    return {"pid": os.getpid()}

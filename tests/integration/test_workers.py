@@ -1,0 +1,146 @@
+"""Remote workers against a real broker: an engine that decides, workers of a pool that run (docs/workers.md).
+
+Every attempt's end is in the log once: a success, a failure retried, a worker killed mid-run (its lease
+lapses: ``lease_expired``, retried on another worker), a SIGSTOPped worker resumed after its lease (its
+result refused: ``stale_token``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.client import Client
+from engine.config import Settings
+from engine.contract import messages as m
+from tests.integration.conftest import ROOT, eventually, events_by_job, start_engine, stop_process
+
+APP = "tests.integration.remote_app:app"
+TERMINAL = (m.JobSucceeded, m.JobFailed)
+
+
+class WorkerProcess:
+    """An ``epochq worker run`` in a child process."""
+
+    def __init__(self, settings: Settings, name: str, tmp: Path, pool: str = "gpu", concurrency: int = 4):
+        self.name, self.log_path = name, tmp / f"worker-{name}.log"
+        env = {**os.environ, "EPOCHQ_TEST_MARKS": str(tmp / "marks"), "PYTHONUNBUFFERED": "1"}
+        cmd = [sys.executable, "-m", "engine.cli.main", "worker", "run", APP, "--bootstrap",
+               settings.require_bootstrap(), "--namespace", settings.namespace, "--pool", pool,
+               "--concurrency", str(concurrency), "--worker-id", name, "--grace", "2"]
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def logs(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        return stop_process(self.proc, self.log)
+
+
+@pytest.fixture
+def workers(settings: Settings, tmp_path: Path) -> Iterator[dict[str, WorkerProcess]]:
+    """Workers by name, each stopped at teardown, even on failure."""
+    started: dict[str, WorkerProcess] = {}
+    yield started
+    for worker in started.values():
+        worker.stop()
+
+
+def start_worker(workers: dict[str, WorkerProcess], settings: Settings, name: str, tmp: Path) -> WorkerProcess:
+    workers[name] = WorkerProcess(settings, name, tmp)
+    return workers[name]
+
+
+def marks(tmp: Path) -> list[list[str]]:
+    path = tmp / "marks" / "slow.log"
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def bodies(settings: Settings, job_id: str) -> list[m.EventBody]:
+    return [logged.event.body for logged in events_by_job(settings).get(job_id, [])]
+
+
+def one_end_per_attempt(found: list[m.EventBody]) -> None:
+    """Each attempt started has at most one end in the log, and the job at most one success."""
+    ends = [(type(b).__name__, b.attempt) for b in found if isinstance(b, TERMINAL)]
+    assert len({a for _, a in ends}) == len(ends), ends
+    assert sum(isinstance(b, m.JobSucceeded) for b in found) <= 1, ends
+
+
+def test_remote_attempts_succeed_and_a_failure_is_retried_while_local_tasks_run_in_the_engine(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = start_engine(engines, settings, "a", tmp_path, app=APP)
+    engine.wait_active(3)
+    start_worker(workers, settings, "w1", tmp_path)
+    echo = client.submit("remote.echo", {"n": 1}, tenant="acme")
+    flaky = client.submit("remote.flaky", {}, tenant="acme")
+    local = client.submit("local.echo", {}, tenant="acme")
+    done = client.wait_all([echo, flaky, local], 60)
+    assert [o.status for o in done] == ["completed"] * 3, done
+    assert done[0].result["echo"] == {"n": 1} and done[0].result["pid"] == workers["w1"].proc.pid
+    assert done[2].result["pid"] == engine.proc.pid  # the embedded default: run in the engine's process
+    assert done[1].attempts == 2 and done[1].result == {"attempt": 2}
+    flaky_events = bodies(settings, flaky.job_id)
+    failed = [b for b in flaky_events if isinstance(b, m.JobFailed)]
+    assert [(f.attempt, f.error_type) for f in failed] == [(1, "RuntimeError")]
+    for handle in (echo, flaky):
+        one_end_per_attempt(bodies(settings, handle.job_id))
+
+
+def test_a_worker_killed_mid_run_loses_its_lease_and_the_attempt_is_retried_on_another(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    w1, w2 = start_worker(workers, settings, "w1", tmp_path), start_worker(workers, settings, "w2", tmp_path)
+    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme")
+    first = eventually(lambda: next((line for line in marks(tmp_path) if line[1] == "1"), None), 60,
+                       "attempt 1 to start on a worker")
+    victim = w1 if int(first[2]) == w1.proc.pid else w2
+    survivor = w2 if victim is w1 else w1
+    victim.proc.send_signal(signal.SIGKILL)
+    outcome = handle.wait(90)
+    assert outcome.status == "completed" and outcome.result["pid"] == survivor.proc.pid, outcome
+    found = bodies(settings, handle.job_id)
+    lapsed(found, outcome.attempts)
+    one_end_per_attempt(found)
+
+
+def lapsed(found: list[m.EventBody], attempts: int) -> None:
+    """Every attempt before the last one failed for its lease (attempt 1's worker died; a retry dispatched to a
+    partition of the dead worker's waits there until the group's session times out, and lapses too), and the last
+    one succeeded."""
+    failed = [(f.attempt, f.error_type) for f in found if isinstance(f, m.JobFailed)]
+    assert failed == [(n, "lease_expired") for n in range(1, attempts)] and attempts >= 2, found
+    assert [b.attempt for b in found if isinstance(b, m.JobSucceeded)] == [attempts]
+
+
+def test_a_worker_resumed_after_its_lease_lapsed_has_its_result_refused_by_the_token(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    w1 = start_worker(workers, settings, "w1", tmp_path)
+    handle = client.submit("remote.slow", {"seconds": 4}, tenant="acme")
+    eventually(lambda: any(line[1] == "1" and line[3] == "started" for line in marks(tmp_path)), 60,
+               "attempt 1 to start on w1")
+    w1.proc.send_signal(signal.SIGSTOP)  # a zombie: holds the attempt, sends no heartbeat
+    start_worker(workers, settings, "w2", tmp_path)
+    outcome = handle.wait(90)
+    assert outcome.status == "completed" and outcome.result["pid"] == workers["w2"].proc.pid, outcome
+    w1.proc.send_signal(signal.SIGCONT)  # wakes past its lease: finishes attempt 1 and reports it, too late
+
+    def refused() -> list[m.CommandRefused]:
+        found = [b for b in bodies(settings, handle.job_id)
+                 if isinstance(b, m.CommandRefused) and b.command == "ReportAttempt"]
+        assert found, "no refusal yet"
+        return found
+
+    refusals = eventually(refused, 60, "the zombie's result to be refused")
+    assert refusals[0].reason.startswith("stale_token"), refusals
+    found = bodies(settings, handle.job_id)
+    lapsed(found, outcome.attempts)
+    one_end_per_attempt(found)
