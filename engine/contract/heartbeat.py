@@ -64,6 +64,7 @@ class WorkerRow:
     task_types: list[str] | None = None  # the task types its app has handlers for; None: an engine that predates them
     pool: str | None = None  # a remote worker's pool (docs/workers.md); None: an engine
     jobs: list[LeasedJob] = field(default_factory=list)  # a remote worker's attempts, each renewed by this beat
+    pools: dict[str, str] = field(default_factory=dict)  # an engine's task types that remote pools run: type -> pool
 
 
 def encode_heartbeat(row: WorkerRow) -> bytes:
@@ -76,6 +77,7 @@ def encode_heartbeat(row: WorkerRow) -> bytes:
         **({"task_types": row.task_types} if row.task_types is not None else {}),
         **({"pool": row.pool, "jobs": [[j.job_id, j.token, j.progress, j.message] for j in row.jobs]}
            if row.pool is not None else {}),
+        **({"pools": row.pools} if row.pools else {}),
     }, separators=(",", ":"), sort_keys=True).encode()
 
 
@@ -92,7 +94,8 @@ def decode_heartbeat(raw: bytes, now_us: int) -> WorkerRow | None:
                         task_types=[str(t) for t in d["task_types"]] if "task_types" in d else None,
                         pool=str(d["pool"]) if d.get("pool") is not None else None,
                         jobs=[LeasedJob(str(j), int(t), None if p is None else float(p), str(msg))
-                              for j, t, p, msg in d.get("jobs", [])])
+                              for j, t, p, msg in d.get("jobs", [])],
+                        pools={str(t): str(p) for t, p in d.get("pools", {}).items()})
     except (ValueError, KeyError, TypeError):
         return None
     lost = now_us - row.seen_at_us > LOST_AFTER * interval * 1_000_000

@@ -144,3 +144,22 @@ def test_a_worker_resumed_after_its_lease_lapsed_has_its_result_refused_by_the_t
     found = bodies(settings, handle.job_id)
     lapsed(found, outcome.attempts)
     one_end_per_attempt(found)
+
+
+def test_a_job_of_a_pool_no_worker_serves_waits_visibly_and_runs_once_a_worker_comes(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.helpers.cli import epochq
+
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    handle = client.submit("remote.echo", {"n": 2}, tenant="acme")
+
+    def said() -> str:
+        done = epochq(settings, "status", handle.job_id)
+        assert "waiting for a worker of pool gpu" in done.stdout, done.stdout + done.stderr
+        return done.stdout
+
+    assert eventually(said, 30, "status to name the pool").startswith(
+        f"job {handle.job_id}: queued (waiting for a worker of pool gpu)")
+    assert client.status(handle.job_id).status == "queued"  # it waits: never started, never dead-lettered
+    start_worker(workers, settings, "w1", tmp_path)
+    assert handle.wait(60).status == "completed"

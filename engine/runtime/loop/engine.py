@@ -125,7 +125,8 @@ class Engine:
         self._next_tenants = self._next_metrics = 0.0
         self._timeout_of = partial(attempt_timeout, app)
         self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
-        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
+        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types,
+                                   pools={t: p for t in app.task_types if (p := remote.pool_of(t)) is not None})
 
     @property
     def partitions(self) -> dict[int, Partition]:
