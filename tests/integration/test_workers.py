@@ -163,3 +163,16 @@ def test_a_job_of_a_pool_no_worker_serves_waits_visibly_and_runs_once_a_worker_c
     assert client.status(handle.job_id).status == "queued"  # it waits: never started, never dead-lettered
     start_worker(workers, settings, "w1", tmp_path)
     assert handle.wait(60).status == "completed"
+
+
+def test_an_engine_run_with_no_execute_decides_only_and_a_worker_of_pool_default_runs_its_tasks(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = start_engine(engines, settings, "a", tmp_path, app=APP, extra=("--no-execute",))
+    engine.wait_active(3)
+    workers["d"] = WorkerProcess(settings, "d", tmp_path, pool="default")
+    start_worker(workers, settings, "g", tmp_path)
+    local, echo = client.submit("local.echo", {}, tenant="acme"), client.submit("remote.echo", {}, tenant="acme")
+    done = client.wait_all([local, echo], 60)
+    assert [o.status for o in done] == ["completed", "completed"], done
+    assert done[0].result["pid"] == workers["d"].proc.pid  # not the engine's: it runs nothing itself
+    assert done[1].result["pid"] == workers["g"].proc.pid  # a task's own pool still holds
