@@ -39,6 +39,7 @@ from engine.app import App
 from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.decide import DecideContext
+from engine.domain.lanes import Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
@@ -116,7 +117,8 @@ class Engine:
         dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
                                  pool_of=remote.pool_of) if remote.active
                       else Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair))
-        self.decider = Decider(admission, dispatcher, board, self.poison, self.executor.free_slots, base_ctx,
+        local_slots = self.executor.free_slots if options.execute else _none  # --no-execute: every type is remote
+        self.decider = Decider(admission, dispatcher, board, self.poison, local_slots, base_ctx,
                                pools_free=partial(self._pools_free, count) if remote.active else dict)
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
@@ -244,7 +246,6 @@ class Engine:
                 for event, folded in zip(w.staged.events, w.staged.folds):
                     self.metrics.observe(event, folded.status, folded.before, folded.after)
                 starts += run_requests(w, self._timeout_of, time.time())
-                self.remote.settle(w.staged.events)
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._follow(w, step, now)
@@ -287,6 +288,7 @@ class Engine:
             if partition.draft.staged and partition.writing is None and partition.state in WRITING:
                 staged = partition.draft.take_staged()
                 self.remote.stage(staged, partition.number)  # remote starts' dispatches: in the same transaction
+                self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
                 partition.writing = self.writer.launch(partition, staged, self.reader.group_metadata(),
                                                        self.inbox.wake)
             elif self.checkpointer.due(partition):
@@ -350,6 +352,11 @@ class Engine:
         self.writer.close()
         self.heartbeat.close()
         self.remote.close()
+
+
+def _none(lane: Lane) -> int:
+    """No local slot: an engine run with ``--no-execute`` runs nothing itself."""
+    return 0
 
 
 def attempt_timeout(app: App, task_type: str) -> float:

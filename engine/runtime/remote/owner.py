@@ -4,7 +4,7 @@ Made by the engine with its app and ``--no-execute``; with neither a ``pool=`` t
 ``--no-execute`` it holds nothing and reads nothing (the embedded default). For each start the
 loop writes, a task type of a pool is dispatched in the start's transaction (:meth:`Remote.stage`),
 leased once that committed (:meth:`Remote.grant`), renewed by its worker's heartbeats and released
-when its end is in the log (:meth:`Remote.settle`), or failed as ``lease_expired`` (:meth:`Remote.expire`).
+when its end is written (:meth:`Remote.settle`), or failed as ``lease_expired`` (:meth:`Remote.expire`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ class Remote:
 
     def __init__(self, app: App, settings: Settings, no_execute: bool = False) -> None:
         self._app, self._namespace, self._no_execute = app, settings.namespace, no_execute
+        self._pool_of: dict[str, str | None] = {}  # asked per job head by the dispatch step: worked out once per type
         self.pools = sorted({p for t in app.task_types if (p := self.pool_of(t)) is not None}
                             | ({DEFAULT_POOL} if no_execute else set()))
         self.leases = Leases()
@@ -59,9 +60,14 @@ class Remote:
 
     def pool_of(self, task_type: str) -> str | None:
         """The pool that runs ``task_type`` (None: this engine's own executor)."""
-        spec = self._spec(task_type)
-        pool = spec.pool if spec is not None else None
-        return pool if pool is not None else (DEFAULT_POOL if self._no_execute else None)
+        try:
+            return self._pool_of[task_type]
+        except KeyError:
+            spec = self._spec(task_type)
+            pool = spec.pool if spec is not None else None
+            found = self._pool_of[task_type] = pool if pool is not None else (
+                DEFAULT_POOL if self._no_execute else None)
+            return found
 
     def lease_of(self, task_type: str) -> float:
         """Seconds an attempt of ``task_type`` lives without a heartbeat."""
@@ -102,7 +108,8 @@ class Remote:
         return local
 
     def settle(self, events: Iterable[m.Event]) -> None:
-        """Release the leases of attempts whose end committed in ``events``."""
+        """Release the leases of attempts whose end is staged in ``events`` (about to be written: their worker's slot
+        is free; if the transaction aborts, the partition restores and the result, a command, is decided again)."""
         if self.leases.in_flight():
             self.leases.release(e.job_id for e in events if e.job_id is not None and isinstance(e.body, ENDED))
 

@@ -126,7 +126,7 @@ class Worker:
         """One round: take what fits, start it, report what finished, beat if due."""
         self._take(self._read())
         self._start_waiting()
-        self._report(self.executor.wait_results(0.02) if self.taken else [])
+        self._report(self.executor.wait_results(0.01) if self.taken else [])
         self._beat()
 
     def _room(self) -> int:
@@ -144,7 +144,7 @@ class Worker:
         if self._paused:
             self.consumer.resume(assignment)
             self._paused = False
-        return list(self.consumer.consume(num_messages=room, timeout=0.05 if self.taken else 0.2))
+        return list(self.consumer.consume(num_messages=room, timeout=0 if self.taken else 0.2))
 
     def _take(self, messages: list[Message]) -> None:
         now = time.time()
@@ -163,8 +163,7 @@ class Worker:
                 continue
             taken = Taken(d, request_of(d, now))
             self.taken[(d.job_id, d.attempt)] = taken
-            self.waiting.append(taken)
-            self._next_beat = 0.0  # the owner hears of it at once
+            self.waiting.append(taken)  # renewed by the next beat: more than a beat's time of its lease is left
 
     def _start_waiting(self) -> None:
         while self.waiting and self.executor.free_slots(self.waiting[0].request.lane) > 0:
