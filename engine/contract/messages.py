@@ -202,6 +202,7 @@ class ReportAttempt:
     retryable: bool = True
     worker: str = ""
     pool: str = ""
+    records: bytes | None = None  # what the handler produced (ctx.produce), JSON (engine.runtime.remote.dispatch)
 
 
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule

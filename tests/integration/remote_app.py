@@ -52,3 +52,18 @@ def nobody(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
 def local_echo(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     """Run in the engine's own process."""
     return {"pid": os.getpid()}
+
+
+@app.task("remote.emit", pool="gpu", retry=FAST_RETRY)
+def emit(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Produce one record to ``payload['topic']``; the first attempt then fails if ``payload['fail_first']``."""
+    ctx.produce(payload["topic"], f"attempt {ctx.attempt}", key=ctx.job_id, headers={"token": str(ctx.fencing_token)})
+    if payload.get("fail_first") and ctx.attempt == 1:
+        raise RuntimeError("failed after producing")
+    return {"attempt": ctx.attempt}
+
+
+@app.task("remote.emit.once", pool="gpu", retry=RetryPolicy(max_attempts=1))
+def emit_once(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """Produce ``payload['size']`` random bytes (they do not compress) to ``payload['topic']``, one attempt only."""
+    ctx.produce(payload["topic"], os.urandom(int(payload["size"])), key=ctx.job_id)

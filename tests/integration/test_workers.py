@@ -176,3 +176,28 @@ def test_an_engine_run_with_no_execute_decides_only_and_a_worker_of_pool_default
     assert [o.status for o in done] == ["completed", "completed"], done
     assert done[0].result["pid"] == workers["d"].proc.pid  # not the engine's: it runs nothing itself
     assert done[1].result["pid"] == workers["g"].proc.pid  # a task's own pool still holds
+
+
+def test_a_remote_handler_s_records_are_written_with_its_success_only_and_a_refused_one_fails_its_attempt(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_effects import committed_records, make_topic, set_max_message_bytes
+
+    out = make_topic(settings, f"{settings.namespace}.out")
+    shrinking = make_topic(settings, f"{settings.namespace}.shrinking", 1)
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    start_worker(workers, settings, "w1", tmp_path)
+    handles = [client.submit("remote.emit", {"topic": out, "fail_first": n % 2 == 0}, tenant="acme")
+               for n in range(6)]
+    assert [o.status for o in client.wait_all(handles, 90)] == ["completed"] * 6
+    written = committed_records(settings, out)
+    assert sorted(k for k, _ in written) == sorted(h.job_id.encode() for h in handles)  # once each, failures none
+    assert sorted(v for _, v in written) == sorted([b"attempt 2", b"attempt 1"] * 3)
+    assert client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant="acme").wait(60).status \
+        == "completed"
+    set_max_message_bytes(settings, shrinking, 2000)  # after the worker checked the topic: only the broker knows
+    refused = client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant="acme")
+    beside = client.submit("remote.emit", {"topic": out}, tenant="acme")
+    end = refused.wait(60)
+    assert end.status == "dead" and "MSG_SIZE_TOO_LARGE" in (end.error or ""), end.error
+    assert beside.wait(60).status == "completed"
+    assert len(committed_records(settings, shrinking, 1)) == 1  # the first job's

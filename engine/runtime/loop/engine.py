@@ -63,7 +63,7 @@ from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.outputgate import KafkaTopicGate
-from engine.runtime.remote.owner import Remote
+from engine.runtime.remote.owner import Remote, remote_refusals
 from engine.runtime.signatures import CommandChecker, engine_signer
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
 from engine.runtime.topics import checkpoints_topic, ensure_schemas_topic, partition_count, topic_exists
@@ -242,6 +242,8 @@ class Engine:
                 starts += run_requests(w, self._timeout_of, time.time())
                 continue
             step = followup(w, verdict, w.partition.state)
+            if w.refused and not step.counted:  # remote results' records refused: decided again as failures
+                self.decider.admission.refused_outputs.update(remote_refusals(w))
             if step.counted:
                 for event, folded in zip(w.staged.events, w.staged.folds):
                     self.metrics.observe(event, folded.status, folded.before, folded.after)

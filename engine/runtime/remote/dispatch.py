@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,32 @@ def decode_dispatch(raw: bytes | None) -> Dispatch:
                         int(d["dispatched_at_us"]), d.get("idempotency_key"), d.get("traceparent"))
     except (ValueError, KeyError, TypeError) as e:
         raise DecodeError(f"not a dispatch record: {type(e).__name__}: {e}", "dispatch") from e
+
+
+def encode_records(records: Sequence[OutputRecord]) -> bytes:
+    """The records a remote handler produced, as ``ReportAttempt.records`` carries them (JSON, bytes base64)."""
+    return json.dumps([{"topic": r.topic, "key": _b64(r.key), "value": _b64(r.value),
+                        "headers": [[name, _b64(value)] for name, value in r.headers or ()]} for r in records],
+                      separators=(",", ":")).encode()
+
+
+def decode_records(raw: bytes) -> tuple[OutputRecord, ...]:
+    """``ReportAttempt.records`` as records to write; ``DecodeError`` naming what is wrong."""
+    try:
+        return tuple(OutputRecord(str(r["topic"]), _unb64(r.get("value")), _unb64(r.get("key")),
+                                  tuple((str(n), _unb64(v)) for n, v in r.get("headers") or ()) or None)
+                     for r in json.loads(raw))
+    except (ValueError, KeyError, TypeError) as e:
+        raise DecodeError(f"ReportAttempt.records: not a list of records: {type(e).__name__}: {e}",
+                          "commands") from e
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode()
+
+
+def _unb64(value: str | None) -> bytes | None:
+    return None if value is None else base64.b64decode(value, validate=True)
 
 
 def dispatch_record(namespace: str, d: Dispatch) -> OutputRecord:

@@ -27,6 +27,7 @@ from engine.runtime.topics import ensure_dispatch_topic
 
 if TYPE_CHECKING:
     from engine.runtime.loop.draft import Staged
+    from engine.runtime.loop.write import Written
 
 DEFAULT_POOL = "default"
 """The pool of a task type without one, on an engine started with ``--no-execute``."""
@@ -143,3 +144,11 @@ class Remote:
         """Stop reading the heartbeats."""
         if self.directory is not None:
             self.directory.close()
+
+
+def remote_refusals(written: Written) -> dict[tuple[str, int], str]:
+    """The refused records of ``written`` (an aborted transaction) that no local result of it produced: a remote
+    result's, decided again from its command as a failure (``Admission.refused_outputs``). Pure."""
+    local = {(r.request.job_id, r.request.attempt) for r in written.staged.results}
+    return {key: why for key, why in written.refused.items() if key not in local}
+

@@ -29,10 +29,10 @@ from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import DecodeError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
+from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.kafka import Message, plain
 from engine.runtime.outputgate import KafkaTopicGate
-from engine.runtime.remote.dispatch import Dispatch, decode_dispatch, dispatch_topic
+from engine.runtime.remote.dispatch import Dispatch, decode_dispatch, dispatch_topic, encode_records
 from engine.runtime.signatures import client_signer
 from engine.runtime.topics import ensure_dispatch_topic, workers_topic
 
@@ -66,20 +66,13 @@ def request_of(d: Dispatch, now: float) -> RunRequest:
                       replays=d.replays)
 
 
-NO_PRODUCE = ("ctx.produce is not supported in a remote worker yet: its records could not be written with the "
-              "job's success (docs/workers.md)")
-
-
 def report_of(taken: Taken, result: RunResult, worker: str) -> m.Command:
-    """The ``ReportAttempt`` command that tells the owner how ``taken`` ended. Pure but for its id.
-
-    A success that produced records is reported as a failure that is not retried (``NO_PRODUCE``): written
-    apart from its ``JobSucceeded`` they would not be exactly once."""
+    """The ``ReportAttempt`` command that tells the owner how ``taken`` ended, with the records its handler
+    produced (the owner writes them with the job's ``JobSucceeded``). Pure but for its id."""
     d, out = taken.dispatch, result.outcome
-    if out.records:
-        out = Outcome(OutcomeKind.FAILED, None, "OutputRefusedError", NO_PRODUCE, "", out.duration_us, False)
+    records = encode_records(out.records) if out.records else None
     body = m.ReportAttempt(d.attempt, d.fencing_token, out.kind.value, out.duration_us, out.result, out.error_type,
-                           out.message, out.traceback, out.retryable, worker, d.pool)
+                           out.message, out.traceback, out.retryable, worker, d.pool, records)
     return m.Command(str(uuid.uuid4()), d.job_id, d.tenant, now_us(), body)
 
 

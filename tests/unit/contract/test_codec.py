@@ -74,7 +74,8 @@ COMMAND_SAMPLES = [
     AwaitJob("job-3"),
     ReportDependency("job-1", "completed", b'{"rows": 3}'),
     ReportDependency("job-2", "unknown", None, "no such job"),
-    ReportAttempt(2, (3 << 32) | 2, "succeeded", 1200, b'{"ok": true}', worker="w-1", pool="gpu"),
+    ReportAttempt(2, (3 << 32) | 2, "succeeded", 1200, b'{"ok": true}', worker="w-1", pool="gpu",
+                  records=b'[{"topic":"out","key":"az0=","value":null,"headers":[]}]'),
     ReportAttempt(1, (3 << 32) | 1, "failed", 50, None, "RuntimeError", "boom", "Traceback...", True, "w-2", "gpu"),
 ]
 
