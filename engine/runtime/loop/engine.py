@@ -323,6 +323,7 @@ class Engine:
         if clock >= self._next_metrics:
             self._next_metrics = clock + METRICS_EVERY_S
             sampling.sample(self.metrics, self.partitions.values(), self.standbys)
+            self.metrics.set_pools(self.remote.gauges())
         self.heartbeat.beat(self.partitions.values(), self.executor, self.options.lane_slots)
 
     def _pools_free(self, count: int) -> dict[str, int]:

@@ -140,6 +140,13 @@ class Remote:
         return {pool: max(0, math.ceil(self.directory.slots(pool) * share) - self.leases.in_flight(pool))
                 for pool in self.pools}
 
+    def gauges(self) -> dict[str, tuple[int, int, int]]:
+        """Per pool: its live workers' slots, the attempts out with them, the leases that lapsed so far."""
+        if self.directory is None:
+            return {}
+        return {pool: (self.directory.slots(pool), self.leases.in_flight(pool), self.leases.expiries[pool])
+                for pool in self.pools}
+
     def close(self) -> None:
         """Stop reading the heartbeats."""
         if self.directory is not None:
