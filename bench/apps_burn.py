@@ -24,3 +24,10 @@ def burn(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     n = 0
     while time.perf_counter() < end:
         n += 1
+
+
+@app.task("hold", pool="hold", lease=5)
+def hold(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Sleep ``payload['seconds']`` in a worker of pool ``hold`` (lease 5 s): for bench/worker_faults.py."""
+    time.sleep(float(payload.get("seconds", 10)))
+    return {"pid": os.getpid()}
