@@ -67,3 +67,13 @@ def emit(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
 def emit_once(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     """Produce ``payload['size']`` random bytes (they do not compress) to ``payload['topic']``, one attempt only."""
     ctx.produce(payload["topic"], os.urandom(int(payload["size"])), key=ctx.job_id)
+
+
+@app.task("remote.until_cancelled", pool="gpu", lease=3)
+def until_cancelled(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
+    """Say it started, then run until asked to stop (at most 60 s)."""
+    mark("cancel", f"{ctx.job_id} {ctx.attempt} {os.getpid()} started")
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        ctx.raise_if_cancelled()
+        time.sleep(0.05)

@@ -201,3 +201,20 @@ def test_a_remote_handler_s_records_are_written_with_its_success_only_and_a_refu
     assert end.status == "dead" and "MSG_SIZE_TOO_LARGE" in (end.error or ""), end.error
     assert beside.wait(60).status == "completed"
     assert len(committed_records(settings, shrinking, 1)) == 1  # the first job's
+
+
+def test_a_cancel_of_a_remote_attempt_reaches_its_worker_and_the_job_ends_cancelled(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    start_worker(workers, settings, "w1", tmp_path)
+    handle = client.submit("remote.until_cancelled", {}, tenant="acme")
+    log = tmp_path / "marks" / "cancel.log"
+    eventually(lambda: log.exists() and handle.job_id in log.read_text(), 60, "the attempt to start on w1")
+    client.cancel(handle.job_id, reason="enough")
+    outcome = handle.wait(60)
+    assert outcome.status == "cancelled", outcome
+    found = bodies(settings, handle.job_id)
+    assert not any(isinstance(b, m.JobFailed) and b.error_type == "lease_expired" for b in found), found
+    assert [type(b).__name__ for b in found if isinstance(b, (m.JobCancelRequested, m.JobCancelled))] == \
+        ["JobCancelRequested", "JobCancelled"]
+    one_end_per_attempt(found)

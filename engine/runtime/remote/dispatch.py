@@ -76,6 +76,34 @@ def decode_dispatch(raw: bytes | None) -> Dispatch:
         raise DecodeError(f"not a dispatch record: {type(e).__name__}: {e}", "dispatch") from e
 
 
+@dataclass(frozen=True, slots=True)
+class CancelAttempt:
+    """A cancel of a running remote attempt, sent on its pool's dispatch topic under the job id (so to the partition,
+    and the worker, its dispatch went to) in the transaction of its ``JobCancelRequested``."""
+
+    job_id: str
+    attempt: int
+    fencing_token: int
+    grace_s: float
+
+
+def encode_cancel(c: CancelAttempt) -> bytes:
+    """The cancel record's value: ``kind`` says it is not a dispatch."""
+    return json.dumps({"format": FORMAT, "kind": "cancel", "job_id": c.job_id, "attempt": c.attempt,
+                       "fencing_token": c.fencing_token, "grace_s": c.grace_s}, separators=(",", ":")).encode()
+
+
+def decode_message(raw: bytes | None) -> Dispatch | CancelAttempt:
+    """A record of a dispatch topic: a dispatch, or a cancel; ``DecodeError`` naming what is wrong."""
+    try:
+        d: dict[str, Any] = json.loads(raw or b"")
+        if isinstance(d, dict) and d.get("kind") == "cancel":
+            return CancelAttempt(str(d["job_id"]), int(d["attempt"]), int(d["fencing_token"]), float(d["grace_s"]))
+    except (ValueError, KeyError, TypeError) as e:
+        raise DecodeError(f"not a dispatch record: {type(e).__name__}: {e}", "dispatch") from e
+    return decode_dispatch(raw)
+
+
 def encode_records(records: Sequence[OutputRecord]) -> bytes:
     """The records a remote handler produced, as ``ReportAttempt.records`` carries them (JSON, bytes base64)."""
     return json.dumps([{"topic": r.topic, "key": _b64(r.key), "value": _b64(r.value),

@@ -99,6 +99,10 @@ class Leases:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else float("inf")
 
+    def lease(self, job_id: str) -> Lease | None:
+        """The lease of ``job_id``'s attempt out with a worker, if any."""
+        return self._by_job.get(job_id)
+
     def request(self, job_id: str) -> RunRequest | None:
         """The attempt ``job_id`` has out, if any."""
         lease = self._by_job.get(job_id)

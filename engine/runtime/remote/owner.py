@@ -20,7 +20,8 @@ from engine.contract import messages as m
 from engine.domain.fence import fencing_token
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop.effects import Output
-from engine.runtime.remote.dispatch import Dispatch, dispatch_record, dispatch_topic
+from engine.runtime.execution.outputs import OutputRecord
+from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, dispatch_record, dispatch_topic, encode_cancel
 from engine.runtime.remote.leases import Leases
 from engine.runtime.remote.pools import PoolDirectory
 from engine.runtime.topics import ensure_dispatch_topic
@@ -94,6 +95,19 @@ class Remote:
                          self.lease_of(job.task_type), self.timeout_of(job.task_type), at, job.idempotency_key,
                          job.traceparent)
             staged.outputs.append(Output(job.job_id, attempt, (dispatch_record(self._namespace, d),)))
+
+    def stage_cancels(self, staged: Staged, grace_s: float) -> None:
+        """Stage a cancel for each remote attempt ``staged`` asks to stop (``JobCancelRequested``), to the worker
+        that runs it: on its pool's dispatch topic, keyed by the job id, in the same transaction."""
+        if not self.leases.in_flight():
+            return
+        for event in staged.events:
+            body, lease = event.body, self.leases.lease(event.job_id or "")
+            if isinstance(body, m.JobCancelRequested) and lease is not None and lease.request.attempt == body.attempt:
+                record = OutputRecord(dispatch_topic(self._namespace, lease.pool),
+                                      encode_cancel(CancelAttempt(lease.request.job_id, body.attempt, lease.token,
+                                                                  grace_s)), lease.request.job_id.encode())
+                staged.outputs.append(Output(lease.request.job_id, body.attempt, (record,)))
 
     def grant(self, requests: list[RunRequest]) -> list[RunRequest]:
         """Lease the remote attempts among ``requests`` (their starts committed); the local ones, to run here."""

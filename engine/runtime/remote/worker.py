@@ -32,7 +32,7 @@ from engine.runtime.execution.executor import Executor
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.kafka import Message, plain
 from engine.runtime.outputgate import KafkaTopicGate
-from engine.runtime.remote.dispatch import Dispatch, decode_dispatch, dispatch_topic, encode_records
+from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
 from engine.runtime.signatures import client_signer
 from engine.runtime.topics import ensure_dispatch_topic, workers_topic
 
@@ -145,9 +145,12 @@ class Worker:
             if msg.error():
                 continue
             try:
-                d = decode_dispatch(msg.value())
+                d = decode_message(msg.value())
             except DecodeError as e:
                 log.warning("skipped a record of %s[%s]@%s: %s", msg.topic(), msg.partition(), msg.offset(), e)
+                continue
+            if isinstance(d, CancelAttempt):
+                self._cancel(d)
                 continue
             if d.dispatched_at_us / 1e6 + d.lease_s - self.every_s < now:  # no heartbeat can renew it in time
                 self.skipped += 1
@@ -157,6 +160,19 @@ class Worker:
             taken = Taken(d, request_of(d, now))
             self.taken[(d.job_id, d.attempt)] = taken
             self.waiting.append(taken)  # renewed by the next beat: more than a beat's time of its lease is left
+
+    def _cancel(self, c: CancelAttempt) -> None:
+        """Ask a running attempt to stop (``ctx.cancelled``), as the owner's cancel says; one waiting for a slot is
+        dropped (its lease lapses and the owner, which asked it to stop, records it cancelled)."""
+        taken = self.taken.get((c.job_id, c.attempt))
+        if taken is None or taken.dispatch.fencing_token != c.fencing_token:
+            return
+        if taken in self.waiting:
+            self.waiting.remove(taken)
+            del self.taken[(c.job_id, c.attempt)]
+            return
+        log.info("job %s attempt %d: cancel asked (grace %.3gs)", c.job_id, c.attempt, c.grace_s)
+        self.executor.cancel(c.job_id, c.attempt, c.grace_s)
 
     def _start_waiting(self) -> None:
         while self.waiting and self.executor.free_slots(self.waiting[0].request.lane) > 0:

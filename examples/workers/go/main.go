@@ -30,6 +30,7 @@ import (
 
 // Dispatch is one record of <ns>.dispatch.<pool> (JSON).
 type Dispatch struct {
+	Kind           string  `json:"kind"` // "cancel": a cancel of a running attempt, not a dispatch
 	JobID          string  `json:"job_id"`
 	Tenant         string  `json:"tenant"`
 	TaskType       string  `json:"task_type"`
@@ -252,7 +253,7 @@ func run() error {
 		fetches := client.PollFetches(ctx)
 		fetches.EachRecord(func(r *kgo.Record) {
 			var d Dispatch
-			if json.Unmarshal(r.Value, &d) != nil {
+			if json.Unmarshal(r.Value, &d) != nil || d.Kind == "cancel" { // this example's handlers do not stop early
 				return
 			}
 			w.mu.Lock()

@@ -139,7 +139,8 @@ async function main() {
   await consumer.run({
     partitionsConsumedConcurrently: args.concurrency,
     eachMessage: async ({ message }) => {
-      const d = JSON.parse(message.value.toString('utf8'), (k, v) => v); // fencing_token fits a double below 2^53
+      const d = JSON.parse(message.value.toString('utf8')); // fencing_token fits a double below 2^53
+      if (d.kind === 'cancel') return; // a cancel of a running attempt: this example's handlers do not stop early
       beatS = Math.max(0.5, Math.min(5, d.lease_s / 3));
       if (d.dispatched_at_us / 1e6 + d.lease_s - beatS < Date.now() / 1000) return; // its lease all but lapsed
       while (running.size >= args.concurrency) await sleep(20);
