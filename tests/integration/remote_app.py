@@ -77,3 +77,9 @@ def until_cancelled(ctx, payload: dict) -> None:  # type: ignore[no-untyped-def]
     while time.monotonic() < end:
         ctx.raise_if_cancelled()
         time.sleep(0.05)
+
+
+@app.task("remote.deps", pool="gpu")
+def deps(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Return what the jobs it waited for returned (``ctx.dependency_results``)."""
+    return {"seen": ctx.dependency_results}

@@ -218,3 +218,14 @@ def test_a_cancel_of_a_remote_attempt_reaches_its_worker_and_the_job_ends_cancel
     assert [type(b).__name__ for b in found if isinstance(b, (m.JobCancelRequested, m.JobCancelled))] == \
         ["JobCancelRequested", "JobCancelled"]
     one_end_per_attempt(found)
+
+
+def test_a_remote_job_that_waited_for_jobs_reads_their_results(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    start_worker(workers, settings, "w1", tmp_path)
+    first = client.submit("remote.echo", {"n": 7}, tenant="acme")
+    after = client.submit("remote.deps", {}, tenant="acme", depends_on=[first.job_id])
+    outcome = after.wait(60)
+    assert outcome.status == "completed", outcome
+    assert outcome.result["seen"][first.job_id]["echo"] == {"n": 7}, outcome.result

@@ -289,7 +289,7 @@ class Engine:
         for partition in self.partitions.values():
             if partition.draft.staged and partition.writing is None and partition.state in WRITING:
                 staged = partition.draft.take_staged()
-                self.remote.stage(staged, partition.number)  # remote starts' dispatches: in the same transaction
+                self.remote.stage(staged, partition.number, partition.draft.batch)  # dispatches: same transaction
                 self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
                 self.remote.stage_cancels(staged, self.options.cancel_grace_s)  # told to the worker that runs it
                 partition.writing = self.writer.launch(partition, staged, self.reader.group_metadata(),

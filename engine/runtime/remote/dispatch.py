@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ class Dispatch:
     dispatched_at_us: int
     idempotency_key: str | None = None
     traceparent: str | None = None
+    dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None  # how each dependency ended
 
 
 def encode_dispatch(d: Dispatch) -> bytes:
@@ -58,6 +59,8 @@ def encode_dispatch(d: Dispatch) -> bytes:
         "dispatched_at_us": d.dispatched_at_us, "idempotency_key": d.idempotency_key, "traceparent": d.traceparent,
         "payload": {"data": base64.b64encode(p.data).decode(), "content_type": p.content_type,
                     "schema_name": p.schema_name, "schema_version": p.schema_version},
+        **({"dependencies": {job: [status, _b64(result), error] for job, (status, result, error)
+                             in d.dependencies.items()}} if d.dependencies is not None else {}),
     }, separators=(",", ":")).encode()
 
 
@@ -71,7 +74,9 @@ def decode_dispatch(raw: bytes | None) -> Dispatch:
         return Dispatch(str(d["job_id"]), str(d["tenant"]), str(d["task_type"]), int(d["attempt"]),
                         int(d["epoch"]), int(d["replays"]), int(d["partition"]), int(d["fencing_token"]),
                         str(d["lane"]), payload, str(d["pool"]), float(d["lease_s"]), float(d["timeout_s"]),
-                        int(d["dispatched_at_us"]), d.get("idempotency_key"), d.get("traceparent"))
+                        int(d["dispatched_at_us"]), d.get("idempotency_key"), d.get("traceparent"),
+                        {str(j): (str(st), _unb64(r), str(err)) for j, (st, r, err) in d["dependencies"].items()}
+                        if d.get("dependencies") is not None else None)
     except (ValueError, KeyError, TypeError) as e:
         raise DecodeError(f"not a dispatch record: {type(e).__name__}: {e}", "dispatch") from e
 

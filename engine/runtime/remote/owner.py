@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.app import App, TaskSpec
 from engine.clock import now_us
@@ -25,6 +25,7 @@ from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, dispatch_rec
 from engine.runtime.remote.leases import Leases
 from engine.runtime.remote.pools import PoolDirectory
 from engine.runtime.topics import ensure_dispatch_topic
+from projections.views.dependencies import read_reports
 
 if TYPE_CHECKING:
     from engine.runtime.loop.draft import Staged
@@ -80,8 +81,9 @@ class Remote:
         spec = self._spec(task_type)
         return spec.timeout if spec is not None else 300.0
 
-    def stage(self, staged: Staged, partition: int) -> None:
-        """Stage the dispatch of each remote start in ``staged`` with it, in the same transaction."""
+    def stage(self, staged: Staged, partition: int, batch: Any = None) -> None:
+        """Stage the dispatch of each remote start in ``staged`` with it, in the same transaction (``batch``: the
+        partition's write model, where a job that waited for jobs finds how each ended)."""
         if not self.pools:
             return
         at = now_us()
@@ -93,7 +95,7 @@ class Remote:
             d = Dispatch(job.job_id, job.tenant_id, job.task_type, attempt, event.epoch, job.replays, partition,
                          fencing_token(event.epoch, attempt, job.replays), job.lane, job.payload, pool,
                          self.lease_of(job.task_type), self.timeout_of(job.task_type), at, job.idempotency_key,
-                         job.traceparent)
+                         job.traceparent, read_reports(batch, job) if job.depends_on and batch is not None else None)
             staged.outputs.append(Output(job.job_id, attempt, (dispatch_record(self._namespace, d),)))
 
     def stage_cancels(self, staged: Staged, grace_s: float) -> None:

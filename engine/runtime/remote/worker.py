@@ -63,7 +63,7 @@ def request_of(d: Dispatch, now: float) -> RunRequest:
     return RunRequest(partition=d.partition, epoch=d.epoch, job_id=d.job_id, tenant=d.tenant, task_type=d.task_type,
                       attempt=d.attempt, lane=lane, payload=d.payload, idempotency_key=d.idempotency_key,
                       deadline=now + d.timeout_s, queued_at_us=d.dispatched_at_us, traceparent=d.traceparent,
-                      replays=d.replays)
+                      replays=d.replays, dependencies=d.dependencies)
 
 
 def report_of(taken: Taken, result: RunResult, worker: str) -> m.Command:
