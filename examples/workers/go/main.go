@@ -147,6 +147,12 @@ func (w *worker) heartbeat(ctx context.Context, tombstone bool) {
 	used := len(w.running)
 	interval := w.beat.Seconds()
 	w.mu.Unlock()
+	start := time.Now()
+	defer func() {
+		if took := time.Since(start); took.Seconds() > interval/2 {
+			fmt.Fprintf(os.Stderr, "epochq-worker: a heartbeat took %v\n", took)
+		}
+	}()
 	var value []byte
 	if !tombstone {
 		value, _ = json.Marshal(map[string]any{"format": 1, "instance": w.id, "host": "go", "pid": os.Getpid(),
@@ -241,10 +247,18 @@ func run() error {
 	}
 	w := &worker{id: *id, namespace: namespace, pool: pool, concurrency: *concurrency, client: client, schema: schema,
 		running: map[string]Dispatch{}, beat: time.Second, started: time.Now().UnixMicro()}
+	wake := make(chan struct{}, 1) // an attempt taken: beat at once, the owner renews its lease from now
 	go func() {
 		for ctx.Err() == nil {
 			w.heartbeat(ctx, false)
-			time.Sleep(w.beat)
+			w.mu.Lock()
+			beat := w.beat
+			w.mu.Unlock()
+			select {
+			case <-time.After(beat):
+			case <-wake:
+			case <-ctx.Done():
+			}
 		}
 	}()
 	fmt.Printf("{\"worker\":%q,\"pool\":%q,\"pid\":%d}\n", w.id, pool, os.Getpid())
@@ -268,6 +282,10 @@ func run() error {
 			w.running[key] = d
 			w.mu.Unlock()
 			fmt.Printf("{\"taken\":%q,\"attempt\":%d}\n", d.JobID, d.Attempt)
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 			go func() {
 				defer func() { w.mu.Lock(); delete(w.running, key); w.mu.Unlock(); <-slots }()
 				w.run(context.Background(), d)

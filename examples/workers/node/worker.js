@@ -107,7 +107,13 @@ async function main() {
       messages: [{ key: args.workerId, value: JSON.stringify(row) }] });
   };
   let beating = true;
-  const beater = (async () => { while (beating) { await beat().catch(() => {}); await sleep(beatS * 1000); } })();
+  let wake = null; // an attempt taken: beat at once, the owner renews its lease from now
+  const beater = (async () => {
+    while (beating) {
+      await beat().catch(() => {});
+      await new Promise((resolve) => { wake = resolve; setTimeout(resolve, beatS * 1000); });
+    }
+  })();
 
   const report = async (d, outcome) => {
     const body = { attempt: d.attempt, fencing_token: d.fencing_token, outcome: outcome.kind, duration_us: outcome.durationUs,
@@ -147,6 +153,7 @@ async function main() {
       const key = `${d.job_id}/${d.attempt}`;
       running.set(key, { dispatch: d });
       console.log(JSON.stringify({ taken: d.job_id, attempt: d.attempt }));
+      if (wake) wake();
       run(d).finally(() => running.delete(key)); // not awaited: a slow attempt holds no partition
     },
   });
