@@ -159,7 +159,9 @@ class Worker:
                 continue
             taken = Taken(d, request_of(d, now))
             self.taken[(d.job_id, d.attempt)] = taken
-            self.waiting.append(taken)  # renewed by the next beat: more than a beat's time of its lease is left
+            self.waiting.append(taken)
+            if d.dispatched_at_us / 1e6 + d.lease_s - 2 * self.every_s < now:
+                self._next_beat = 0.0  # little of its lease is left: the owner hears of it at once
 
     def _cancel(self, c: CancelAttempt) -> None:
         """Ask a running attempt to stop (``ctx.cancelled``), as the owner's cancel says; one waiting for a slot is
