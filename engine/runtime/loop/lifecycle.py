@@ -120,7 +120,7 @@ class Lifecycle:
 
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them (``loop/restoring.py``)."""
-        self._retake()
+        self.retake()
         self.taking.set_up(list(self.partitions.values()))
 
     @property
@@ -238,7 +238,7 @@ class Lifecycle:
 
     def recreate(self, partition: Partition, why: str) -> None:
         """``partition``'s producer failed for good but no one fenced it: let its store and producer go now, and set
-        it up again at the next set-up if the group still assigns it here (:meth:`_retake`)."""
+        it up again at the next set-up if the group still assigns it here (:meth:`retake`)."""
         p = partition.number
         log.warning("partition %d: %s; setting it up again with a new producer (epoch %d ends here)",
                     p, why, partition.epoch)
@@ -251,7 +251,7 @@ class Lifecycle:
         self._recreating.add(p)
         self.changed = True
 
-    def _retake(self) -> None:
+    def retake(self) -> None:
         """Take again, as if newly assigned, the partitions let go by :meth:`recreate` that the group still assigns
         here (a revocation noted meanwhile has taken them out of ``reader.assigned``)."""
         for p in sorted(self._recreating):
