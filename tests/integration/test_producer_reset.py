@@ -21,6 +21,9 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
+from engine.runtime.loop.inbox import CommandReader, Inbox
+from engine.runtime.loop.lifecycle import Lifecycle
+from engine.runtime.loop.partition import Partition, State
 from tests.integration.conftest import events_by_job, eventually, start_engine, verify_partition
 from tests.integration.helpers.ports import free_port
 
@@ -83,3 +86,40 @@ def test_a_fatal_producer_error_that_is_no_fence_sets_the_partition_up_again(  #
     assert engine.proc.poll() is None
     assert engine.stop() == 0
     assert verify_partition(engine.settings(settings), reset).matches
+
+
+def test_a_failed_producer_of_a_partition_the_group_moved_is_not_set_up_again(  # type: ignore[no-untyped-def]
+        settings: Settings, tmp_path: Path) -> None:
+    """The group moves one of two partitions to another member while their producers are being replaced: only the
+    one still assigned here is taken again; the other is left to its new owner (real group, real broker)."""
+    inbox = Inbox()
+    reader = CommandReader(kafka.commands_consumer(settings), settings.commands_topic, inbox, revoke_wait_s=0.1)
+    events = kafka.events_reader(settings, "reset-test")
+    lifecycle = Lifecycle(settings, "o1", reader, events, None, None, None, 1.0)  # type: ignore[arg-type]
+    other = kafka.commands_consumer(settings)
+    reader.start()
+    try:
+        eventually(lambda: reader.assigned == {0, 1, 2}, 60, "the reader assigned every partition")
+        for p in (0, 1, 2):
+            lifecycle.partitions[p] = partition = Partition(p, "o1")
+            partition.state = State.ACTIVE
+        other.subscribe([settings.commands_topic])
+
+        def moved() -> bool:
+            other.consume(10, 0.2)  # joins the group: the cooperative rebalance moves partitions to it
+            return len(reader.assigned) < 3 and bool(other.assignment())
+
+        eventually(moved, 60, "the group to move a partition to the other member")
+        kept = set(reader.assigned)
+        for p in (0, 1, 2):
+            lifecycle.recreate(lifecycle.partitions[p], "producer failed for good, not fenced (test)")
+        assert not lifecycle.partitions
+        lifecycle.retake()
+        assert set(lifecycle.partitions) == kept
+        assert all(p.state is State.ASSIGNED and p.accept_tag > 0 for p in lifecycle.partitions.values())
+    finally:
+        lifecycle.partitions.clear()
+        reader.stop()
+        other.close()
+        lifecycle.close_all()
+        events.close()
