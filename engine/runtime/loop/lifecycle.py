@@ -11,10 +11,10 @@ a claim committed activates p; an aborted or out-of-order one resyncs it (restor
 log, same epoch); a refused one does so after a hold that grows with the refusals in a row
 (``loop/refusals.py``); a fenced one steps p down, and one that failed while handing back drops it.
 One whose producer failed for good without a fence (``ProducerFailedError``) sets p up again
-(:meth:`Lifecycle.recreate`): its store and producer are let go at once, and at the next set-up, if
-the group still assigns p here, p starts over as assigned (a new producer, whose initialisation
-settles the dead one's transaction; a restore; a claim of the next epoch), reading its commands
-again from the group's committed offset.
+(:meth:`Lifecycle.recreate`): its store and producer are let go at once and, if the group still
+assigns p here, p starts over as assigned (a new producer, whose initialisation settles the dead
+one's transaction; a restore; a claim of the next epoch), reading its commands again from the
+group's committed offset.
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
@@ -73,7 +73,6 @@ class Lifecycle:
         self.partitions: dict[int, Partition] = {}
         self.timers: dict[int, PartitionTimers] = {}
         self._notes: list[Note] = []
-        self._recreating: set[int] = set()  # let go after their producer failed: set up again if still assigned
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
@@ -120,7 +119,6 @@ class Lifecycle:
 
     def set_up(self) -> None:
         """Open store and producer for assigned partitions and start restoring them (``loop/restoring.py``)."""
-        self.retake()
         self.taking.set_up(list(self.partitions.values()))
 
     @property
@@ -237,8 +235,9 @@ class Lifecycle:
     # --- a producer that failed without a fence -----------------------------------------------
 
     def recreate(self, partition: Partition, why: str) -> None:
-        """``partition``'s producer failed for good but no one fenced it: let its store and producer go now, and set
-        it up again at the next set-up if the group still assigns it here (:meth:`retake`)."""
+        """``partition``'s producer failed for good but no one fenced it: let its store and producer go, and take
+        it again as newly assigned if the group still assigns it here (a revocation whose note still waits has
+        taken it out of ``reader.assigned`` already)."""
         p = partition.number
         log.warning("partition %d: %s; setting it up again with a new producer (epoch %d ends here)",
                     p, why, partition.epoch)
@@ -247,23 +246,13 @@ class Lifecycle:
         partition.draft.forget()
         self._release(partition)
         _close_quietly(partition)
-        partition.state = State.CLOSED  # this holder's episode is over; a new Partition takes p again
-        self._recreating.add(p)
+        partition.state = State.CLOSED  # this episode is over; a new Partition takes p again
         self.changed = True
-
-    def retake(self) -> None:
-        """Take again, as if newly assigned, the partitions let go by :meth:`recreate` that the group still assigns
-        here (a revocation noted meanwhile has taken them out of ``reader.assigned``)."""
-        for p in sorted(self._recreating):
-            self._recreating.discard(p)
-            if p in self.partitions:
-                continue  # assigned anew meanwhile
-            if p not in self.reader.assigned:
-                log.info("partition %d: not set up again: the group no longer assigns it here", p)
-                continue
-            partition = self.partitions[p] = Partition(p, self.owner_id, self.profile)
-            partition.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again
-            self.changed = True
+        if p not in self.reader.assigned:
+            log.info("partition %d: not set up again: the group no longer assigns it here", p)
+            return
+        again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
+        again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
 
     # --- giving back ------------------------------------------------------------------------
 
