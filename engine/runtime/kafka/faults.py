@@ -23,7 +23,9 @@ class CommitFault:
     """One ``commit_transaction`` that raises ``error`` instead of committing, the first time ``when()`` says so.
 
     ``commit_first``: commit for real, then raise (the outcome the caller cannot know is a commit); otherwise
-    the transaction is left open on the brokers, as a producer that died before its EndTxn leaves it."""
+    the transaction is left open on the brokers, as a producer that died before its EndTxn leaves it: the
+    producer is dead from then on (it aborts nothing, closing it does nothing), so only a new producer of its
+    transactional id settles that transaction."""
 
     error: KafkaError
     when: Callable[[], bool]
@@ -41,6 +43,8 @@ class CommitFault:
 
 
 _armed: list[CommitFault] = []
+_dead: list[Producer] = []
+"""Producers a fault killed, kept from being destroyed: their transaction stays open as a dead client's does."""
 
 
 def fail_commit_once(code: int, reason: str, when: Callable[[], bool], commit_first: bool = False) -> CommitFault:
@@ -60,7 +64,24 @@ class FaultyProducer(Producer):
             return super().commit_transaction(*args)
         if fault.commit_first:
             super().commit_transaction(*args)
+        else:
+            _dead.append(self)
         raise KafkaException(fault.error)
+
+    def abort_transaction(self, *args: Any) -> None:
+        """Abort, unless the producer is dead (then raise what a dead producer raises)."""
+        if self in _dead:
+            raise KafkaException(KafkaError(KafkaError._FATAL, "Local: Fatal error", fatal=True))
+        return super().abort_transaction(*args)
+
+    def purge(self, *args: Any, **kwargs: Any) -> None:
+        """Purge, unless the producer is dead."""
+        if self not in _dead:
+            super().purge(*args, **kwargs)
+
+    def close(self, *args: Any) -> bool:
+        """Close, unless the producer is dead (it stays as it is, its transaction open)."""
+        return True if self in _dead else bool(super().close(*args))
 
 
 def producer(config: dict[str, Any]) -> Producer:
