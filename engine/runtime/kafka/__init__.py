@@ -6,8 +6,9 @@ names the types the rest of the code holds (``Consumer``, ``Producer``, ``Messag
 ``TopicPartition``).
 
 The owner's calls go through :func:`call` or :func:`produce_owned`, which turn a
-``KafkaException`` into the error tree of ``engine.errors``: a fenced or fatal producer becomes
-``FencedError`` (step down, never retry the write), an abortable transaction error
+``KafkaException`` into the error tree of ``engine.errors``: a fenced producer (or one failed for good
+without saying why) becomes ``FencedError`` (step down, never retry the write), one failed for good for another
+reason ``ProducerFailedError`` (a new producer, restore, claim again), an abortable transaction error
 ``TransactionAbortedError`` (abort, catch up, decide again), anything else
 ``KafkaUnavailableError`` (retry later). Every other call is translated by :mod:`.errors`
 (refused: ``AccessDeniedError``; anything else: ``KafkaUnavailableError``).
@@ -37,6 +38,7 @@ from engine.runtime.kafka.errors import denied as denied
 from engine.runtime.kafka.errors import read_refused as read_refused
 from engine.runtime.kafka.errors import translate as translate
 from engine.runtime.kafka.errors import translated
+from engine.runtime.kafka import faults
 from engine.runtime.kafka.schemas import read_through
 from engine.errors import (
     AccessDeniedError,
@@ -80,7 +82,7 @@ def transactional_id(settings: Settings, partition: int) -> str:
 
 def owner_producer(settings: Settings, partition: int) -> Producer:
     """A transactional producer for one partition's events; initialising it fences zombies."""
-    producer = Producer({
+    producer = faults.producer({  # the client's Producer unless a test armed a fault (faults.py)
         **settings.kafka_config(),
         "transactional.id": transactional_id(settings, partition),
         "enable.idempotence": True,

@@ -247,6 +247,9 @@ class Engine:
         if step.next is Next.STEP_DOWN:
             self.metrics.producer_fenced()
             log.error("partition %d fenced at epoch %d: %s", partition.number, partition.epoch, w.error)
+        elif step.next is Next.RECREATE:
+            self.metrics.producer_recreated()
+            self.inbox.decided(partition.inbound.drop_commands())  # read again from the committed offset
         elif step.next is Next.BACK_OFF or step.next is Next.RESYNC:
             if step.keep_results:
                 kept = w.staged.take_results()

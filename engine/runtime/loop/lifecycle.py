@@ -10,6 +10,11 @@ After each transaction the lifecycle follows the apply step's verdict (:meth:`Li
 a claim committed activates p; an aborted or out-of-order one resyncs it (restores it from the
 log, same epoch); a refused one does so after a hold that grows with the refusals in a row
 (``loop/refusals.py``); a fenced one steps p down, and one that failed while handing back drops it.
+One whose producer failed for good without a fence (``ProducerFailedError``) sets p up again
+(:meth:`Lifecycle.recreate`): its store and producer are let go at once and, if the group still
+assigns p here, p starts over as assigned (a new producer, whose initialisation settles the dead
+one's transaction; a restore; a claim of the next epoch), reading its commands again from the
+group's committed offset.
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
@@ -181,6 +186,8 @@ class Lifecycle:
                 self.activate(partition, now)
         elif step.next is Next.DROP:
             self.drop(partition.number, step.why)
+        elif step.next is Next.RECREATE:
+            self.recreate(partition, step.why)
         elif step.next is Next.BACK_OFF:
             self.resync(partition, None, step.rewind, refusals.refused(partition, error))
         else:
@@ -224,6 +231,28 @@ class Lifecycle:
             self.taking.start(partition)
         else:
             self.resync(partition, "store wiped", rewind)
+
+    # --- a producer that failed without a fence -----------------------------------------------
+
+    def recreate(self, partition: Partition, why: str) -> None:
+        """``partition``'s producer failed for good but no one fenced it: let its store and producer go, and take
+        it again as newly assigned if the group still assigns it here (a revocation whose note still waits has
+        taken it out of ``reader.assigned`` already)."""
+        p = partition.number
+        log.warning("partition %d: %s; setting it up again with a new producer (epoch %d ends here)",
+                    p, why, partition.epoch)
+        self.reader.pause([p])
+        self.partitions.pop(p, None)
+        partition.draft.forget()
+        self._release(partition)
+        _close_quietly(partition)
+        partition.state = State.CLOSED  # this episode is over; a new Partition takes p again
+        self.changed = True
+        if p not in self.reader.assigned:
+            log.info("partition %d: not set up again: the group no longer assigns it here", p)
+            return
+        again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
+        again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
 
     # --- giving back ------------------------------------------------------------------------
 
@@ -288,3 +317,17 @@ class Lifecycle:
         self.taking.close()
         for note in self._notes:
             note.settled.set()
+
+
+def _close_quietly(partition: Partition) -> None:
+    """Close a failed producer: what it still queued is purged; its open transaction is aborted if it still can
+    be, or else by the next producer's initialisation."""
+    producer = partition.producer
+    partition.producer = None
+    if producer is None:
+        return
+    try:
+        producer.purge()
+        producer.close()
+    except Exception as e:  # noqa: BLE001 - it failed for good already: its replacement settles the rest
+        log.debug("partition %d: closing the failed producer: %s", partition.number, e)

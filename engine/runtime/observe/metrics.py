@@ -116,6 +116,9 @@ class EngineMetrics:
                                       "claim's epoch (forged, or a zombie's)", ("kind",), registry=r)
         for kind in ("claim", "event"):  # present at 0 from the start: an alert rule sees the first one
             self.unknown_writes.labels(kind)
+        self.producer_resets = Counter("epochq_producer_resets_total", "Producers that failed for good without a "
+                                       "fence: each partition is set up again with a new one while the group still "
+                                       "assigns it here", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
         self.tick_seconds = Histogram("epochq_tick_seconds", "Time one loop tick spends in a step: decide (commands, "
                                       "results, timers, dispatch), write (the transactions), apply (store commits)",
@@ -283,6 +286,10 @@ class EngineMetrics:
     def producer_fenced(self) -> None:
         """Count one write the broker refused because a newer owner fenced our producer."""
         self.fenced_writes.inc()
+
+    def producer_recreated(self) -> None:
+        """Count one producer that failed for good, unfenced (its partition is set up again, if still assigned here)."""
+        self.producer_resets.inc()
 
     # --- serving ---------------------------------------------------------------------------
 
