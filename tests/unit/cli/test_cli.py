@@ -77,6 +77,18 @@ def test_an_unexpected_exception_is_one_line_and_status_70(capsys: pytest.Captur
     assert err[0].startswith("epochq: error: internal error: ValueError: Expected non-empty")
 
 
+@pytest.mark.parametrize("argv", [["console", "--port", "99999"], ["console", "--port", "-1"],
+                                  ["engine", "run", "app:app", "--console-port", "70000"],
+                                  ["engine", "run", "app:app", "--metrics-port", "0x50"]])
+def test_a_port_out_of_range_is_a_usage_error_naming_the_range(capsys: pytest.CaptureFixture[str],
+                                                                argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"{argv[-2]}: expected a port from 1 to 65535, got "
+                                                            f"{argv[-1]!r}")
+
+
 def test_asked_partitions_and_replication_must_match_existing_topics() -> None:
     settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns")
     infos = [TopicInfo("ns.commands", 6, 1, {}), TopicInfo("ns.events", 6, 1, {}), TopicInfo("ns.tenants", 1, 1, {})]
