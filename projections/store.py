@@ -18,10 +18,9 @@ if TYPE_CHECKING:
 
 OFFSET_KEY = b"m:offset"
 LOG_KEY = b"m:log"
-"""The identity of the log the store was folded from (``<cluster id>/<topic id>``, :func:`log_identity_of`),
-written with the first commit after the store was bound to it (:meth:`ProjectionStore.bind`). A topic deleted
-and created again under the same name has a new topic id, a new cluster a new cluster id: a store whose
-identity is another log's is wiped (:func:`matched`), never folded on. A checkpoint carries its store's."""
+"""The identity of the log the store was folded from (``<cluster id>/<topic id>``), written with the first commit
+after the store was bound to it (:meth:`ProjectionStore.bind`): a store of another log is wiped, never folded on
+(``projections.identity``). A checkpoint carries its store's."""
 TENANT_INDEXED = b"m:tindex"
 """Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
 made before the index existed lacks it, and readers then scan the log instead."""
@@ -141,8 +140,8 @@ class ProjectionStore:
         return None if raw is None else raw.decode(errors="replace")
 
     def bind(self, identity: str) -> None:
-        """This store folds the log ``identity`` (which :func:`matched` found its own): a store that does not
-        record it yet (empty, or made before identities were kept) records it with its next commit."""
+        """This store folds the log ``identity`` (``projections.identity.matched`` found it its own): a store that
+        does not record it yet (empty, or made before identities were kept) records it with its next commit."""
         self.bound = identity
         self._stamp = None if self.log_identity() == identity else identity.encode()
 
