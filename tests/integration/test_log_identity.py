@@ -64,5 +64,12 @@ def test_a_state_directory_of_a_deleted_log_is_wiped_and_its_jobs_never_run(  # 
         assert sorted(w for w in wiped if not w.startswith("view")) == [f"partition {p}" for p in range(3)], logs
         assert len(wiped) == len(set(wiped)) == 6, logs  # one WARNING per store: three owner's, three view's
         assert fresh.status(old.job_id, tenant="acme").status == "unknown"
+        with Client(again.settings(settings)) as viewer:  # the view of the first engine's state directory
+            def listed() -> set[str]:
+                ids = {row.job_id for row in viewer.jobs(tenant="acme", limit=1000).rows}
+                return ids if len(ids) >= 61 else set()  # the new log's 60 no-ops and its slow job
+
+            ids = eventually(listed, 30, "the view to list the new log's jobs")
+        assert new.job_id in ids and old.job_id not in ids and len(ids) == 61, len(ids)
     finally:
         fresh.close()
