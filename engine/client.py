@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.commands import dependency_waves, new_command, now_us, submit_command
 from engine.config import Settings, load_settings
@@ -81,6 +82,45 @@ class JobHandle:
         return Followed(self.job_id, self.partition, self.start_offset)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+
+def naming_kafka(cls: C) -> C:
+    """``cls`` (the Client) with every public method's KafkaUnavailableError naming the Kafka it asked (its
+    bootstrap address): librdkafka's own says "Broker transport failure", and no address."""
+    for name in dir(cls):
+        member = getattr(cls, name)
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _naming(member))
+    return cls
+
+
+def _naming(method: F) -> F:
+    def named(self: Client, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except KafkaUnavailableError as e:
+            raise _named(e, self.settings.bootstrap) from e
+
+    def named_each(self: Client, *args: Any, **kwargs: Any) -> Any:
+        try:
+            yield from method(self, *args, **kwargs)
+        except KafkaUnavailableError as e:
+            raise _named(e, self.settings.bootstrap) from e
+
+    wrapper = named_each if inspect.isgeneratorfunction(method) else named
+    return functools.wraps(method)(wrapper)  # type: ignore[return-value]
+
+
+def _named(error: KafkaUnavailableError, bootstrap: str | None) -> KafkaUnavailableError:
+    """``error`` itself when it names ``bootstrap`` already (or there is none); else one that does."""
+    if not bootstrap or bootstrap in str(error):
+        return error
+    return type(error)(f"{error} (Kafka at {bootstrap})")
+
+
+@naming_kafka
 class Client(ScheduleMethods, QueryMethods):
     """Submits commands to ``<ns>.commands`` (acks=all) and reads outcomes from ``<ns>.events``."""
 

@@ -35,6 +35,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port to listen on, 1 to 65535 (``--port``, ``--metrics-port``); a usage error
+    naming the range otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return value
+
+
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """--bootstrap, --namespace and --state-dir, each defaulting to its EPOCHQ_* variable."""
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env EPOCHQ_BOOTSTRAP; default: the local broker)")
