@@ -13,6 +13,7 @@ from engine.cli.common import (
     seconds, settings_from,
 )
 from engine.cli.catalog import parse_labels
+from engine.cli.tasktypes import add_force_flag, check_submitted_type
 from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
     submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
+    add_force_flag(submit)
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)
     for name, fn, text in (("status", _status, "a job's current status"),
@@ -58,19 +60,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     run_at, payload = parse_time(args.run_at, "run_at"), read_payload(args.payload)
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    check_submitted_type(settings, args.task_type, args.force)
+    with Client(settings) as client:
         known = client.status(job_id_for_key(args.tenant, args.key)) if args.key else None
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)),
                                depends_on=args.after, if_dependency_fails=args.if_dependency_fails)
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
-    if known is not None and known.known:
-        print(f"epochq: {duplicate_line(known, args.key, payload)}", file=sys.stderr)
+    duplicate = outcome.duplicate or (known is not None and known.known)
+    if duplicate:  # one line: the key's job, and that nothing new was submitted
+        print(f"epochq: {duplicate_line(known if known is not None and known.known else outcome, args.key, payload)}",
+              file=sys.stderr)
     if args.json:
-        print_json({**outcome_json(outcome), "partition": handle.partition})
-    else:
+        print_json({**outcome_json(outcome), "duplicate": duplicate, "partition": handle.partition})
+    elif not duplicate:
         print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
+        _print_outcome(outcome)
+    elif args.wait:  # the key's job, as it stands now
+        print(f"job {handle.job_id}: {outcome.status}")
         _print_outcome(outcome)
     return _submit_status(outcome, args)
 

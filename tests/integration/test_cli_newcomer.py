@@ -1,0 +1,64 @@
+"""What a newcomer meets first, on a real broker: a typo in a task type is refused at submit with a did-you-mean; a
+duplicate submit says one thing; the job it duplicates is no duplicate; ``audit | head`` ends quietly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from engine.client import Client
+from engine.config import Settings
+from engine.questions.workers import announced_task_types, list_workers
+from tests.integration.conftest import ROOT, eventually, start_engine
+from tests.integration.helpers.cli import epochq, one_line
+
+
+def test_submit_refuses_a_task_type_no_engine_handles_and_a_duplicate_says_one_thing(  # type: ignore[no-untyped-def]
+        settings: Settings, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    eventually(lambda: announced_task_types(list_workers(settings)), what="the engine's task types announced")
+
+    typo = epochq(settings, "submit", "email.sen", "--tenant", "acme")
+    assert typo.returncode == 2 and typo.stdout == "", typo
+    assert one_line(typo) == ("epochq: error: task type: no running engine handles task type 'email.sen': "
+                              "did you mean 'email.send'? give --force to go ahead anyway")
+    forced = epochq(settings, "submit", "email.sen", "--tenant", "acme", "--force")
+    assert forced.returncode == 0 and " submitted to partition " in forced.stdout, forced
+
+    first = epochq(settings, "submit", "echo", "--tenant", "acme", "--key", "order-7", "--wait", "--json")
+    assert first.returncode == 0, first
+    original = json.loads(first.stdout)
+    assert original["status"] == "completed" and original["duplicate"] is False, original
+    again = epochq(settings, "submit", "echo", "--tenant", "acme", "--key", "order-7")
+    assert again.returncode == 0 and again.stdout == "", again  # not "submitted" beside "no new job"
+    assert one_line(again) == (f"epochq: duplicate: key 'order-7' is job {original['job_id']} (completed); "
+                               "no new job was submitted")
+    waited = epochq(settings, "submit", "echo", "--tenant", "acme", "--key", "order-7", "--wait", "--json")
+    assert json.loads(waited.stdout)["duplicate"] is True, waited
+
+    status = epochq(settings, "status", original["job_id"], "--json")  # its history has two DuplicateSubmitted now
+    assert status.returncode == 0 and json.loads(status.stdout)["duplicate"] is False, status.stdout
+    with Client(settings) as client:
+        assert client.status(original["job_id"]).duplicate is False
+
+
+def test_audit_into_a_pipe_closed_early_ends_quietly(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    handles = client.submit_many([{"task_type": "echo", "payload": {"n": n, "pad": "x" * 200}, "tenant": "acme"}
+                                  for n in range(120)])
+    assert {o.status for o in client.wait_all(handles, 90)} == {"completed"}
+    cmd = [sys.executable, "-m", "engine.cli.main", "audit", "--tenant", "acme", "--format", "jsonl",
+           "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace,
+           "--state-dir", str(engine.state_dir)]  # through the store's tenant index, as beside an engine
+    audit = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert audit.stdout is not None and audit.stderr is not None
+    assert json.loads(audit.stdout.readline())["tenant"] == "acme"  # `| head -1`: one line read, then gone
+    audit.stdout.close()
+    err = audit.stderr.read().decode()
+    assert audit.wait(60) == 141, err  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
