@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, since_us, settings_from
 from engine.cli.fresh import say_freshness
+from engine.cli.hints import no_match
+from engine.config import Settings
 from engine.errors import ValidationError
 from engine.questions.workers import WorkerRow, list_workers
 from engine.questions.view_status import await_view
@@ -66,7 +69,20 @@ def _list(args: argparse.Namespace) -> int:
         print(f"{_iso(row.submitted_at_us):24} {row.status:10} {row.tenant[:16]:16} {row.task_type[:20]:20} "
               f"{row.attempts:>3} {row.priority:>1}  {row.job_id}{'  ' + row.error if row.error else ''}")
     print(f"next-cursor: {result.next_cursor}" if result.next_cursor else "next-cursor: none (last page)")
+    if not result.rows and not args.cursor:
+        say_unmatched(settings, args.tenant, args.task_type)
     return 0
+
+
+def say_unmatched(settings: Settings, tenant: str | None, task_type: str | None) -> None:
+    """On stderr: a ``--tenant`` or ``--type`` the catalog has never counted, with the names it has."""
+    from engine.questions.lookup import task_type_counts, tenant_counts
+
+    for flag, given, seen in (("--tenant", tenant, tenant_counts), ("--type", task_type, task_type_counts)):
+        names = seen(settings) if given else {}
+        if given and given not in names:
+            kind = "tenant" if flag == "--tenant" else "task type"
+            print(f"epochq: {no_match('job', flag, given, names, kind)}", file=sys.stderr)
 
 
 def page_json(result: JobPage) -> dict[str, Any]:

@@ -62,3 +62,41 @@ def test_audit_into_a_pipe_closed_early_ends_quietly(  # type: ignore[no-untyped
     err = audit.stderr.read().decode()
     assert audit.wait(60) == 141, err  # 128 + SIGPIPE, as a shell reports a writer whose reader went away
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+
+
+def test_dlq_list_pages_and_filters_that_match_nothing_say_what_is_there(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    state = ("--state-dir", str(engine.state_dir))
+    handles = client.submit_many([{"task_type": "email.send", "payload": {"n": n}, "tenant": "acme"}
+                                  for n in range(5)])  # an invalid payload: dead at once
+    dead = {o.job_id for o in client.wait_all(handles, 60) if o.status == "dead"}
+    assert len(dead) == 5
+    eventually(lambda: "of 5 dead job(s)" in epochq(settings, "dlq", "list", *state).stdout, what="5 dead listed")
+
+    seen: list[str] = []
+    cursor: tuple[str, ...] = ()
+    for _ in range(3):  # 2 + 2 + 1
+        page = epochq(settings, "dlq", "list", "--limit", "2", *cursor, *state)
+        assert page.returncode == 0, page
+        lines = page.stdout.splitlines()
+        seen += [next(w for w in line.split() if w in dead) for line in lines[1:-2]]  # the job id column
+        last = lines[-1]
+        cursor = ("--cursor", last.split()[-1]) if not last.endswith("(last page)") else ()
+    assert sorted(seen) == sorted(dead) and lines[-2] == "1 of 5 dead job(s)" and not cursor, lines
+    as_json = epochq(settings, "dlq", "list", "--limit", "2", "--json", *state)
+    assert len(json.loads(as_json.stdout)) == 2 and "epochq: next-cursor: " in as_json.stderr, as_json
+    refused = epochq(settings, "dlq", "list", "--limit", "5000", *state)
+    assert refused.returncode == 2 and one_line(refused) == "epochq: error: limit: 5000 is not between 1 and 1000"
+
+    typo = epochq(settings, "dlq", "list", "--tenant", "acm", *state)
+    assert typo.returncode == 0 and "0 of 0 dead job(s)" in typo.stdout, typo
+    assert ("epochq: --tenant 'acm' matched no dead job (filters match exactly); did you mean 'acme'? "
+            "tenants seen: acme") in typo.stderr, typo.stderr
+    jobs = epochq(settings, "jobs", "list", "--tenant", "ACME", "--type", "email.sen", *state)
+    assert jobs.returncode == 0, jobs
+    assert ("epochq: --tenant 'ACME' matched no job (filters match exactly); did you mean 'acme'? "
+            "tenants seen: acme") in jobs.stderr, jobs.stderr
+    assert "epochq: --type 'email.sen' matched no job (filters match exactly); did you mean 'email.send'? " \
+        "task types seen: email.send" in jobs.stderr, jobs.stderr
