@@ -27,6 +27,16 @@ def test_submit_refuses_a_task_type_no_engine_handles_and_a_duplicate_says_one_t
                               "did you mean 'email.send'? give --force to go ahead anyway")
     forced = epochq(settings, "submit", "email.sen", "--tenant", "acme", "--force")
     assert forced.returncode == 0 and " submitted to partition " in forced.stdout, forced
+    job_id = forced.stdout.split()[1]
+    state = ("--state-dir", str(engine.state_dir))  # the view the engine keeps beside it
+
+    def rejected() -> str:
+        listed = epochq(settings, "jobs", "list", "--status", "rejected", "--tenant", "acme", *state)
+        return listed.stdout if job_id in listed.stdout else ""
+
+    listing = eventually(rejected, what="the rejected submit listed").splitlines()
+    assert listing[0] == "rejected 1", listing
+    assert " rejected " in listing[2] and "email.sen" in listing[2] and "unknown_task_type" in listing[2], listing
 
     first = epochq(settings, "submit", "echo", "--tenant", "acme", "--key", "order-7", "--wait", "--json")
     assert first.returncode == 0, first
