@@ -11,7 +11,8 @@ read goes through the batch (staged changes first), so a rebuild from offset 0 r
 bytes whatever its commit points.
 
 A job that leaves takes with it its record, its catalog entries and counts, its labels, its
-history index and its tenant index entry. Dead letters stay until replayed or purged. The events
+history index and its tenant index entry. A rejected submit's entry (``projections.views.rejected``)
+leaves ``keep`` after it was rejected. Dead letters stay until replayed or purged. The events
 topic keeps everything: once a store has let a job go (``PRUNED``), a job it does not index is
 looked up in the log (``engine.questions.stores``).
 """

@@ -12,7 +12,7 @@ from engine.cli.common import EXIT_NEGATIVE, add_connection_flags, print_json, s
 from engine.cli.fresh import say_freshness
 from engine.cli.hints import no_match
 from engine.cli.times import shown
-from engine.client import Client
+from engine.client import Client, Outcome
 from engine.domain.jobs import JobView
 from engine.errors import NotFoundError, ValidationError
 from engine.questions.jobs import check_limit, decode_cursor, encode_cursor
@@ -190,11 +190,27 @@ def _replay(args: argparse.Namespace) -> int:
             print("nothing replayed")
             return EXIT_NEGATIVE
     with Client(settings) as client:
+        handles = []
         for job in jobs:
-            client.replay(job.job_id, tenant=job.tenant_id, reason=args.reason, requested_by=args.by)
+            handles.append(client.replay(job.job_id, tenant=job.tenant_id, reason=args.reason, requested_by=args.by))
             print(f"replay requested: {job.job_id} ({job.task_type}, {job.tenant_id})")
+        answers = client.wait_all(handles, REPLAY_WAIT_S, until=lambda o: bool(o.events))
     print(f"{len(jobs)} job(s) sent for replay")
-    return 0
+    return _refusals(answers)
+
+
+REPLAY_WAIT_S = 10.0
+"""How long a replay waits for the owners' answers (the first event after it: replayed, or refused)."""
+
+
+def _refusals(answers: list[Outcome]) -> int:
+    """Say on stderr which replays the owners refused (the job had moved on, say); 1 if any was."""
+    refused = [o for o in answers if o.refusal is not None]
+    for outcome in refused:
+        print(f"epochq: job {outcome.job_id}: {outcome.refusal}", file=sys.stderr)
+    if refused:
+        print(f"epochq: dlq replay: refused for {len(refused)} of {len(answers)} job(s)", file=sys.stderr)
+    return EXIT_NEGATIVE if refused else 0
 
 
 def _one_job(settings: Any, job_id: str, where: DeadFilter) -> JobView:

@@ -4,6 +4,7 @@ duplicate submit says one thing; the job it duplicates is no duplicate; ``audit 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,13 @@ def test_dlq_list_pages_and_filters_that_match_nothing_say_what_is_there(  # typ
             "tenants seen: acme") in jobs.stderr, jobs.stderr
     assert "epochq: --type 'email.sen' matched no job (filters match exactly); did you mean 'email.send'? " \
         "task types seen: email.send" in jobs.stderr, jobs.stderr
+
+    # a replay the owner refuses (the view read was stale: the job had been replayed meanwhile) says so, exit 1
+    job_id = sorted(dead)[0]
+    shutil.copytree(engine.state_dir, tmp_path / "stale")
+    assert epochq(settings, "pause", "email.send").returncode == 0  # the replayed job waits, queued
+    assert epochq(settings, "dlq", "replay", job_id, "--reason", "fixed", *state).returncode == 0
+    again = epochq(settings, "dlq", "replay", job_id, "--reason", "again", "--state-dir", str(tmp_path / "stale"))
+    assert again.returncode == 1, again
+    assert f"epochq: job {job_id}: ReplayDeadJob refused in state queued: " in again.stderr, again.stderr
+    assert "epochq: dlq replay: refused for 1 of 1 job(s)" in again.stderr
