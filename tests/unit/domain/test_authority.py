@@ -94,5 +94,5 @@ def test_the_cli_says_refused_not_already_paused_when_the_signer_lacks_the_power
     denied = answered(1, "unknown", "unauthorized: an operator's command")
     assert not refused("pause echo", tally([already])) and capsys.readouterr().err == ""
     assert refused("pause echo", tally([already, denied]))
-    assert capsys.readouterr().err == ("epochq: pause echo: refused in 1 of 2 partition(s): unauthorized: an operator's "
-                                       "command\n")
+    assert capsys.readouterr().err == ("epochq: pause echo: refused in 1 of 2 partition(s): unauthorized: "
+                                       "an operator's command\n")

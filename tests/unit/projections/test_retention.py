@@ -90,7 +90,8 @@ def test_a_sparse_history_sweeps_once_a_minute_of_event_time_not_at_every_event(
 
 
 def rejected(n: int, at: int) -> m.Event:
-    return m.Event(f"r-{n}", f"rej-{n}", "acme", 1, "o", at, m.JobRejected("sms.sen", "unknown_task_type", "no handler"))
+    body = m.JobRejected("sms.sen", "unknown_task_type", "no handler")
+    return m.Event(f"r-{n}", f"rej-{n}", "acme", 1, "o", at, body)
 
 
 def test_a_rejected_submit_is_kept_by_the_view_and_leaves_after_keep_whatever_the_commit_points(
