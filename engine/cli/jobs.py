@@ -69,19 +69,23 @@ def _submit(args: argparse.Namespace) -> int:
                                idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)),
                                depends_on=args.after, if_dependency_fails=args.if_dependency_fails)
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
-    duplicate = outcome.duplicate or (known is not None and known.known)
-    if duplicate:  # one line: the key's job, and that nothing new was submitted
-        print(f"epochq: {duplicate_line(known if known is not None and known.known else outcome, args.key, payload)}",
-              file=sys.stderr)
+    the_key = known if known is not None and known.known else (outcome if outcome.duplicate else None)
+    if the_key is not None:  # one line: the key's job, and that nothing new was submitted
+        print(f"epochq: {duplicate_line(the_key, args.key, payload)}", file=sys.stderr)
+    _say_submitted(args, handle.partition, outcome, duplicate=the_key is not None)
+    return _submit_status(outcome, args)
+
+
+def _say_submitted(args: argparse.Namespace, partition: int, outcome: Outcome, duplicate: bool) -> None:
+    """stdout of a submit: the job and where it went, or for a duplicate nothing (the key's job with --wait)."""
     if args.json:
-        print_json({**outcome_json(outcome), "duplicate": duplicate, "partition": handle.partition})
+        print_json({**outcome_json(outcome), "duplicate": duplicate, "partition": partition})
     elif not duplicate:
-        print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
+        print(f"job {outcome.job_id} submitted to partition {partition}: {outcome.status}")
         _print_outcome(outcome)
     elif args.wait:  # the key's job, as it stands now
-        print(f"job {handle.job_id}: {outcome.status}")
+        print(f"job {outcome.job_id}: {outcome.status}")
         _print_outcome(outcome)
-    return _submit_status(outcome, args)
 
 
 def duplicate_line(known: Outcome, key: str, payload: Any) -> str:
