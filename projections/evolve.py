@@ -37,6 +37,7 @@ from projections.views.jobs import read_job, write_job
 from projections.views.listing import label_entries
 from projections.views.pauses import fold_pause
 from projections.views.ratelimits import charge_rate, fold_limit
+from projections.views.rejected import fold_rejected
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
@@ -100,6 +101,8 @@ def fold_state(batch: Batch, event: m.Event) -> Folded:
         sweep(batch, event.occurred_at, batch.profile.dedup_window_us)
     if isinstance(body, m.CommandQuarantined):
         return APPLIED_FOLD
+    if isinstance(body, m.JobRejected):
+        fold_rejected(batch, event)  # no job record: a view keeps the rejection apart (projections.views.rejected)
     if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event) \
             or fold_limit(batch, event):
         return APPLIED_FOLD

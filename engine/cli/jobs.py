@@ -13,6 +13,7 @@ from engine.cli.common import (
     seconds, settings_from,
 )
 from engine.cli.catalog import parse_labels
+from engine.cli.tasktypes import add_force_flag, check_submitted_type
 from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
     submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
+    add_force_flag(submit)
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)
     for name, fn, text in (("status", _status, "a job's current status"),
@@ -58,21 +60,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     run_at, payload = parse_time(args.run_at, "run_at"), read_payload(args.payload)
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    check_submitted_type(settings, args.task_type, args.force)
+    with Client(settings) as client:
         known = client.status(job_id_for_key(args.tenant, args.key)) if args.key else None
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)),
                                depends_on=args.after, if_dependency_fails=args.if_dependency_fails)
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
-    if known is not None and known.known:
-        print(f"epochq: {duplicate_line(known, args.key, payload)}", file=sys.stderr)
-    if args.json:
-        print_json({**outcome_json(outcome), "partition": handle.partition})
-    else:
-        print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
-        _print_outcome(outcome)
+    the_key = known if known is not None and known.known else (outcome if outcome.duplicate else None)
+    if the_key is not None:  # one line: the key's job, and that nothing new was submitted
+        print(f"epochq: {duplicate_line(the_key, args.key, payload)}", file=sys.stderr)
+    _say_submitted(args, handle.partition, outcome, duplicate=the_key is not None)
     return _submit_status(outcome, args)
+
+
+def _say_submitted(args: argparse.Namespace, partition: int, outcome: Outcome, duplicate: bool) -> None:
+    """stdout of a submit: the job and where it went, or for a duplicate nothing (the key's job with --wait)."""
+    if args.json:
+        print_json({**outcome_json(outcome), "duplicate": duplicate, "partition": partition})
+    elif not duplicate:
+        print(f"job {outcome.job_id} submitted to partition {partition}: {outcome.status}")
+        _print_outcome(outcome)
+    elif args.wait:  # the key's job, as it stands now
+        print(f"job {outcome.job_id}: {outcome.status}")
+        _print_outcome(outcome)
 
 
 def duplicate_line(known: Outcome, key: str, payload: Any) -> str:

@@ -41,6 +41,7 @@ class Followed:
     job_id: str
     partition: int
     start: int
+    command_id: str | None = None  # the command whose answer is awaited (a duplicate submit is told by it)
 
 
 Until = Callable[[Outcome], bool]
@@ -124,7 +125,7 @@ class _Run:
     def __init__(self, consumer: Consumer, topic: str, jobs: Sequence[Followed], until: Until,
                  watch: Watch | None, holdups: Holdups | None = None) -> None:
         self.consumer, self.topic, self.until, self.watch, self.holdups = consumer, topic, until, watch, holdups
-        self.outcomes = {j.job_id: Outcome(j.job_id) for j in jobs}
+        self.outcomes = {j.job_id: Outcome(j.job_id, command_id=j.command_id) for j in jobs}
         self.partition_of = {j.job_id: j.partition for j in jobs}
         self.keys = {j.job_id.encode(): j.job_id for j in jobs}
         self.partitions: dict[int, _Partition] = {}

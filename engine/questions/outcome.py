@@ -38,7 +38,7 @@ class Outcome:
     error: str | None = None
     reason: str | None = None
     attempts: int = 0
-    duplicate: bool = False
+    duplicate: bool = False  # the submit followed (``command_id``) made no job: its key's job existed already
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
@@ -48,6 +48,7 @@ class Outcome:
     refusal: str | None = None  # the latest CommandRefused read: a command's answer for its waiter, not the job's
     dependencies: dict[str, str] = field(default_factory=dict)  # what it waits for: job id -> status (pending, …)
     dependents: list[str] = field(default_factory=list)  # the jobs that wait for it
+    command_id: str | None = None  # the submit a waiter follows: only its own DuplicateSubmitted makes a duplicate
 
     @property
     def known(self) -> bool:
@@ -94,8 +95,9 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
         outcome.reason, outcome.error, outcome.task_type = body.reason, body.detail, body.task_type or None
     elif isinstance(body, m.JobDeadLettered):
         outcome.reason = body.reason
-    elif isinstance(body, m.DuplicateSubmitted):
-        outcome.duplicate = True
+    elif isinstance(body, m.DuplicateSubmitted):  # another submit with the job's key: that submit's, not the job's
+        outcome.duplicate = outcome.duplicate or (outcome.command_id is not None and
+                                                  body.command_id == outcome.command_id)
     elif isinstance(body, m.JobFannedOut):
         outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
     elif isinstance(body, m.ChildReported):

@@ -37,14 +37,14 @@ class TestHandle:
     """A job submitted to a ``TestEngine``: its id, and its outcome once the engine has run."""
 
     __test__ = False  # not a pytest test class
-    __slots__ = ("engine", "job_id")
+    __slots__ = ("engine", "job_id", "command_id")
 
-    def __init__(self, engine: TestEngine, job_id: str):
-        self.engine, self.job_id = engine, job_id
+    def __init__(self, engine: TestEngine, job_id: str, command_id: str | None = None):
+        self.engine, self.job_id, self.command_id = engine, job_id, command_id
 
     def status(self) -> Outcome:
-        """The job's outcome as its events stand now."""
-        return self.engine.status(self.job_id)
+        """The job's outcome as its events stand now (``duplicate``: this submit made no job, as ``Client``'s)."""
+        return self.engine.status(self.job_id, command_id=self.command_id)
 
     def wait(self, timeout: float = 0.0) -> Outcome:
         """Run the engine until idle (nothing due now), then the job's outcome; ``timeout`` is ignored:
@@ -130,7 +130,7 @@ class TestEngine:
                                  max_payload_bytes=self._loop.settings.max_payload_bytes, depends_on=depends_on,
                                  if_dependency_fails=if_dependency_fails, traceparent=current_traceparent())
         self._loop.send(command)
-        return TestHandle(self, command.job_id)
+        return TestHandle(self, command.job_id, command.command_id)
 
     def cancel(self, job_id: str, *, tenant: str | None = None, reason: str = "",
                requested_by: str = "") -> TestHandle:
@@ -188,9 +188,10 @@ class TestEngine:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def status(self, job_id: str) -> Outcome:
-        """The job's outcome folded from its events, as ``Client.status`` (``unknown`` before any)."""
-        outcome = Outcome(job_id, status="unknown")
+    def status(self, job_id: str, *, command_id: str | None = None) -> Outcome:
+        """The job's outcome folded from its events, as ``Client.status`` (``unknown`` before any); ``duplicate``
+        only for the submit ``command_id`` names."""
+        outcome = Outcome(job_id, status="unknown", command_id=command_id)
         for logged in self._loop.by_job.get(job_id, []):
             outcome.apply(logged)
         return outcome

@@ -245,7 +245,8 @@ def test_tenant_limits_duplicates_and_a_global_job() -> None:
         t.run_until_idle()
         assert t.status(first.job_id).status == "queued"  # no slot: it waits
         assert (t.status(second.job_id).status, t.status(second.job_id).reason) == ("rejected", "tenant_queue_full")
-        assert once.job_id == again.job_id and t.status(once.job_id).duplicate
+        assert once.job_id == again.job_id and again.status().duplicate  # the second submit made no job
+        assert not once.status().duplicate and not t.status(once.job_id).duplicate  # the job is no duplicate
     with TestEngine(app, weights={"a": 1.0, "b": 2.0}) as t:
         parent = t.submit("sync", {}, tenant="ops", scope="global")
         t.run_until_idle()
