@@ -83,3 +83,24 @@ def test_readers_fold_forged_events_as_the_owner_does_and_the_view_counts_what_i
     assert engine.stop() == 0
     for partition in range(3):
         assert verify_partition(own, partition).matches
+
+
+def test_a_wait_fences_with_the_view_s_claim_not_with_a_forged_first_record(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    """A wait reads from an offset taken before its submit: mid-log. A forged record of the job at another epoch,
+    read first, used to stand in for the claim, fencing every real event of the job (the wait never ended)."""
+    engine = start_engine(engines, settings, "solo", tmp_path)
+    engine.wait_active(3)
+    assert client.submit("echo", {"n": 0}, tenant="acme").wait(30).status == "completed"
+    assert engine.stop() == 0  # its view store stays in its state directory, folded this far
+    with Client(engine.settings(settings)) as reader:  # a process beside that view (a CLI, the console)
+        handle = reader.submit("echo", {"n": 1}, tenant="acme")  # decided by no one yet
+        forged = m.Event("forged-1", handle.job_id, "acme", 99, "mallory", 1, m.JobQueued("submitted"))
+        producer = Producer(settings.kafka_config())
+        producer.produce(settings.events_topic, encode_event(forged), handle.job_id,
+                         partition=partition_for(handle.job_id, 3))
+        assert producer.flush(10) == 0
+        start_engine(engines, settings, "solo", tmp_path).wait_active(3)
+        outcome = handle.wait(60)
+    assert outcome.status == "completed", outcome
+    assert [e.fenced for e in outcome.events if e.event.epoch == 99] == [True]

@@ -63,3 +63,20 @@ def test_a_full_fold_counts_every_record_it_does_not_apply_and_a_rebuild_counts_
     restorer.finish()
     assert read_aside(slim) == dict.fromkeys(counts[0], 0)  # the owner's write model keeps no counts
     slim.close()
+
+
+def test_a_reader_starting_mid_log_gets_the_newest_valid_claim_before_its_start_from_a_store(tmp_path: Path) -> None:
+    from engine.questions.stores import claim_before
+
+    store = open_store(tmp_path / "view")
+    assert claim_before(store, 3) is None  # folded nothing: the reader stands in
+    batch = Batch(store)
+    submitted = m.JobSubmitted("t", m.Payload(b"{}"), 5, "NORMAL", 3)
+    log = [claim(1), event(submitted, epoch=1), claim(101, owner="mallory"), claim(2, owner="owner-b"),
+           event(m.JobQueued("submitted"), epoch=2)]
+    for offset, e in enumerate(log):
+        fold(batch, e, offset)
+    batch.commit()
+    assert [claim_before(store, s) for s in (1, 3, 4, 5)] == [(1, 1), (3, 1), (4, 2), (5, 2)]  # never the forged 101
+    assert claim_before(store, 9) == (5, 2)  # past what it folded: read from there, under its newest claim
+    store.close()
