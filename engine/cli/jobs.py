@@ -256,6 +256,7 @@ def _print_outcome(outcome: Outcome) -> None:
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
             print(f"  {label}: {json.dumps(value, ensure_ascii=False) if label == 'result' else value}")
-    if outcome.ignored:
-        print(f"  ignored: {outcome.ignored} event(s) the job's lifecycle forbids where it stood (forged, or a "
-              "zombie's): the owner's fold ignores them too (`epochq history` lists them)")
+    fenced = sum(1 for logged in outcome.events if logged.fenced)
+    if outcome.ignored or fenced:
+        print(f"  ignored: {outcome.ignored + fenced} event(s), {fenced} fenced, {outcome.ignored} the job's lifecycle "
+              "forbids where it stood (forged, or a zombie's): the owner's fold ignores them too (`epochq history`)")
