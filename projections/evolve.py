@@ -23,10 +23,11 @@ from typing import NamedTuple
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.jobs import JobView, evolve
+from engine.domain.jobs import NEW_LIFE_AFTER, JobView, evolve
 from engine.errors import InvalidTransitionError, ProjectionCorruptedError
 from projections.batch import Batch
 from projections.views import keys as k
+from projections.views.aside import count_aside
 from projections.views.breakers import fold_breaker
 from projections.profile import FULL, WRITE_MODEL, Profile, write_model
 from projections.views.counters import charge_start, track_depths
@@ -113,6 +114,8 @@ def record_position(batch: Batch, event: m.Event, status: str, offset: int) -> N
     """Write what names the event's offset: history, quarantine, claim; and the applied offset."""
     batch.last_offset = offset
     body = event.body
+    if status != APPLIED and not batch.slim:
+        count_aside(batch, "fenced_claim" if status == FENCED and isinstance(body, m.OwnershipClaimed) else status)
     if status == APPLIED:
         if isinstance(body, m.OwnershipClaimed):
             batch.put(k.CLAIMS + k.num(event.epoch), event.owner.encode() + b"\x00%d" % offset)
@@ -138,7 +141,7 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
     before = prior = read_job(batch, event.job_id)
     if before is None and batch.slim:
         before = _ended(batch, event)
-    elif isinstance(event.body, m.JobSubmitted) and before is not None and before.state in LEAVING:
+    elif isinstance(event.body, m.JobSubmitted) and before is not None and before.state in NEW_LIFE_AFTER:
         before = None  # the id submitted again after the dedup window: a new life (as the write model sees it)
     try:
         after = evolve(before, event)

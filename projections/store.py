@@ -24,6 +24,9 @@ after the store was bound to it (:meth:`ProjectionStore.bind`): a store of anoth
 TENANT_INDEXED = b"m:tindex"
 """Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
 made before the index existed lacks it, and readers then scan the log instead."""
+ASIDE_COUNTED = b"m:acount"
+"""Present when the store has counted the records its fold did not apply (``projections.views.aside``) since its
+first commit: in a store made before, the counts miss what it folded earlier."""
 LISTING_INDEXED = b"m:lindex"
 """Present when the store has held the catalog's indexes and counters (``L*``, ``C*`` keys) since its
 first commit; ``engine.questions.jobs`` reads a store without it record by record (slowly)."""
@@ -218,6 +221,7 @@ class ProjectionStore:
         if self._fresh and indexed:
             batch.put(TENANT_INDEXED, b"1")
             batch.put(LISTING_INDEXED, b"1")
+            batch.put(ASIDE_COUNTED, b"1")
         if self._stamp is not None:
             batch.put(LOG_KEY, self._stamp)
         self._fresh = False

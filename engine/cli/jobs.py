@@ -219,7 +219,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
             "due": iso_time(outcome.due_at) if outcome.due_at is not None else None,
-            "dependencies": outcome.dependencies, "dependents": outcome.dependents}
+            "dependencies": outcome.dependencies, "dependents": outcome.dependents, "ignored": outcome.ignored}
 
 
 def _brief(row: dict[str, Any]) -> str:
@@ -269,3 +269,7 @@ def _print_outcome(outcome: Outcome) -> None:
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
             print(f"  {label}: {json.dumps(value, ensure_ascii=False) if label == 'result' else value}")
+    fenced = sum(1 for logged in outcome.events if logged.fenced)
+    if outcome.ignored or fenced:
+        print(f"  ignored: {outcome.ignored + fenced} event(s), {fenced} fenced, {outcome.ignored} the job's lifecycle "
+              "forbids where it stood (forged, or a zombie's): the owner's fold ignores them too (`epochq history`)")

@@ -97,7 +97,8 @@ def view_lag_line(status: ViewStatus, now_us: int) -> str:
         return f"view: no view process folds {status.directory}; {status.lag} record(s) behind the log"
     ages = [age for p in status.partitions if (age := p.age_s(now_us)) is not None]
     newest = f", newest event folded {min(ages):.1f} s ago" if ages else ""
-    return f"view: {status.lag} record(s) behind the log{newest}"
+    ignored = f"; {status.ignored_line()}" if status.ignored else ""  # fenced or forged records: worth a look
+    return f"view: {status.lag} record(s) behind the log{newest}{ignored}"
 
 
 class LogProbe:

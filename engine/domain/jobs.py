@@ -137,6 +137,27 @@ def trigger_of(body: m.EventBody) -> Trigger | None:
     return TRIGGERS.get(type(body))
 
 
+NEW_LIFE_AFTER = frozenset({JobState.COMPLETED, JobState.CANCELLED})
+"""The final states after which a ``JobSubmitted`` of the same id (past the dedup window) starts a new life."""
+
+
+def lifecycle_after(state: JobState | None, body: m.EventBody, known: bool = True) -> JobState | None:
+    """The job's state after an event with ``body``, as every fold sees it (the owner's, a view's, a reader's):
+    unchanged for a body that changes no state, a new life for a ``JobSubmitted`` after ``NEW_LIFE_AFTER``;
+    raises InvalidTransitionError where the lifecycle forbids it, so the fold ignores the event.
+
+    ``known``: whether ``state`` is the job's (its events were read from its submission on); a reader that
+    started mid-life cannot judge, and gets None back until a ``JobSubmitted``."""
+    trigger = trigger_of(body)
+    if trigger is None:
+        return state
+    if isinstance(body, m.JobSubmitted) and state in NEW_LIFE_AFTER:
+        state = None
+    if not known and not isinstance(body, m.JobSubmitted):
+        return None
+    return next_state(state, trigger)
+
+
 def evolve(job: JobView | None, event: m.Event) -> JobView | None:
     """The job after ``event``; raises InvalidTransitionError if the lifecycle forbids it."""
     trigger = trigger_of(event.body)

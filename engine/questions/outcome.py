@@ -1,6 +1,10 @@
 """A job's outcome as the log tells it: the fold of its events that clients show (status, result, error).
 
-Only the job's own lifecycle sets its outcome fields (status, result, error, reason, attempts).
+Only the job's own lifecycle sets its outcome fields (status, result, error, reason, attempts), and only
+as the owner's fold does: an event whose epoch does not count is fenced (``engine.domain.fence``), and an
+event the job's lifecycle forbids where the job stands (a ``JobSucceeded`` for a queued job, a
+``JobCancelled`` after it completed: a forged record, by anyone with WRITE on the log) is ignored and
+counted (``ignored``), never shown as the job's status or result. So a reader and the owner never disagree.
 A ``CommandRefused`` answers one command about the job, whoever sent it (another tenant's
 cancel, a late reschedule): it is in the job's history and in ``refusal`` for the command's
 waiter, never in what ``status`` says the job is.
@@ -13,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.contract import messages as m
+from engine.domain.jobs import lifecycle_after
+from engine.domain.lifecycle import JobState
+from engine.errors import InvalidTransitionError
 from engine.questions.logged import LoggedEvent
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
@@ -49,6 +56,9 @@ class Outcome:
     dependencies: dict[str, str] = field(default_factory=dict)  # what it waits for: job id -> status (pending, …)
     dependents: list[str] = field(default_factory=list)  # the jobs that wait for it
     command_id: str | None = None  # the submit a waiter follows: only its own DuplicateSubmitted makes a duplicate
+    ignored: int = 0  # events of the job its lifecycle forbids where it stood: the owner's fold ignores them too
+    _state: JobState | None = field(default=None, repr=False, compare=False)  # the lifecycle's, as the owner folds
+    _known: bool = field(default=False, repr=False, compare=False)  # read from the job's submission on
 
     @property
     def known(self) -> bool:
@@ -63,7 +73,7 @@ class Outcome:
     def apply(self, logged: LoggedEvent) -> None:
         """Take one event of the job into account (fenced events change nothing)."""
         self.events.append(logged)
-        if logged.fenced:
+        if logged.fenced or not self._allowed(logged.event.body):
             return
         body = logged.event.body
         if isinstance(body, m.CommandRefused):  # a command's answer: the job's own fields stay as they are
@@ -71,6 +81,16 @@ class Outcome:
             return
         self.status = STATUS_OF.get(type(body).__name__, self.status)
         _details(self, body)
+
+    def _allowed(self, body: m.EventBody) -> bool:
+        """Whether the job's lifecycle takes ``body`` where the job stands (counted in ``ignored`` when not)."""
+        try:
+            after = lifecycle_after(self._state, body, self._known)
+        except InvalidTransitionError:
+            self.ignored += 1
+            return False
+        self._state, self._known = after, self._known or isinstance(body, m.JobSubmitted)
+        return True
 
 
 def _details(outcome: Outcome, body: m.EventBody) -> None:

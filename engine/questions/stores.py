@@ -130,6 +130,31 @@ def _history(store: ProjectionStore, job_id: str) -> list[tuple[int, str]]:
     return [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
 
 
+def fence_at(settings: Settings, partition: int, start: int) -> tuple[int, int] | None:
+    """Where a scan of ``partition`` meant to start at ``start`` starts, and the newest valid claim before there:
+    what makes its fencing the fold's own (``engine.domain.fence``), from the state directory's view store (its
+    valid claims by offset, or its newest claim and applied offset when it has not folded that far: the scan then
+    starts there, reading the view's lag more); None without a readable store (a reader then stands in).
+
+    The process's long-lived store handles answer (``engine.questions.readers``): no store is opened per question."""
+    from engine.questions.readers import READERS
+
+    store = READERS.store(view_store_path(settings.state_dir, settings.namespace, partition))
+    return None if store is None else claim_before(store, start)
+
+
+def claim_before(store: ProjectionStore, start: int) -> tuple[int, int] | None:
+    """(where to scan from, the newest valid claim before there), at or before ``start``: a store's answer. Pure
+    over the store's reads; None for a store that folded nothing."""
+    applied = store.applied_offset()
+    if applied < 0:
+        return None
+    if applied + 1 < start:
+        return applied + 1, _epoch(store)
+    claims = [(int(value.rsplit(b"\x00", 1)[1]), k.offset_of(key)) for key, value in store.scan(k.CLAIMS)]
+    return start, max((epoch for offset, epoch in claims if offset < start), default=0)
+
+
 def _epoch(store: ProjectionStore) -> int:
     epoch = store.get(k.EPOCH)
     return int(epoch) if epoch is not None else 0

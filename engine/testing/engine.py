@@ -59,6 +59,7 @@ class TestEngine:
     ``start``: the virtual clock's first reading (an aware datetime or seconds since 1970; now by
     default). ``lane_slots``, ``lane_limits``, ``fair``: as the engine's options; ``weights`` and
     ``max_queued``: per tenant, as the tenants table would say (weight 1, no limit otherwise).
+    ``namespace``: the engine's, whose topics ``ctx.produce`` refuses as a real engine does.
     """
 
     __test__ = False  # not a pytest test class
@@ -67,11 +68,11 @@ class TestEngine:
                  lane_slots: Mapping[Lane | str, int] | None = None,
                  lane_limits: Mapping[Lane | str, int] | None = None,
                  weights: Mapping[str, float] | None = None, max_queued: Mapping[str, int] | None = None,
-                 fair: bool = True, max_payload_bytes: int = 512 * 1024):
+                 fair: bool = True, max_payload_bytes: int = 512 * 1024, namespace: str = "epochq"):
         slots = {**DEFAULT_SLOTS, **_by_lane(lane_slots or {}, "lane_slots")}
         settings = Setup(slots, _by_lane(lane_limits or {}, "lane_limits"), dict(weights or {}),
                             dict(max_queued or {}), fair, max_payload_bytes)
-        self._runner = InlineRunner(app)
+        self._runner = InlineRunner(app, namespace)
         breakers = {n: b for n in app.task_types if (b := app.spec(n).breaker)}
         self._loop = VirtualLoop(settings, _start_us(start), self._runner, app.policies(), breakers)
 

@@ -88,7 +88,8 @@ class Engine:
         self.stopping = threading.Event()
         base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()
-        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings))
+        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings),
+                                 namespace=settings.namespace)
         self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
                                     settings.commands_topic, self.inbox, options.grace_s + 5.0)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,

@@ -131,8 +131,35 @@ async function loadSchemas(kafka, namespace, resolver) {
   await readAll(kafka, `${namespace}.schemas`, async (_partition, message) => {
     const key = message.key.toString('utf8');
     if (message.value === null) resolver.writers.delete(key);
-    else resolver.writers.set(key, message.value.toString('utf8'));
+    else if (genuine(key, message.value.toString('utf8'))) resolver.writers.set(key, message.value.toString('utf8'));
+    else console.error(`ignored the schema under key ${key} of ${namespace}.schemas: its text does not have that fingerprint`);
   });
+}
+
+// CRC-64-AVRO, as the single-object encoding's fingerprint.
+const EMPTY = 0xc15d213aa4d7a795n;
+const TABLE = Array.from({ length: 256 }, (_, i) => {
+  let fp = BigInt(i);
+  for (let j = 0; j < 8; j++) fp = (fp >> 1n) ^ (EMPTY & -(fp & 1n));
+  return fp;
+});
+function crc64Avro(text) {
+  let fp = EMPTY;
+  for (const byte of Buffer.from(text, 'utf8')) fp = (fp >> 8n) ^ TABLE[Number((fp ^ BigInt(byte)) & 0xffn)];
+  return fp;
+}
+
+// Whether a schema text really has the fingerprint of its key in <ns>.schemas (little-endian hex of the
+// CRC-64-AVRO of its Parsing Canonical Form: avsc's schema() without options): anyone who may write the
+// topic could put any text under any key. The newest genuine entry of a key is the one kept.
+function genuine(key, text) {
+  try {
+    const le = Buffer.alloc(8);
+    le.writeBigUInt64LE(crc64Avro(JSON.stringify(avro.Type.forSchema(JSON.parse(text), { wrapUnions: true }).schema())));
+    return le.toString('hex') === key;
+  } catch (_err) {
+    return false;
+  }
 }
 
 async function main() {
