@@ -71,3 +71,19 @@ def test_the_rebalance_timeout_outlasts_the_longest_revocation_wait() -> None:
     assert rebalance_timeout_ms(10.0) == 120_000  # Kafka's default stands for the default grace
     for grace in (0.0, 10.0, 60.0, 300.0):
         assert rebalance_timeout_ms(grace) >= (grace + REVOKE_SLACK_S + 60.0) * 1000
+
+
+def test_requeues_are_counted_in_the_metrics_by_reason() -> None:
+    from engine.runtime.observe.metrics import EngineMetrics
+
+    metrics = EngineMetrics()
+    try:
+        for reason in ("handover", "handover", "owner_lost", ""):
+            metrics.observe(event(m.JobRequeued(1, 1, reason)), "applied", None, None)
+
+        def count(reason: str) -> float | None:
+            return metrics.registry.get_sample_value("epochq_jobs_requeued_total",
+                                                     {"task_type": "unknown", "reason": reason})
+        assert (count("handover"), count("owner_lost"), count("unknown"), count("owner_stopped")) == (2, 1, 1, None)
+    finally:
+        metrics.close()
