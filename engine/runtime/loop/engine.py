@@ -16,7 +16,8 @@ Per tick, over what arrived since the last one, in this order (each step's input
             taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
     write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
             thread; the Written under way (loop/write.py)
-    settle  close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat
+    settle  close revoking partitions whose handlers are done (past the grace period, what still runs is re-queued
+            first: loop/orphans.py); fold the standbys; tenants, metrics, heartbeat
 
 A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
 partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
