@@ -97,13 +97,15 @@ def test_sigterm_lets_a_short_job_finish_and_hands_a_long_one_over_without_count
     b = start_engine(engines, settings, "b", tmp_path, app=APP, extra=("--grace", "3"))
     eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
     p = min(a.owned())
-    (short_key, long_key), gate = keys_in({p}, "acme", "sigterm", 2)[p], tmp_path / "open"
-    short = client.submit("long", {"seconds": 2}, tenant="acme", idempotency_key=short_key, max_attempts=1)
+    (short_key, long_key), gate, short_gate = keys_in({p}, "acme", "sigterm", 2)[p], tmp_path / "open", tmp_path / "s"
+    short = client.submit("long", {"open_when": str(short_gate)}, tenant="acme", idempotency_key=short_key,
+                          max_attempts=1)
     long = client.submit("long", {"open_when": str(gate)}, tenant="acme", idempotency_key=long_key, max_attempts=1)
     for handle in (short, long):
         eventually(lambda h=handle: running_on(client, settings, h.job_id, "a", 1), 60, "the jobs to run on a")
 
     a.signal(signal.SIGTERM)
+    short_gate.touch()  # the short job ends within the grace period
     assert a.proc.wait(30) == 0
     done = short.wait(30)  # finished within the grace, by a
     assert done.status == "completed" and starters(settings, short.job_id) == ["a"]
