@@ -72,7 +72,7 @@ def _check_scope(args: argparse.Namespace) -> None:
 def dead_json(job: JobView) -> dict[str, Any]:
     """The stable JSON form of a dead-letter entry."""
     return {"job_id": job.job_id, "tenant": job.tenant_id, "task_type": job.task_type,
-            "reason": job.dead_reason, "attempts": job.attempt, "dead_at_us": job.finished_at,
+            "reason": job.dead_reason, "attempts": job.counted_attempts(), "dead_at_us": job.finished_at,
             "submitted_at_us": job.submitted_at, "replays": job.replays,
             "payload": job.payload.data.decode("utf-8", "replace"), "content_type": job.payload.content_type,
             "errors": [{"attempt": e.attempt, "error_type": e.error_type, "message": e.message,
@@ -125,7 +125,7 @@ def _print_page(rows: list[JobView], matched: int, cursor: str | None) -> None:
         print(f"{'dead at (UTC)':24} {'tenant':12} {'task type':20} {'reason':24} {'att':>3}  {'job':36}  last error")
     for job in rows:
         print(f"{shown(job.finished_at):24} {job.tenant_id[:12]:12} {job.task_type[:20]:20} "
-              f"{job.dead_reason[:24]:24} {job.attempt:>3}  {job.job_id:36}  {_last_error(job)[:60]}")
+              f"{job.dead_reason[:24]:24} {job.counted_attempts():>3}  {job.job_id:36}  {_last_error(job)[:60]}")
     print(f"{len(rows)} of {matched} dead job(s)")
     print(f"next-cursor: {cursor}" if cursor else "next-cursor: none (last page)")
 
@@ -157,7 +157,7 @@ def dead_text(job: JobView) -> list[str]:
     with its time and its traceback as it was printed. Pure."""
     lines = [f"job {job.job_id}: dead ({job.dead_reason}) at {shown(job.finished_at)}",
              f"  tenant: {job.tenant_id}", f"  task type: {job.task_type}",
-             f"  submitted: {shown(job.submitted_at)}", f"  attempts: {job.attempt}",
+             f"  submitted: {shown(job.submitted_at)}", f"  attempts: {job.counted_attempts()}",
              f"  replays: {job.replays}", f"  payload ({job.payload.content_type}): "
              f"{job.payload.data.decode('utf-8', 'replace')}"]
     for error in job.errors:

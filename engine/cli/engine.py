@@ -35,7 +35,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="worker slots of the NORMAL lane (HIGH and LOW get half, BATCH a quarter)")
     run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
                      help="worker slots of one lane, e.g. --slots BATCH=1 (repeatable)")
-    run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
+    run.add_argument("--grace", type=float, default=10.0,
+                     help="seconds in-flight jobs get to finish when the engine stops or a rebalance moves their "
+                          "partition; what still runs then is re-queued, not counted as an attempt "
+                          "(docs/operations.md)")
     run.add_argument("--cancel-grace", type=float, default=10.0,
                      help="seconds a running job asked to stop (epochq cancel) may run on before it is given up")
     run.add_argument("--session-timeout-ms", type=int, default=6000,

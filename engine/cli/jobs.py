@@ -121,13 +121,20 @@ def change_line(outcome: Outcome) -> str | None:
     if status == "waiting" and outcome.dependencies:
         return f"waiting for {len(outcome.dependencies)} job(s)"
     if status == "running" and outcome.attempts:
-        return f"running (attempt {outcome.attempts})"
+        return f"running (attempt {outcome.attempts}{_requeued(outcome)})"
+    if status == "queued" and outcome.requeued_why and outcome.events[-1].event.type == "JobRequeued":
+        return f"queued again ({outcome.requeued_why}: the attempt is not counted)"
     if status == "retrying":
         due = f"; attempt {outcome.attempts + 1} at {clock(outcome.due_at)}" if outcome.due_at is not None else ""
         return f"retrying: attempt {outcome.attempts} failed ({outcome.error}){due}"
     if status in ("dead", "rejected", "cancelled", "cancelling") and (outcome.reason or outcome.error):
         return f"{status} ({outcome.reason or outcome.error})"
     return status
+
+
+def _requeued(outcome: Outcome) -> str:
+    """What a line about attempts adds when some were re-queued: they are not counted (docs/operations.md)."""
+    return f", and {outcome.requeues} re-queued ({outcome.requeued_why}), not counted" if outcome.requeues else ""
 
 
 def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -162,7 +169,7 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print_json(outcome_json(outcome))
     else:
-        print(f"job {outcome.job_id}: {outcome.status} after {outcome.attempts} attempt(s)")
+        print(f"job {outcome.job_id}: {outcome.status} after {outcome.attempts} attempt(s){_requeued(outcome)}")
         _print_outcome(outcome)
         for tenant, child in sorted(outcome.children.items()):
             print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")
@@ -216,7 +223,8 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     """The stable JSON form of an outcome (documented in docs/cli.md)."""
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
-            "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
+            "attempts": outcome.attempts, "requeues": outcome.requeues, "duplicate": outcome.duplicate,
+            "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
             "due": iso_time(outcome.due_at) if outcome.due_at is not None else None,
             "dependencies": outcome.dependencies, "dependents": outcome.dependents, "ignored": outcome.ignored}

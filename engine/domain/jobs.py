@@ -59,6 +59,12 @@ class JobView:
     reported: int = 0  # how many of its dependencies were reported ended (each report: projections.views.dependencies)
     dependents: tuple[str, ...] = ()  # the jobs waiting for this one, told how it ends
     traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
+    requeued: int = 0  # attempts since the last replay given up by a re-queue (JobRequeued): not counted
+
+    def counted_attempts(self) -> int:
+        """The attempts that count toward ``max_attempts``: every one started since the last replay but those given
+        up by a re-queue (its owner stopped, handed over or was lost: never the handler's failure)."""
+        return self.attempt - self.requeued
 
     def awaiting(self) -> int:
         """How many of its dependencies have not ended (as far as this job was told)."""
@@ -180,7 +186,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
         body.depends_on or None, 0, (),
-        body.traceparent,
+        body.traceparent, 0,
     )
 
 
@@ -235,8 +241,8 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobReplayed, job: JobView, at: int) -> dict[str, object]:
     # its dependents were told it died: the next end is nobody's news
-    return dict(attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at, due_at=at,
-                dependents=())
+    return dict(attempt=0, requeued=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at,
+                due_at=at, dependents=())
 
 
 @_apply.register
@@ -278,7 +284,7 @@ def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
-    return dict(queued_at=at, due_at=at)
+    return dict(queued_at=at, due_at=at, requeued=job.requeued + 1)
 
 
 @_apply.register

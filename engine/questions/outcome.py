@@ -44,7 +44,9 @@ class Outcome:
     result: Any = None
     error: str | None = None
     reason: str | None = None
-    attempts: int = 0
+    attempts: int = 0  # counted toward max_attempts: the attempts started but those re-queued (never above it)
+    requeues: int = 0  # attempts given up by a re-queue (owner stopped, hand-over, owner lost) since the last replay
+    requeued_why: str | None = None  # the latest re-queue's reason (JobRequeued.reason)
     duplicate: bool = False  # the submit followed (``command_id``) made no job: its key's job existed already
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
@@ -108,7 +110,13 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
         outcome.due_at = body.due_at
     elif isinstance(body, m.JobStarted):
-        outcome.attempts, outcome.progress = body.attempt, None
+        outcome.attempts, outcome.progress = body.attempt - outcome.requeues, None
+    elif isinstance(body, m.JobRequeued):
+        outcome.requeues += 1
+        outcome.attempts = max(0, outcome.attempts - 1)
+        outcome.requeued_why = body.reason or "owner changed"  # a record written before v6 does not say
+    elif isinstance(body, m.JobReplayed):
+        outcome.requeues = 0
     elif isinstance(body, m.JobProgressed):
         outcome.progress = (body.value, body.message)
     elif isinstance(body, m.JobRejected):

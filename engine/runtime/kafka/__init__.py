@@ -97,9 +97,12 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
     return producer
 
 
-def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
+def commands_consumer(settings: Settings, session_timeout_ms: int = 6000,
+                      max_poll_interval_ms: int = 120000) -> Consumer:
     """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p.
 
+    ``max_poll_interval_ms`` is also the group's rebalance timeout: a revocation callback that waits for the
+    partitions' grace period must return well within it (``loop/inbox.py``, ``rebalance_timeout_ms``).
     Its records' writer schemas resolve through ``<ns>.schemas`` (as every reader's below)."""
     read_through(settings)
     return Consumer({
@@ -110,7 +113,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "auto.offset.reset": "earliest",
         "session.timeout.ms": session_timeout_ms,
         "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
-        "max.poll.interval.ms": 120000,
+        "max.poll.interval.ms": max_poll_interval_ms,
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": COMMANDS_FETCH_WAIT_MS,
         "queued.max.messages.kbytes": PREFETCH_KB,

@@ -54,6 +54,16 @@ SEEK_WARN_EVERY_S = 30.0
 COMMITTED_TIMEOUT_S = 2.0
 """How long one ask for a partition's committed offset may hold the reader (it is asked again after that)."""
 
+REVOKE_SLACK_S = 5.0
+"""How long past the grace period a revocation callback waits for the loop to hand the partitions back."""
+
+
+def rebalance_timeout_ms(grace_s: float) -> int:
+    """The commands consumer's ``max.poll.interval.ms``, which is also the group's rebalance timeout: at least
+    Kafka's default (120 s), and a minute more than a revocation callback may wait (``grace_s`` plus the slack),
+    so a long grace period never gets a member thrown out of the group while it hands partitions back. Pure."""
+    return max(120_000, int((grace_s + REVOKE_SLACK_S + 60.0) * 1000))
+
 
 class Change(StrEnum):
     """What a rebalance callback saw."""

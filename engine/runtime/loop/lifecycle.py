@@ -17,9 +17,11 @@ one's transaction; a restore; a claim of the next epoch), reading its commands a
 group's committed offset.
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
-until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
-if it folded enough: ``loop/checkpointing.py``) and the rebalance callback waiting for it is
-released. A fenced or lost partition is dropped at once.
+until p's handlers are done or the grace period ends; the attempts still running then are
+re-queued by p's owner itself, saying why (``JobRequeued reason=handover|owner_stopped``,
+``loop/orphans.py``: no attempt counted, and the next owner starts them at once); then p is
+CLOSED (checkpointed first, if it folded enough: ``loop/checkpointing.py``) and the rebalance
+callback waiting for it is released. A fenced or lost partition is dropped at once.
 
 Nothing here calls back into the engine: what the loop reports on is recorded here for it
 to take (:meth:`Lifecycle.take_changed`), or returned (:meth:`Lifecycle.restore`: the records a
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import Emit
+from engine.domain.decide import Emit, RequeueReason
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
@@ -93,15 +95,16 @@ class Lifecycle:
             log.info("assigned partitions %s", note.partitions)
         elif note.change is Change.REVOKED:
             log.info("revoking partitions %s", note.partitions)
-            self.revoke(note.partitions, self.grace_s)
+            self.revoke(note.partitions, self.grace_s, RequeueReason.HANDOVER)
             self._notes.append(note)
         else:
             for p in note.partitions:
                 self.drop(p, "lost")
         self.changed = True
 
-    def revoke(self, numbers: list[int], grace_s: float) -> None:
-        """Stop taking work for ``numbers``; they close once their handlers are done or ``grace_s`` passed."""
+    def revoke(self, numbers: list[int], grace_s: float, reason: RequeueReason) -> None:
+        """Stop taking work for ``numbers``; they close once their handlers are done or ``grace_s`` passed (what
+        still runs then is re-queued with ``reason``)."""
         deadline = time.monotonic() + grace_s
         for p in numbers:
             partition = self.partitions.get(p)
@@ -110,7 +113,7 @@ class Lifecycle:
             if partition.state is State.ACTIVE or (partition.writing is not None and partition.state is not
                                                    State.REVOKING):
                 partition.move(State.REVOKING)  # a transaction under way (a claim, say) ends first
-                partition.revoke_deadline = deadline
+                partition.revoke_deadline, partition.revoke_reason = deadline, reason
             elif partition.state is not State.REVOKING:
                 self.close(p)
         self.reader.pause(numbers)
@@ -256,17 +259,30 @@ class Lifecycle:
 
     # --- giving back ------------------------------------------------------------------------
 
-    def settle_revoking(self, in_flight: Callable[[int], int]) -> None:
-        """Close revoking partitions whose handlers are done (or whose grace ran out); release waiting notes."""
+    def settle_revoking(self, in_flight: Callable[[int], int], now_us: int) -> None:
+        """Close revoking partitions whose handlers are done; where the grace ran out, re-queue what still runs
+        first (``loop/orphans.py``, stamped ``now_us``); release waiting notes."""
         now = time.monotonic()
         for partition in [p for p in self.partitions.values() if p.state is State.REVOKING]:
             if partition.draft.staged or partition.writing is not None or partition.inbound.results:
                 continue  # its last decisions are still being written
-            if not in_flight(partition.number) or now >= partition.revoke_deadline:
+            if in_flight(partition.number) and now < partition.revoke_deadline:
+                continue
+            if not self._handed_back(partition, now_us):
                 self.close(partition.number)
         for note in [n for n in self._notes if not any(p in self.partitions for p in n.partitions)]:
             note.settled.set()
             self._notes.remove(note)
+
+    def _handed_back(self, partition: Partition, now_us: int) -> bool:
+        """Re-queue, once, the jobs still running under ``partition``'s epoch; whether that staged anything (to be
+        written before the partition closes)."""
+        if partition.handed_back or partition.store is None:
+            return False
+        partition.handed_back = True
+        running = [job_id for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
+        reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
+        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us))
 
     def close(self, p: int) -> None:
         """Release partition ``p`` after a clean hand-over."""

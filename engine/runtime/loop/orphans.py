@@ -1,9 +1,12 @@
-"""The orphans step: jobs left running by an older epoch are put back in their queues (at-least-once).
+"""The orphans step: jobs left running are put back in their queues (at-least-once), saying why.
 
 When a partition becomes active under a new epoch, the attempts an older epoch started may
 never report (their owner is gone, or its results no longer count: ``engine.domain.fence``).
-The step takes the draft and those jobs and stages a ``RequeueOrphan`` decision for each; a
-job the decision raises for is set aside by the poison desk. It returns the events staged.
+The step takes the draft and those jobs and stages a ``RequeueOrphan`` decision for each
+(``JobRequeued reason=owner_lost``). At a planned hand-back the owner does it itself for the
+attempts of its own epoch that outlived the grace period (:func:`hand_back`: ``owner_stopped``
+or ``handover``), so the next owner starts them at once and knows why. A job a decision raises
+for is set aside by the poison desk. Each returns the events staged.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterable
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, RequeueOrphan
+from engine.domain.decide import DecideContext, HandBack, Input, RequeueOrphan, RequeueReason
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.poison import PoisonDesk
 
@@ -27,13 +30,29 @@ def orphaned(running: Iterable[tuple[str, int]], epoch: int) -> list[str]:
 
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int) -> list[m.Event]:
     """Decide ``RequeueOrphan`` for each of ``orphans`` into ``draft``; the events staged, in order."""
+    staged = _decide_each(draft, [(job_id, RequeueOrphan(job_id)) for job_id in orphans], poison, now)
+    if orphans:
+        log.info("partition %d: requeued %d jobs left running by epoch < %d (owner_lost)", draft.number,
+                 len(orphans), draft.epoch)
+    return staged
+
+
+def hand_back(draft: Draft, running: list[str], reason: RequeueReason, poison: PoisonDesk,
+              now: int) -> list[m.Event]:
+    """Decide ``HandBack`` for each of ``running`` (jobs running in the partition) into ``draft``: the attempts this
+    owner started go back to their queue with ``reason``; the events staged, in order."""
+    staged = _decide_each(draft, [(job_id, HandBack(job_id, reason)) for job_id in running], poison, now)
+    if staged:
+        log.info("partition %d: handed back %d running job(s) past the grace period (%s)", draft.number,
+                 len(staged), reason.value)
+    return staged
+
+
+def _decide_each(draft: Draft, inputs: list[tuple[str, Input]], poison: PoisonDesk, now: int) -> list[m.Event]:
     ctx = DecideContext(now, draft.epoch)
     before = len(draft.staged.events)
-    for job_id in orphans:
-        error = draft.attempt(draft.decide, job_id, RequeueOrphan(job_id), ctx)
+    for job_id, given in inputs:
+        error = draft.attempt(draft.decide, job_id, given, ctx)
         if error is not None:
             poison.job(draft, job_id, error, ctx, "requeue")
-    if orphans:
-        log.info("partition %d: requeued %d jobs left running by epoch < %d", draft.number, len(orphans),
-                 draft.epoch)
     return draft.staged.events[before:]

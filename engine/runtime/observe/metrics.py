@@ -71,7 +71,7 @@ class EngineMetrics:
             m.JobSubmitted: self._submitted, m.JobStarted: self._started, m.JobSucceeded: self._succeeded,
             m.JobFailed: self._failed, m.JobRetryScheduled: self._retried,
             m.JobDeadLettered: self._dead_lettered, m.JobRejected: self._rejected_one,
-            m.CommandQuarantined: self._quarantined,
+            m.CommandQuarantined: self._quarantined, m.JobRequeued: self._requeued,
         }
 
     def _define_job_metrics(self) -> None:
@@ -89,6 +89,9 @@ class EngineMetrics:
                                 ("task_type", "lane", "reason"), registry=r)
         self.quarantined = Counter("epochq_commands_quarantined_total", "CommandQuarantined events applied",
                                    registry=r)
+        self.requeued = Counter("epochq_jobs_requeued_total", "JobRequeued events applied: attempts given up and "
+                                "run again, not counted toward max_attempts, by reason", ("task_type", "reason"),
+                                registry=r)
         self.processing = Histogram("epochq_job_processing_seconds", "Handler run time of finished attempts",
                                     ("task_type",), buckets=PROCESSING_BUCKETS, registry=r)
         self.lateness = Histogram("epochq_job_lateness_seconds", "JobStarted time minus the time the job was due",
@@ -209,6 +212,10 @@ class EngineMetrics:
         if child is None:
             child = self._rejected[key] = self.rejected.labels(task_type, NO_LANE, body.reason)
         child.inc()
+
+    def _requeued(self, event: m.Event, job: JobView | None) -> None:
+        reason = getattr(event.body, "reason", "") or UNKNOWN  # owner_stopped, handover or owner_lost: bounded
+        self.requeued.labels(job.task_type if job is not None else UNKNOWN, reason).inc()
 
     def _quarantined(self, event: m.Event, job: JobView | None) -> None:
         self.quarantined.inc()

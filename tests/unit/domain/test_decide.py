@@ -177,7 +177,7 @@ def test_orphan_requeued_only_under_a_newer_epoch() -> None:
     assert run(job, RequeueOrphan("job-1"))[1] == []
     newer = replace(CTX, epoch=2)
     job, bodies = run(job, RequeueOrphan("job-1"), newer)
-    assert bodies == [m.JobRequeued(1, 1)] and job.state is JobState.QUEUED
+    assert bodies == [m.JobRequeued(1, 1, "owner_lost")] and job.state is JobState.QUEUED
     job, (started,) = run(job, StartAttempt("job-1"), newer)
     assert started.attempt == 2
 
