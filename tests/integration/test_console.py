@@ -66,6 +66,9 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     assert cell(overview, 'data-task-type="noop"', "succeeded") == 3
     assert cell(overview, 'data-task-type="flaky"', "failed") == 4
     assert cell(overview, 'data-task-type="flaky"', "dead") == 1
+    # The chart counts each job once, when it ends: four failed attempts and a dead letter are one dead job.
+    assert re.search(r'<figure class="throughput" data-task-type="flaky" data-succeeded="0" data-dead="1">', overview)
+    assert re.search(r'<figure class="throughput" data-task-type="noop" data-succeeded="3" data-dead="0">', overview)
     assert re.search(r'id="dlq-depth"[^>]*><a href="/dlq">1<', overview)
 
     jobs = web.get("/jobs", params={"tenant": "acme", "status": "completed"}).text
@@ -77,6 +80,10 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     assert 'id="job-status" data-status="dead"' in page
     assert [int(a) for a in re.findall(r'<tr data-type="JobFailed" data-attempt="(\d)"', page)] == [1, 2, 3, 4]
     assert "ConnectionError: downstream unavailable (attempt 4)" in page
+    shown = r'<details class="attempt-error" data-attempt="(\d)"[^>]*>.*?<pre class="traceback">(.*?)</pre>'
+    tracebacks = re.findall(shown, page, re.S)  # each attempt's traceback, as the worker sent it
+    assert [a for a, _ in tracebacks] == ["1", "2", "3", "4"]
+    assert all("in flaky" in tb and "ConnectionError: downstream unavailable" in tb for _, tb in tracebacks)
     token = csrf(page, "replay")
 
     refused = web.post(f"/actions/jobs/{flaky.job_id}/replay", data={"reason": "no token"})
