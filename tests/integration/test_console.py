@@ -150,6 +150,15 @@ def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
     paused = web.post("/actions/schedules/tick/pause", data={"csrf_token": csrf(str(schedules), "pause-schedule")})
     assert paused.status_code == 303 and paused.headers["location"] == "/schedules?flash=paused"
     eventually(lambda: 'data-schedule-id="tick" data-enabled="false"' in web.get("/schedules").text, 15, "paused")
+    # A schedule whose task type is paused fires, but every occurrence waits: it is shown paused, not healthy.
+    assert client.add_schedule("held", "slow", "0 4 * * *", tenant="acme").accepted
+    eventually(lambda: 'data-schedule-id="held" data-enabled="true" data-state="enabled"' in web.get("/schedules").text,
+               15, "listed enabled")
+    assert all(o.events for o in client.pause_task_type("slow", reason="maintenance"))
+    held = eventually(lambda: re.search(r'<tr data-schedule-id="held" data-enabled="true" data-state="task-paused">'
+                                        r'.*?<td class="state">(.*?)</td>', web.get("/schedules").text, re.S), 15,
+                      "shown paused by its task type")
+    assert ">paused<" in held.group(1) and "its task type is" in held.group(1)
 
     tenants = web.get("/tenants").text
     weight = web.post("/actions/tenants/acme/weight", data={"csrf_token": csrf(tenants, "set-weight"), "weight": "3"})
