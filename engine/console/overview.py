@@ -35,8 +35,9 @@ class LatenessFigures:
 
 
 def overview(reads: Reads) -> dict[str, Any]:
-    """Everything the overview shows, each part read on its own (kept a few seconds for every tab)."""
-    return reads.cache.get("overview", lambda: _overview(reads))  # type: ignore[no-any-return]
+    """Everything the overview shows, each part read on its own (kept a few seconds for every tab; past that, the
+    kept answer is shown while the next one is read behind it, so a refresh never waits for the log)."""
+    return reads.cache.get("overview", lambda: _overview(reads), renew_behind=True)  # type: ignore[no-any-return]
 
 
 def _overview(reads: Reads) -> dict[str, Any]:

@@ -188,3 +188,27 @@ def test_the_jobs_list_goes_back_by_the_trail_of_cursors_in_its_url() -> None:
     assert query(second["next"])["trail"] == [f"{FIRST},c1"]
     last = trail_links({}, [FIRST, "c1"], "c2", None)
     assert "next" not in last and query(last["prev"]) == {"cursor": ["c1"], "trail": [FIRST]}
+
+
+def test_a_stale_overview_is_shown_at_once_while_the_next_is_read_behind_it() -> None:
+    import threading
+    import time
+
+    from engine.console.reads import Cache
+
+    cache, gate = Cache(ttl_s=4.0, stale_s=15.0), threading.Event()
+    assert cache.get("overview", lambda: 1, renew_behind=True) == 1  # nothing kept: read in the request
+
+    def slow_read() -> int:
+        gate.wait(10)
+        return 2
+
+    cache._kept["overview"] = (time.monotonic() - 5, 1)  # past its ttl, within stale_s
+    assert cache.get("overview", slow_read, renew_behind=True) == 1  # answered while the read is held back
+    assert cache.get("overview", slow_read, renew_behind=True) == 1  # one renewal at a time
+    gate.set()
+    deadline = time.monotonic() + 10
+    while cache.get("overview", slow_read, renew_behind=True) != 2:
+        assert time.monotonic() < deadline, "the renewal never landed"
+    cache._kept["overview"] = (time.monotonic() - 60, 2)  # nobody looked for a minute: read before answering
+    assert cache.get("overview", lambda: 3, renew_behind=True) == 3
