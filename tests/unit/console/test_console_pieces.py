@@ -212,3 +212,11 @@ def test_a_stale_overview_is_shown_at_once_while_the_next_is_read_behind_it() ->
         assert time.monotonic() < deadline, "the renewal never landed"
     cache._kept["overview"] = (time.monotonic() - 60, 2)  # nobody looked for a minute: read before answering
     assert cache.get("overview", lambda: 3, renew_behind=True) == 3
+
+
+def test_a_schedule_whose_task_type_is_paused_is_not_shown_healthy() -> None:
+    from engine.console.pages import schedule_state
+
+    assert schedule_state(True, "report", set()) == "enabled"
+    assert schedule_state(True, "report", {"report"}) == "task-paused"
+    assert schedule_state(False, "report", {"report"}) == "paused"
