@@ -16,6 +16,7 @@ const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const avro = require('avsc');
+const { crc64Avro } = require('./fingerprint');
 const { CompressionCodecs, CompressionTypes, Kafka, logLevel } = require('kafkajs');
 const lz4 = require('lz4js');
 
@@ -134,19 +135,6 @@ async function loadSchemas(kafka, namespace, resolver) {
     else if (genuine(key, message.value.toString('utf8'))) resolver.writers.set(key, message.value.toString('utf8'));
     else console.error(`ignored the schema under key ${key} of ${namespace}.schemas: its text does not have that fingerprint`);
   });
-}
-
-// CRC-64-AVRO, as the single-object encoding's fingerprint.
-const EMPTY = 0xc15d213aa4d7a795n;
-const TABLE = Array.from({ length: 256 }, (_, i) => {
-  let fp = BigInt(i);
-  for (let j = 0; j < 8; j++) fp = (fp >> 1n) ^ (EMPTY & -(fp & 1n));
-  return fp;
-});
-function crc64Avro(text) {
-  let fp = EMPTY;
-  for (const byte of Buffer.from(text, 'utf8')) fp = (fp >> 8n) ^ TABLE[Number((fp ^ BigInt(byte)) & 0xffn)];
-  return fp;
 }
 
 // Whether a schema text really has the fingerprint of its key in <ns>.schemas (little-endian hex of the
