@@ -6,23 +6,15 @@ from dataclasses import replace
 
 from engine.contract import messages as m
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, HandBack, RequeueOrphan, RequeueReason, StartAttempt, TaskPolicy,
-    TimerFired, decide,
+    AttemptFinished, CommandInput, DecideContext, HandBack, RequeueOrphan, RequeueReason, StartAttempt, TimerFired,
 )
 from engine.domain.jobs import JobView, evolve
 from engine.domain.lifecycle import JobState
-from engine.domain.retry import RetryPolicy
+from tests.unit.factories import DECIDE_CTX as CTX
+from tests.unit.factories import DECIDE_NOW as NOW
 from tests.unit.factories import command, event, submit
+from tests.unit.factories import decided as run
 
-NOW = 10_000_000
-CTX = DecideContext(now=NOW, epoch=1, tasks={"email.send": TaskPolicy(RetryPolicy(3, 1.0, 10.0, 0.0))})
-
-
-def run(job: JobView | None, given: object, ctx: DecideContext = CTX) -> tuple[JobView | None, list[m.EventBody]]:
-    bodies = [e.body for e in decide(job, given, ctx)]  # type: ignore[arg-type]
-    for body in bodies:
-        job = evolve(job, event(body, "job-1", epoch=ctx.epoch, at=ctx.now))
-    return job, bodies
 
 
 def running(max_attempts: int | None = None, ctx: DecideContext = CTX) -> JobView:
