@@ -18,7 +18,6 @@ from tests.unit.factories import command, event, submit
 from tests.unit.factories import decided as run
 
 
-
 def queued_job() -> JobView:
     job, _ = run(None, CommandInput(submit(), 7))
     assert job is not None

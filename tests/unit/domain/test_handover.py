@@ -16,7 +16,6 @@ from tests.unit.factories import command, event, submit
 from tests.unit.factories import decided as run
 
 
-
 def running(max_attempts: int | None = None, ctx: DecideContext = CTX) -> JobView:
     job, _ = run(None, CommandInput(submit(max_attempts=max_attempts), 1), ctx)
     job, _ = run(job, StartAttempt("job-1"), ctx)
