@@ -37,7 +37,7 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import Emit, RequeueReason
+from engine.domain.decide import DecideContext, Emit, RequeueReason
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
@@ -66,8 +66,10 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None):
+                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
+                 base_ctx: DecideContext = orphans.NO_POLICIES):
         self.settings, self.owner_id = settings, owner_id
+        self.base_ctx = base_ctx  # the task policies a re-queue decides with (max_lost)
         self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -171,7 +173,7 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now)
+        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now, self.base_ctx)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
@@ -282,7 +284,7 @@ class Lifecycle:
         partition.handed_back = True
         running = [job_id for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
         reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
-        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us))
+        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us, self.base_ctx))
 
     def close(self, p: int) -> None:
         """Release partition ``p`` after a clean hand-over."""
