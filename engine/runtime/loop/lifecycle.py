@@ -14,7 +14,8 @@ One whose producer failed for good without a fence (``ProducerFailedError``) set
 (:meth:`Lifecycle.recreate`): its store and producer are let go at once and, if the group still
 assigns p here, p starts over as assigned (a new producer, whose initialisation settles the dead
 one's transaction; a restore; a claim of the next epoch), reading its commands again from the
-group's committed offset.
+group's committed offset, after a delay that doubles with the set-ups in a row
+(``loop/resetups.py``: 0.5 s up to 30 s; a partition active a minute starts again at 0.5 s).
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; the attempts still running then are
@@ -42,7 +43,7 @@ from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.kafka import Consumer
-from engine.runtime.loop import orphans, refusals
+from engine.runtime.loop import orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
@@ -77,6 +78,8 @@ class Lifecycle:
         self.partitions: dict[int, Partition] = {}
         self.timers: dict[int, PartitionTimers] = {}
         self._notes: list[Note] = []
+        self._resetups: dict[int, int] = {}  # set-ups in a row after a producer failed unfenced (loop/resetups.py)
+        self._active_since: dict[int, float] = {}  # when each partition last became active (monotonic)
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
@@ -165,6 +168,7 @@ class Lifecycle:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
         (``loop/orphans.py``)."""
         partition.move(State.ACTIVE)
+        self._active_since[partition.number] = time.monotonic()
         store, draft = partition.store, partition.draft
         draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
         for record in all_breakers(store):
@@ -243,9 +247,11 @@ class Lifecycle:
         """``partition``'s producer failed for good but no one fenced it: let its store and producer go, and take
         it again as newly assigned if the group still assigns it here (a revocation whose note still waits has
         taken it out of ``reader.assigned`` already)."""
-        p = partition.number
-        log.warning("partition %d: %s; setting it up again with a new producer (epoch %d ends here)",
-                    p, why, partition.epoch)
+        p, now = partition.number, time.monotonic()
+        self._resetups[p] = count = resetups.in_a_row(self._resetups.get(p, 0), now - self._active_since.get(p, now))
+        delay = resetups.delay_s(count)
+        log.warning("partition %d: %s; setting it up again with a new producer in %.1f s (epoch %d ends here; "
+                    "set-up %d in a row)", p, why, delay, partition.epoch, count)
         self.reader.pause([p])
         self.partitions.pop(p, None)
         partition.draft.forget()
@@ -258,6 +264,7 @@ class Lifecycle:
             return
         again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
         again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
+        self.taking.defer(p, now + delay)
 
     # --- giving back ------------------------------------------------------------------------
 
