@@ -75,9 +75,10 @@ def requeue_orphan(given: RequeueOrphan, job: JobView | None, ctx: DecideContext
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
     max_lost = ctx.policy(job.task_type).retry.max_lost
-    if job.cancel is None and lost_too_often(max_lost, job.lost):
+    lost = given.reason is RequeueReason.OWNER_LOST
+    if lost and job.cancel is None and lost_too_often(max_lost, job.lost):
         return _lost_for_good(job, max_lost, ctx)
-    return _requeued(job, RequeueReason.OWNER_LOST)
+    return _requeued(job, given.reason)
 
 
 def _lost_for_good(job: JobView, max_lost: int, ctx: DecideContext) -> list[Emit]:

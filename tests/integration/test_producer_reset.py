@@ -77,6 +77,10 @@ def test_a_fatal_producer_error_that_is_no_fence_sets_the_partition_up_again(  #
     terminals = {job_id: [e.event.type for e in events if not e.fenced and e.event.type in TERMINAL]
                  for job_id, events in events_by_job(settings).items() if job_id in ids}
     assert len(terminals) == 2 * JOBS and all(t == ["JobSucceeded"] for t in terminals.values()), terminals
+    why = {e.event.body.reason for job_id, events in events_by_job(settings).items() if job_id in ids  # type: ignore[union-attr]
+           for e in events if e.event.type == "JobRequeued" and not e.fenced}
+    # the failed commit's results were lost: the engine re-queues its own attempts, never as a loss toward max_lost
+    assert why == {"producer_reset"} if fault == "fail-commit" else why <= {"producer_reset"}, why
 
     logs = engine.logs()
     (reset,) = {int(p) for p in re.findall(r"partition (\d+): producer failed for good, not fenced", logs)}

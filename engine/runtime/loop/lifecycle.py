@@ -80,6 +80,7 @@ class Lifecycle:
         self._notes: list[Note] = []
         self._resetups: dict[int, int] = {}  # set-ups in a row after a producer failed unfenced (loop/resetups.py)
         self._active_since: dict[int, float] = {}  # when each partition last became active (monotonic)
+        self._own_epochs: dict[int, set[int]] = {}  # the epochs this process held each partition at (activated)
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
@@ -177,7 +178,11 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now, self.base_ctx)
+        theirs, mine = orphans.ours(running_jobs(store), self._own_epochs.setdefault(partition.number, set()))
+        orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
+        orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
+                        RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
+        self._own_epochs[partition.number].add(draft.epoch)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)

@@ -31,15 +31,22 @@ def orphaned(running: Iterable[tuple[str, int]], epoch: int) -> list[str]:
     return [job_id for job_id, started in running if fence.older(started, epoch)]
 
 
+def ours(running: Iterable[tuple[str, int]], own: set[int]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """``running`` split: the jobs started under an epoch of another owner (or process), and those started under one
+    of ``own``, the epochs this process held the partition at (its producer was replaced since). Pure."""
+    pairs = list(running)
+    return [p for p in pairs if p[1] not in own], [p for p in pairs if p[1] in own]
+
+
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,
-            base: DecideContext = NO_POLICIES) -> list[m.Event]:
+            base: DecideContext = NO_POLICIES, reason: RequeueReason = RequeueReason.OWNER_LOST) -> list[m.Event]:
     """Decide ``RequeueOrphan`` for each of ``orphans`` into ``draft`` with ``base``'s task policies (a job lost more
     than its ``max_lost`` is dead-lettered instead); the events staged, in order."""
-    staged = _decide_each(draft, [(job_id, RequeueOrphan(job_id)) for job_id in orphans], poison, now, base)
+    staged = _decide_each(draft, [(job_id, RequeueOrphan(job_id, reason)) for job_id in orphans], poison, now, base)
     dead = [e.job_id or "" for e in staged if isinstance(e.body, m.JobDeadLettered)]
     if len(orphans) > len(dead):
-        log.info("partition %d: requeued %d jobs left running by epoch < %d (owner_lost)", draft.number,
-                 len(orphans) - len(dead), draft.epoch)
+        log.info("partition %d: requeued %d jobs left running by epoch < %d (%s)", draft.number,
+                 len(orphans) - len(dead), draft.epoch, reason.value)
     if dead:
         log.warning("partition %d: dead-lettered %d job(s) whose engine died more often than their max_lost allows "
                     "while running them (owner_lost_repeatedly): %s", draft.number, len(dead), ", ".join(dead[:5]))

@@ -111,3 +111,12 @@ def test_lost_too_often_allows_max_lost_requeues() -> None:
 def test_max_lost_must_be_a_count(bad: object) -> None:
     with pytest.raises(ValueError, match="max_lost must be an integer >= 0"):
         RetryPolicy(max_lost=bad)  # type: ignore[arg-type]
+
+
+def test_a_producer_reset_of_the_same_process_requeues_without_counting_a_loss() -> None:
+    job = running()
+    for epoch in (2, 3, 4):  # the owner's producer replaced three times while the job ran: not a loss
+        job, bodies = run(job, RequeueOrphan("job-1", RequeueReason.PRODUCER_RESET), replace(CTX, epoch=epoch))  # type: ignore[assignment]
+        assert bodies == [m.JobRequeued(epoch - 1, epoch - 1, "producer_reset")] and job.lost == 0
+        job, _ = run(job, StartAttempt("job-1"), replace(CTX, epoch=epoch))  # type: ignore[assignment]
+    assert [type(b) for b in lost(job, 5)[1]] == [m.JobRequeued]  # max_lost=1: the first real loss is re-queued

@@ -100,3 +100,9 @@ def test_an_orphan_lost_more_than_its_task_types_max_lost_is_dead_lettered_with_
     staged = orphans.requeue(rig.draft, orphans.orphaned(running_jobs(rig.store), 2), rig.poison, NOW, policies)
     assert [type(e.body) for e in staged] == [m.JobFailed, m.JobDeadLettered]
     assert staged[1].body == m.JobDeadLettered("owner_lost_repeatedly", 1) and rig.job_state(jobs[0]) is JobState.DEAD
+
+
+def test_orphans_started_under_this_processs_own_epochs_are_told_apart() -> None:
+    theirs, mine = orphans.ours([("a", 1), ("b", 2), ("c", 3)], {2, 3})
+    assert theirs == [("a", 1)] and mine == [("b", 2), ("c", 3)]
+    assert orphans.ours([("a", 1)], set()) == ([("a", 1)], [])
