@@ -301,6 +301,7 @@ class Lifecycle:
     def close(self, p: int) -> None:
         """Release partition ``p`` after a clean hand-over."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)  # a later owner re-queues what still runs: held again, it is another's
         if partition is None:
             return
         if self.checkpointer is not None:
@@ -325,6 +326,7 @@ class Lifecycle:
     def drop(self, p: int, why: str) -> None:
         """Forget partition ``p`` at once (lost or fenced): no more writes, ever, from this holder."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)
         if partition is None:
             return
         partition.draft.forget()

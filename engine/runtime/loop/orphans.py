@@ -3,10 +3,13 @@
 When a partition becomes active under a new epoch, the attempts an older epoch started may
 never report (their owner is gone, or its results no longer count: ``engine.domain.fence``).
 The step takes the draft and those jobs and stages a ``RequeueOrphan`` decision for each
-(``JobRequeued reason=owner_lost``). At a planned hand-back the owner does it itself for the
-attempts of its own epoch that outlived the grace period (:func:`hand_back`: ``owner_stopped``
-or ``handover``), so the next owner starts them at once and knows why. A job a decision raises
-for is set aside by the poison desk. Each returns the events staged.
+(``JobRequeued reason=owner_lost``; a job lost more often than its task type's ``max_lost`` is
+dead-lettered instead, ``owner_lost_repeatedly``; the attempts of an epoch this very process held
+before it replaced a failed producer are ``producer_reset``: :func:`ours`). At a planned
+hand-back the owner does it itself for the attempts of its own epoch that outlived the grace
+period (:func:`hand_back`: ``owner_stopped`` or ``handover``), so the next owner starts them at
+once and knows why. A job a decision raises for is set aside by the poison desk. Each returns
+the events staged.
 """
 
 from __future__ import annotations
