@@ -7,7 +7,7 @@ and the bench waits until every one runs; then the rolling restart: SIGTERM ``a`
 ``b`` again. Then it waits until every job completed and reads each job's history from the log:
 
 - ``starts``: attempts started (``restarts`` = starts - 1: each one began the work again from zero);
-- the reasons of its ``JobRequeued`` events (``handover``, ``owner_stopped``, ``owner_lost``);
+- the reasons of its ``JobRequeued`` events (``handover``, ``owner_stopped``, ``owner_lost``, ``producer_reset``);
 - ``counted``: the attempts that count toward ``max_attempts`` (``epochq status``); before re-queues stopped
   counting, every start counted, so the same run would have shown ``starts`` there;
 - ``total``: submit to completion, and ``lost``: seconds of work the abandoned attempts had done.

@@ -17,7 +17,12 @@ from engine.domain.inputs import (
 )
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
-from engine.domain.retry import backoff_us, should_retry
+from engine.domain.retry import backoff_us, lost_too_often, should_retry
+
+LOST_REPEATEDLY = "owner_lost_repeatedly"
+"""The dead-letter reason of a job whose engine died more than ``max_lost`` times while running it."""
+LOST_ERROR = "OwnerLost"
+"""The error type recorded for the attempt that was lost once too often."""
 
 
 def timer_fired(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
@@ -69,7 +74,21 @@ def requeue_orphan(given: RequeueOrphan, job: JobView | None, ctx: DecideContext
     owner was lost, or handed the partition back without recording the attempt's end."""
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
-    return _requeued(job, RequeueReason.OWNER_LOST)
+    max_lost = ctx.policy(job.task_type).retry.max_lost
+    lost = given.reason is RequeueReason.OWNER_LOST
+    if lost and job.cancel is None and lost_too_often(max_lost, job.lost):
+        return _lost_for_good(job, max_lost, ctx)
+    return _requeued(job, given.reason)
+
+
+def _lost_for_good(job: JobView, max_lost: int, ctx: DecideContext) -> list[Emit]:
+    """The attempt lost once more than ``max_lost`` allows fails, not retryable, and the job is dead-lettered: its
+    handler is taken to be what kills its engines."""
+    died = job.lost + 1
+    message = f"its engine died {died} time{'s' if died > 1 else ''} while running it (max_lost={max_lost})"
+    failed = m.JobFailed(job.attempt, LOST_ERROR, message, 0, "", False)  # how long it ran before dying: unknown
+    return [Emit(job.job_id, job.tenant_id, failed),
+            Emit(job.job_id, job.tenant_id, m.JobDeadLettered(LOST_REPEATEDLY, job.counted_attempts()))]
 
 
 def hand_back(given: HandBack, job: JobView | None, ctx: DecideContext) -> list[Emit]:

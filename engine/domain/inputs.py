@@ -118,13 +118,17 @@ class RequeueReason(StrEnum):
     OWNER_STOPPED = "owner_stopped"  # its owner shut down (SIGTERM) and the attempt outlived the grace period
     HANDOVER = "handover"  # a rebalance moved the partition and the attempt outlived the grace period
     OWNER_LOST = "owner_lost"  # its owner vanished (kill -9, a lost session, fenced): found by the next owner
+    PRODUCER_RESET = "producer_reset"  # its owner's producer failed unfenced; the same process set it up again
 
 
 @dataclass(frozen=True, slots=True)
 class RequeueOrphan:
-    """The job was found running under an older epoch when this owner claimed the partition."""
+    """The job was found running under an older epoch when this owner claimed the partition: its owner was lost
+    (``OWNER_LOST``, capped by ``max_lost``), or was this very process before its producer was replaced
+    (``PRODUCER_RESET``: not a loss)."""
 
     job_id: str
+    reason: RequeueReason = RequeueReason.OWNER_LOST
 
 
 @dataclass(frozen=True, slots=True)

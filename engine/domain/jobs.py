@@ -60,6 +60,7 @@ class JobView:
     dependents: tuple[str, ...] = ()  # the jobs waiting for this one, told how it ends
     traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
     requeued: int = 0  # attempts since the last replay given up by a re-queue (JobRequeued): not counted
+    lost: int = 0  # of those, the ones whose owner was lost while running it (reason owner_lost): capped by max_lost
 
     def counted_attempts(self) -> int:
         """The attempts that count toward ``max_attempts``: every one started since the last replay but those given
@@ -131,6 +132,8 @@ TRIGGERS: dict[type, Trigger] = {
 }
 RELEASED = "dependencies_met"
 """The cause of the JobQueued that releases a waiting job."""
+OWNER_LOST = "owner_lost"
+"""The ``JobRequeued`` reason of an attempt whose owner was lost (``RequeueReason.OWNER_LOST``): counted in ``lost``."""
 
 
 def trigger_of(body: m.EventBody) -> Trigger | None:
@@ -186,7 +189,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
         body.depends_on or None, 0, (),
-        body.traceparent, 0,
+        body.traceparent, 0, 0,
     )
 
 
@@ -241,7 +244,7 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobReplayed, job: JobView, at: int) -> dict[str, object]:
     # its dependents were told it died: the next end is nobody's news
-    return dict(attempt=0, requeued=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at,
+    return dict(attempt=0, requeued=0, lost=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at,
                 due_at=at, dependents=())
 
 
@@ -284,7 +287,8 @@ def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
-    return dict(queued_at=at, due_at=at, requeued=job.requeued + 1)
+    lost = job.lost + (body.reason == OWNER_LOST)
+    return dict(queued_at=at, due_at=at, requeued=job.requeued + 1, lost=lost)
 
 
 @_apply.register

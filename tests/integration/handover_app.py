@@ -1,4 +1,5 @@
-"""The handler of the hand-over tests (test_handover.py, bench/rolling_restart.py): a long job held open by a gate."""
+"""The handlers of the hand-over tests (test_handover.py, bench/rolling_restart.py): a long job held open by a gate,
+and one that takes its engine down."""
 
 from __future__ import annotations
 
@@ -30,3 +31,12 @@ def long_job(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
         failed.touch()
         raise ConnectionError(f"downstream unavailable (attempt {ctx.attempt})")
     return {"attempt": ctx.attempt, "epoch": ctx.epoch, "pid": os.getpid()}
+
+
+@app.task("crash", retry=RetryPolicy(max_attempts=3, max_lost=1), timeout=300)
+def crash(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Takes its engine down (as an out-of-memory kill or a segfault would) every time it runs, once it is noted."""
+    MARKS.mkdir(parents=True, exist_ok=True)
+    with open(MARKS / "crash.log", "a") as f:
+        f.write(f"{ctx.job_id} {ctx.attempt} {ctx.epoch} {os.getpid()}\n")
+    os._exit(1)

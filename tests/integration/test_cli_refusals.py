@@ -17,8 +17,10 @@ from tests.integration.conftest import EngineProcess, start_engine
 from tests.integration.helpers.cli import epochq
 from tests.integration.helpers.keys import key_files
 
-REFUSED = "refused in 3 of 3 partition(s): unauthenticated: the signature is not by a key of tenant ''"
-"""A task type's command names no tenant, so a tenant's signature proves nothing for it (docs/security.md)."""
+REFUSED = ("refused in 3 of 3 partition(s): unauthenticated: pause/resume/limits are operator commands; a tenant's "
+           "key may not sign them, only an operator key may (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)")
+"""A task type's command names no tenant, so a tenant's signature proves nothing for it (docs/security.md); the
+refusal says so, not that the key is not one of tenant ''s."""
 
 
 def test_task_type_controls_signed_with_a_tenants_key_say_refused_and_exit_1(

@@ -137,3 +137,19 @@ def test_kill_minus_nine_requeues_as_owner_lost_without_counting_it(  # type: ig
     outcome = handle.wait(60)
     assert (outcome.status, outcome.attempts, outcome.requeues) == ("completed", 1, 1)
     eventually(lambda: counted_within_max(b, settings, handle.job_id, outcome), 30, "b's store to fold it")
+
+
+def test_a_handler_that_kills_its_engine_is_dead_lettered_once_lost_more_than_max_lost(  # type: ignore[no-untyped-def]
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:
+    a = start_engine(engines, settings, "a", tmp_path, app=APP)
+    a.wait_active(3)
+    handle = client.submit("crash", {}, tenant="acme")  # max_lost=1: one loss re-queued, the second its end
+    assert a.proc.wait(60) == 1  # the handler took a down
+    b = start_engine(engines, settings, "b", tmp_path, app=APP)  # finds it orphaned, re-queues it, runs it: down
+    assert b.proc.wait(90) == 1
+    assert requeues(settings, handle.job_id) == [("b", "owner_lost", False)]
+    c = start_engine(engines, settings, "c", tmp_path, app=APP)  # finds it orphaned again: dead-letters it
+    outcome = handle.wait(90)
+    assert (outcome.status, outcome.reason, outcome.attempts) == ("dead", "owner_lost_repeatedly", 1), outcome.events
+    assert outcome.error is not None and "its engine died 2 times while running it (max_lost=1)" in outcome.error
+    assert starters(settings, handle.job_id) == ["a", "b"] and c.proc.poll() is None  # c never ran it

@@ -9,6 +9,7 @@ at the next epoch, and every job around the fault must end exactly once.
 
 from __future__ import annotations
 
+import logging
 import re
 import urllib.request
 from pathlib import Path
@@ -76,6 +77,10 @@ def test_a_fatal_producer_error_that_is_no_fence_sets_the_partition_up_again(  #
     terminals = {job_id: [e.event.type for e in events if not e.fenced and e.event.type in TERMINAL]
                  for job_id, events in events_by_job(settings).items() if job_id in ids}
     assert len(terminals) == 2 * JOBS and all(t == ["JobSucceeded"] for t in terminals.values()), terminals
+    why = {e.event.body.reason for job_id, events in events_by_job(settings).items() if job_id in ids  # type: ignore[union-attr]
+           for e in events if e.event.type == "JobRequeued" and not e.fenced}
+    # the failed commit's results were lost: the engine re-queues its own attempts, never as a loss toward max_lost
+    assert why == {"producer_reset"} if fault == "fail-commit" else why <= {"producer_reset"}, why
 
     logs = engine.logs()
     (reset,) = {int(p) for p in re.findall(r"partition (\d+): producer failed for good, not fenced", logs)}
@@ -89,9 +94,11 @@ def test_a_fatal_producer_error_that_is_no_fence_sets_the_partition_up_again(  #
 
 
 def test_a_failed_producer_of_a_partition_the_group_moved_is_not_set_up_again(  # type: ignore[no-untyped-def]
-        settings: Settings, tmp_path: Path) -> None:
+        settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """The group moves one of two partitions to another member while their producers are being replaced: only the
-    one still assigned here is taken again; the other is left to its new owner (real group, real broker)."""
+    one still assigned here is taken again; the other is left to its new owner (real group, real broker). A
+    partition set up again and again waits longer each time (0.5 s doubling), and says so."""
+    caplog.set_level(logging.WARNING, "epochq.lifecycle")
     inbox = Inbox()
     reader = CommandReader(kafka.commands_consumer(settings), settings.commands_topic, inbox, revoke_wait_s=0.1)
     events = kafka.events_reader(settings, "reset-test")
@@ -115,6 +122,14 @@ def test_a_failed_producer_of_a_partition_the_group_moved_is_not_set_up_again(  
             lifecycle.recreate(lifecycle.partitions[p], "producer failed for good, not fenced (test)")
         assert set(lifecycle.partitions) == kept
         assert all(p.state is State.ASSIGNED and p.accept_tag > 0 for p in lifecycle.partitions.values())
+        again = min(kept)
+        for _ in range(4):  # its new producer fails at once, again and again: each set-up waits longer
+            lifecycle.recreate(lifecycle.partitions[again], "producer failed for good, not fenced (test)")
+        lifecycle.set_up()  # what the loop does next: the fifth set-up in a row waits 8 s first
+        assert lifecycle.partitions[again].state is State.ASSIGNED and lifecycle.partitions[again].store is None
+        assert [f"in {d} s" in caplog.text for d in ("0.5", "1.0", "2.0", "4.0", "8.0")] == [True] * 5, caplog.text
+        assert f"partition {again}: producer failed for good, not fenced (test); setting it up again with a new " \
+               "producer in 8.0 s (epoch 0 ends here; set-up 5 in a row)" in caplog.text
     finally:
         lifecycle.partitions.clear()
         reader.stop()

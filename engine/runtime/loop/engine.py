@@ -112,7 +112,8 @@ class Engine:
                                          options.checkpoint_min_events or MIN_EVENTS)
         bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
-                                   board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer)
+                                   board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
+                                   base_ctx)
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
                               CommandChecker(settings, self.tenants.public_keys, signer))

@@ -14,7 +14,8 @@ One whose producer failed for good without a fence (``ProducerFailedError``) set
 (:meth:`Lifecycle.recreate`): its store and producer are let go at once and, if the group still
 assigns p here, p starts over as assigned (a new producer, whose initialisation settles the dead
 one's transaction; a restore; a claim of the next epoch), reading its commands again from the
-group's committed offset.
+group's committed offset, after a delay that doubles with the set-ups in a row
+(``loop/resetups.py``: 0.5 s up to 30 s; a partition active a minute starts again at 0.5 s).
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; the attempts still running then are
@@ -37,12 +38,12 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import Emit, RequeueReason
+from engine.domain.decide import DecideContext, Emit, RequeueReason
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.kafka import Consumer
-from engine.runtime.loop import orphans, refusals
+from engine.runtime.loop import orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
@@ -66,8 +67,10 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None):
+                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
+                 base_ctx: DecideContext = orphans.NO_POLICIES):
         self.settings, self.owner_id = settings, owner_id
+        self.base_ctx = base_ctx  # the task policies a re-queue decides with (max_lost)
         self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -75,6 +78,9 @@ class Lifecycle:
         self.partitions: dict[int, Partition] = {}
         self.timers: dict[int, PartitionTimers] = {}
         self._notes: list[Note] = []
+        self._resetups: dict[int, int] = {}  # set-ups in a row after a producer failed unfenced (loop/resetups.py)
+        self._active_since: dict[int, float] = {}  # when each partition last became active (monotonic)
+        self._own_epochs: dict[int, set[int]] = {}  # the epochs this process held each partition at (activated)
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
@@ -163,6 +169,7 @@ class Lifecycle:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
         (``loop/orphans.py``)."""
         partition.move(State.ACTIVE)
+        self._active_since[partition.number] = time.monotonic()
         store, draft = partition.store, partition.draft
         draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
         for record in all_breakers(store):
@@ -171,7 +178,11 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now)
+        theirs, mine = orphans.ours(running_jobs(store), self._own_epochs.setdefault(partition.number, set()))
+        orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
+        orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
+                        RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
+        self._own_epochs[partition.number].add(draft.epoch)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
@@ -241,9 +252,11 @@ class Lifecycle:
         """``partition``'s producer failed for good but no one fenced it: let its store and producer go, and take
         it again as newly assigned if the group still assigns it here (a revocation whose note still waits has
         taken it out of ``reader.assigned`` already)."""
-        p = partition.number
-        log.warning("partition %d: %s; setting it up again with a new producer (epoch %d ends here)",
-                    p, why, partition.epoch)
+        p, now = partition.number, time.monotonic()
+        self._resetups[p] = count = resetups.in_a_row(self._resetups.get(p, 0), now - self._active_since.get(p, now))
+        delay = resetups.delay_s(count)
+        log.warning("partition %d: %s; setting it up again with a new producer in %.1f s (epoch %d ends here; "
+                    "set-up %d in a row)", p, why, delay, partition.epoch, count)
         self.reader.pause([p])
         self.partitions.pop(p, None)
         partition.draft.forget()
@@ -256,6 +269,7 @@ class Lifecycle:
             return
         again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
         again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
+        self.taking.defer(p, now + delay)
 
     # --- giving back ------------------------------------------------------------------------
 
@@ -282,11 +296,12 @@ class Lifecycle:
         partition.handed_back = True
         running = [job_id for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
         reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
-        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us))
+        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us, self.base_ctx))
 
     def close(self, p: int) -> None:
         """Release partition ``p`` after a clean hand-over."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)  # a later owner re-queues what still runs: held again, it is another's
         if partition is None:
             return
         if self.checkpointer is not None:
@@ -311,6 +326,7 @@ class Lifecycle:
     def drop(self, p: int, why: str) -> None:
         """Forget partition ``p`` at once (lost or fenced): no more writes, ever, from this holder."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)
         if partition is None:
             return
         partition.draft.forget()

@@ -82,6 +82,10 @@ class Restoring:
                 log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
                 self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
 
+    def defer(self, p: int, until: float) -> None:
+        """Set partition ``p`` up no sooner than ``until`` (monotonic)."""
+        self._retry_at[p] = max(until, self._retry_at.get(p, 0.0))
+
     def _in_bulk(self, p: int) -> bool:
         """Whether a restore process holds ``p``'s store: one running, or one started now for a long lag."""
         bulk = self.bulk

@@ -214,7 +214,7 @@ class EngineMetrics:
         child.inc()
 
     def _requeued(self, event: m.Event, job: JobView | None) -> None:
-        reason = getattr(event.body, "reason", "") or UNKNOWN  # owner_stopped, handover or owner_lost: bounded
+        reason = getattr(event.body, "reason", "") or UNKNOWN  # a RequeueReason: bounded
         self.requeued.labels(job.task_type if job is not None else UNKNOWN, reason).inc()
 
     def _quarantined(self, event: m.Event, job: JobView | None) -> None:

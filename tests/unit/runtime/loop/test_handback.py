@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from engine.cli.jobs import change_line
 from engine.contract import messages as m
-from engine.domain.decide import Emit, RequeueReason
+from engine.domain.decide import DecideContext, Emit, RequeueReason, TaskPolicy
 from engine.domain.lifecycle import JobState
+from engine.domain.retry import RetryPolicy
 from engine.questions.logged import LoggedEvent
 from engine.questions.outcome import Outcome
 from engine.runtime.loop import orphans
@@ -87,3 +88,21 @@ def test_requeues_are_counted_in_the_metrics_by_reason() -> None:
         assert (count("handover"), count("owner_lost"), count("unknown"), count("owner_stopped")) == (2, 1, 1, None)
     finally:
         metrics.close()
+
+
+def test_an_orphan_lost_more_than_its_task_types_max_lost_is_dead_lettered_with_the_engines_policies(
+        rig: Rig) -> None:
+    jobs = running(rig, 1)
+    rig.draft.claim(2)
+    rig.draft.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
+    rig.apply()
+    policies = DecideContext(0, tasks={"email.send": TaskPolicy(RetryPolicy(max_lost=0))})
+    staged = orphans.requeue(rig.draft, orphans.orphaned(running_jobs(rig.store), 2), rig.poison, NOW, policies)
+    assert [type(e.body) for e in staged] == [m.JobFailed, m.JobDeadLettered]
+    assert staged[1].body == m.JobDeadLettered("owner_lost_repeatedly", 1) and rig.job_state(jobs[0]) is JobState.DEAD
+
+
+def test_orphans_started_under_this_processs_own_epochs_are_told_apart() -> None:
+    theirs, mine = orphans.ours([("a", 1), ("b", 2), ("c", 3)], {2, 3})
+    assert theirs == [("a", 1)] and mine == [("b", 2), ("c", 3)]
+    assert orphans.ours([("a", 1)], set()) == ([("a", 1)], [])
