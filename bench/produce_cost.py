@@ -39,7 +39,7 @@ PARTITIONS = 6
 def one_run(bootstrap: str, jobs: int, records: int, size: int, root: Path) -> dict[str, float]:
     """``jobs`` jobs producing ``records`` records each (0: the no-op handler); the engine's CPU and time."""
     settings = fresh_settings(bootstrap, PARTITIONS)
-    topic = f"{settings.namespace}.out"
+    topic = f"out.{settings.namespace}"
     admin = admin_for(settings)
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         future.result(30)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from engine.commands import dependency_waves, new_command, now_us, submit_command
 from engine.config import Settings, load_settings
@@ -45,12 +46,13 @@ class JobHandle:
     read before the job was produced); the job's partition is worked out when first asked for.
     """
 
-    __slots__ = ("client", "job_id", "_partition", "_start", "_starts")
+    __slots__ = ("client", "job_id", "command_id", "_partition", "_start", "_starts")
 
     def __init__(self, client: Client, job_id: str, partition: int | None = None, start_offset: int | None = None,
-                 starts: Mapping[int, int] | None = None):
+                 starts: Mapping[int, int] | None = None, command_id: str | None = None):
         self.client = client
         self.job_id = job_id
+        self.command_id = command_id  # the command sent for it: a wait says whether this submit was a duplicate
         self._partition = partition
         self._start = start_offset
         self._starts = starts
@@ -78,9 +80,48 @@ class JobHandle:
 
     def followed(self) -> Followed:
         """Where the job's events are to be read from."""
-        return Followed(self.job_id, self.partition, self.start_offset)
+        return Followed(self.job_id, self.partition, self.start_offset, self.command_id)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=type)
+
+
+def naming_kafka(cls: C) -> C:
+    """``cls`` (the Client) with every public method's KafkaUnavailableError naming the Kafka it asked (its
+    bootstrap address): librdkafka's own says "Broker transport failure", and no address."""
+    for name in dir(cls):
+        member = getattr(cls, name)
+        if not name.startswith("_") and inspect.isfunction(member):
+            setattr(cls, name, _naming(member))
+    return cls
+
+
+def _naming(method: F) -> F:
+    def named(self: Client, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except KafkaUnavailableError as e:
+            raise _named(e, self.settings.bootstrap) from e
+
+    def named_each(self: Client, *args: Any, **kwargs: Any) -> Any:
+        try:
+            yield from method(self, *args, **kwargs)
+        except KafkaUnavailableError as e:
+            raise _named(e, self.settings.bootstrap) from e
+
+    wrapper = named_each if inspect.isgeneratorfunction(method) else named
+    return functools.wraps(method)(wrapper)  # type: ignore[return-value]
+
+
+def _named(error: KafkaUnavailableError, bootstrap: str | None) -> KafkaUnavailableError:
+    """``error`` itself when it names ``bootstrap`` already (or there is none); else one that does."""
+    if not bootstrap or bootstrap in str(error):
+        return error
+    return type(error)(f"{error} (Kafka at {bootstrap})")
+
+
+@naming_kafka
 class Client(ScheduleMethods, QueryMethods):
     """Submits commands to ``<ns>.commands`` (acks=all) and reads outcomes from ``<ns>.events``."""
 
@@ -184,7 +225,13 @@ class Client(ScheduleMethods, QueryMethods):
         (``outcome.done`` is false for those)."""
         followed = {h.job_id: h.followed() for h in handles}
         for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
-            yield self.status(outcome.job_id) if outcome.duplicate and not outcome.done else outcome
+            yield self._whole(outcome) if outcome.duplicate and not outcome.done else outcome
+
+    def _whole(self, duplicate: Outcome) -> Outcome:
+        """A duplicate submit's outcome: its key's job as its whole history tells it (older than the wait)."""
+        whole = self.status(duplicate.job_id)
+        whole.duplicate, whole.command_id = True, duplicate.command_id
+        return whole
 
     def pause_task_type(self, task_type: str, *, reason: str = "", requested_by: str = "",
                         wait: float = 10.0) -> list[Outcome]:
@@ -273,7 +320,7 @@ class Client(ScheduleMethods, QueryMethods):
             raise failed
         if left:
             raise KafkaUnavailableError(f"{left} of {len(commands)} commands not acknowledged in 30 s")
-        return [JobHandle(self, c.job_id, starts=starts) for c in commands]
+        return [JobHandle(self, c.job_id, starts=starts, command_id=c.command_id) for c in commands]
 
     def _produce_all(self, commands: list[m.Command], deliveries: Deliveries) -> None:
         """Encode and hand every command to the producer; delivery failures land in ``deliveries``."""

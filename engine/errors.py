@@ -13,7 +13,8 @@ Five groups under :class:`EpochqError`, one recovery each (docs/errors.md):
 - :class:`PartitionLostError` — this instance no longer owns the partition: step down, drop its
   state, hand it over, never retry the write (Kafka Streams' TaskMigrated). ``FencedError``.
 - :class:`CorruptedError` — state that cannot be trusted: wipe it and restore from the log (Kafka
-  Streams' TaskCorrupted). ``ProjectionCorruptedError``, ``CheckpointError``.
+  Streams' TaskCorrupted). ``ProjectionCorruptedError``, ``CheckpointError``, ``ProducerFailedError``
+  (a partition's producer died without a fence: a new one, restore, claim again).
 - :class:`FatalError` — the process cannot go on: stop and fix the cause (a setting, the topics,
   credentials, the local broker, a bug). ``ConfigError``, ``TaskDefinitionError``,
   ``TopicMismatchError``, ``AccessDeniedError``, ``BrokerError`` and its kin, ``IllegalStateError``,
@@ -161,7 +162,8 @@ class MalformedError(InputError, ValueError):
 
 
 class FencedError(PartitionLostError):
-    """A newer owner holds the partition (or the producer failed for good): stop writing for it, hand it over."""
+    """A newer owner holds the partition (or a producer failed for good with no word of why): stop writing for it,
+    hand it over."""
 
 
 # --- corrupted state -------------------------------------------------------------------------------
@@ -173,6 +175,13 @@ class ProjectionCorruptedError(CorruptedError):
 
 class CheckpointError(CorruptedError, ValueError):
     """A checkpoint that cannot be used (corrupt, incomplete, inconsistent): replay from offset 0 instead."""
+
+
+class ProducerFailedError(CorruptedError):
+    """A partition's transactional producer failed for good, but no newer owner fenced it (a fatal error such as
+    ``INVALID_TXN_STATE``): while the group still assigns the partition here, close that producer, set the
+    partition up again with a new one, restore it from the log and claim it again (Kafka Streams recreates its
+    producer the same way). A fence is :class:`FencedError`."""
 
 
 # --- fatal ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.errors import CheckpointError as CheckpointError  # its name here too
+from projections.identity import described
 from projections.store import OFFSET_KEY, ProjectionStore
 from projections.views import keys as k
 
@@ -119,9 +120,9 @@ def export(store: ProjectionStore) -> tuple[list[bytes], int, int]:
 
 def load_checked(store: ProjectionStore, manifest: Manifest, chunks: list[bytes]) -> None:
     """Load a checkpoint into an empty store, checking it on the way (CheckpointError if it does not hold up:
-    chunk count, checksum, a file RocksDB refuses, the snapshot's claim). Its applied offset, the manifest's, is
-    written last, so a load cut short, or refused after the file went in, leaves data without an offset: a
-    store to wipe."""
+    chunk count, checksum, a file RocksDB refuses, the snapshot's claim, the log it was cut from). Its applied
+    offset, the manifest's, is written last, so a load cut short, or refused after the file went in, leaves data
+    without an offset: a store to wipe."""
     check(manifest, chunks)
     if not chunks:
         raise CheckpointError("a checkpoint without chunks")
@@ -137,7 +138,16 @@ def load_checked(store: ProjectionStore, manifest: Manifest, chunks: list[bytes]
     finally:
         path.unlink(missing_ok=True)
     check_snapshot(manifest, store.get)
+    check_log(store)
     store.commit({}, manifest.events_offset, indexed=False)
+
+
+def check_log(store: ProjectionStore) -> None:
+    """CheckpointError unless the snapshot loaded into ``store`` was cut from the log the store is bound to
+    (a snapshot that records no log, cut before identities were kept, is taken as this log's)."""
+    found, bound = store.log_identity(), store.bound
+    if found is not None and bound is not None and found != bound:
+        raise CheckpointError(f"it was cut from another log ({described(found)}; this log is {described(bound)})")
 
 
 def _scratch(store: ProjectionStore) -> Path:

@@ -23,10 +23,11 @@ from typing import NamedTuple
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.jobs import JobView, evolve
+from engine.domain.jobs import NEW_LIFE_AFTER, JobView, evolve
 from engine.errors import InvalidTransitionError, ProjectionCorruptedError
 from projections.batch import Batch
 from projections.views import keys as k
+from projections.views.aside import count_aside
 from projections.views.breakers import fold_breaker
 from projections.profile import FULL, WRITE_MODEL, Profile, write_model
 from projections.views.counters import charge_start, track_depths
@@ -37,6 +38,7 @@ from projections.views.jobs import read_job, write_job
 from projections.views.listing import label_entries
 from projections.views.pauses import fold_pause
 from projections.views.ratelimits import charge_rate, fold_limit
+from projections.views.rejected import fold_rejected
 from projections.views.schedules import fold_schedule
 
 APPLIED, FENCED, IGNORED = "applied", "fenced", "ignored"
@@ -100,6 +102,8 @@ def fold_state(batch: Batch, event: m.Event) -> Folded:
         sweep(batch, event.occurred_at, batch.profile.dedup_window_us)
     if isinstance(body, m.CommandQuarantined):
         return APPLIED_FOLD
+    if isinstance(body, m.JobRejected):
+        fold_rejected(batch, event)  # no job record: a view keeps the rejection apart (projections.views.rejected)
     if fold_breaker(batch, event) or fold_schedule(batch, event) or fold_pause(batch, event) \
             or fold_limit(batch, event):
         return APPLIED_FOLD
@@ -110,6 +114,8 @@ def record_position(batch: Batch, event: m.Event, status: str, offset: int) -> N
     """Write what names the event's offset: history, quarantine, claim; and the applied offset."""
     batch.last_offset = offset
     body = event.body
+    if status != APPLIED and not batch.slim:
+        count_aside(batch, "fenced_claim" if status == FENCED and isinstance(body, m.OwnershipClaimed) else status)
     if status == APPLIED:
         if isinstance(body, m.OwnershipClaimed):
             batch.put(k.CLAIMS + k.num(event.epoch), event.owner.encode() + b"\x00%d" % offset)
@@ -135,7 +141,7 @@ def _job_event(batch: Batch, event: m.Event) -> Folded:
     before = prior = read_job(batch, event.job_id)
     if before is None and batch.slim:
         before = _ended(batch, event)
-    elif isinstance(event.body, m.JobSubmitted) and before is not None and before.state in LEAVING:
+    elif isinstance(event.body, m.JobSubmitted) and before is not None and before.state in NEW_LIFE_AFTER:
         before = None  # the id submitted again after the dedup window: a new life (as the write model sees it)
     try:
         after = evolve(before, event)

@@ -20,6 +20,7 @@ from engine.errors import DecodeError, UnknownTypeError
 from projections.batch import Batch
 from projections.evolve import POISON, Folded, fold_guarded
 from projections.profile import FULL, Profile
+from projections.views.aside import count_aside
 from projections.store import ProjectionStore
 
 COMMIT_EVERY = 5000
@@ -67,6 +68,8 @@ class Restorer:
                 self.unknown_types[e.type_name] += 1
             self.set_aside += 1
             self.batch.last_offset = offset
+            if not self.batch.slim:
+                count_aside(self.batch, "undecodable")
             return
         folded = fold_guarded(self.batch, event, offset)
         if folded.status == POISON:

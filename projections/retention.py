@@ -11,7 +11,8 @@ read goes through the batch (staged changes first), so a rebuild from offset 0 r
 bytes whatever its commit points.
 
 A job that leaves takes with it its record, its catalog entries and counts, its labels, its
-history index and its tenant index entry. Dead letters stay until replayed or purged. The events
+history index and its tenant index entry. A rejected submit's entry (``projections.views.rejected``)
+leaves ``keep`` after it was rejected. Dead letters stay until replayed or purged. The events
 topic keeps everything: once a store has let a job go (``PRUNED``), a job it does not index is
 looked up in the log (``engine.questions.stores``).
 """
@@ -27,6 +28,7 @@ from projections.evolve import Folded
 from projections.views import keys as k
 from projections.views.indexes import index_entries
 from projections.views.jobs import decode_job
+from projections.views.rejected import expired, rejected_key
 from projections.views.listing import STATUS_OF, SEP, counter_key, label_entries, listing_keys, rolled_up
 
 FINISHED = b"V:f:"    # V:f:<finished_at>:<job_id> -> b"": finished jobs, oldest first
@@ -50,13 +52,14 @@ def finished_key(finished_at: int, job_id: str) -> bytes:
 class Retention:
     """What leaves a view store, and when; ``keep_us`` 0 keeps everything forever."""
 
-    __slots__ = ("keep_us", "every_s", "_staged", "_staged_in")
+    __slots__ = ("keep_us", "every_s", "_staged", "_staged_in", "_rejected")
 
     def __init__(self, keep_us: int):
         self.keep_us = keep_us
         self.every_s = min(SWEEP_EVERY_S, max(1, keep_us // 10_000 // SECOND_US))
         self._staged: list[bytes] = []  # the retention entries this object put into the batch's pending changes
         self._staged_in: object = None  # ... that changes dict (a commit starts a new one)
+        self._rejected: list[bytes] = []  # the rejected submits' entries put into the same changes
 
     def after(self, batch: Batch, event: m.Event, folded: Folded) -> None:
         """Note what ``event`` did to its job, and sweep when its time is ``every_s`` past the last sweep."""
@@ -65,12 +68,23 @@ class Retention:
         before, after = folded.before, folded.after
         if after is not None and after is not before:
             self._note(batch, event, before, after)
+        elif isinstance(event.body, m.JobRejected) and event.job_id:
+            self._fresh(batch)
+            self._rejected.append(rejected_key(event.occurred_at, event.job_id))
         second = event.occurred_at // SECOND_US
         swept = batch.get(SWEPT)
         if swept is None or second >= int(swept) + self.every_s:
-            staged = self._staged if batch.changes is self._staged_in else []
-            if sweep(batch, event.occurred_at - self.keep_us, staged) < SWEEP_LIMIT:
+            fresh = batch.changes is self._staged_in
+            cutoff = event.occurred_at - self.keep_us
+            looked = sweep(batch, cutoff, self._staged if fresh else [])
+            rejections = _sweep_rejected(batch, cutoff, self._rejected if fresh else [])
+            if looked < SWEEP_LIMIT and rejections < SWEEP_LIMIT:
                 batch.put(SWEPT, b"%d" % second)
+
+    def _fresh(self, batch: Batch) -> None:
+        """Start the lists of staged entries again when the batch has committed since."""
+        if batch.changes is not self._staged_in:
+            self._staged, self._rejected, self._staged_in = [], [], batch.changes
 
     def _note(self, batch: Batch, event: m.Event, before: JobView | None, after: JobView) -> None:
         if before is None and isinstance(event.body, m.JobSubmitted) and event.body.labels:
@@ -79,8 +93,7 @@ class Retention:
         if STATUS_OF[after.state] in LEAVES and (before is None or STATUS_OF[before.state] not in LEAVES):
             key = finished_key(after.finished_at or 0, after.job_id)
             batch.put(key, b"")
-            if batch.changes is not self._staged_in:
-                self._staged, self._staged_in = [], batch.changes
+            self._fresh(batch)
             self._staged.append(key)
 
 
@@ -102,6 +115,16 @@ def sweep(batch: Batch, cutoff_us: int, staged: list[bytes] | None = None) -> in
             gone.append(job_id)
     _forget_history(batch, gone)
     return len(entries)
+
+
+def _sweep_rejected(batch: Batch, cutoff_us: int, staged: list[bytes]) -> int:
+    """Remove up to SWEEP_LIMIT rejected submits' entries older than ``cutoff_us``; how many."""
+    if cutoff_us <= 0:
+        return 0
+    gone = expired(batch, cutoff_us, staged, SWEEP_LIMIT)
+    for key in gone:
+        batch.delete(key)
+    return len(gone)
 
 
 def _expired(batch: Batch, bound: bytes, candidates: list[bytes]) -> Iterator[bytes]:

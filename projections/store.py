@@ -17,9 +17,16 @@ if TYPE_CHECKING:
     from engine.domain.jobs import JobView
 
 OFFSET_KEY = b"m:offset"
+LOG_KEY = b"m:log"
+"""The identity of the log the store was folded from (``<cluster id>/<topic id>``), written with the first commit
+after the store was bound to it (:meth:`ProjectionStore.bind`): a store of another log is wiped, never folded on
+(``projections.identity``). A checkpoint carries its store's."""
 TENANT_INDEXED = b"m:tindex"
 """Present when the store has held the tenant index (``t:`` keys) since its first commit: a store
 made before the index existed lacks it, and readers then scan the log instead."""
+ASIDE_COUNTED = b"m:acount"
+"""Present when the store has counted the records its fold did not apply (``projections.views.aside``) since its
+first commit: in a store made before, the counts miss what it folded earlier."""
 LISTING_INDEXED = b"m:lindex"
 """Present when the store has held the catalog's indexes and counters (``L*``, ``C*`` keys) since its
 first commit; ``engine.questions.jobs`` reads a store without it record by record (slowly)."""
@@ -122,11 +129,24 @@ class ProjectionStore:
         self.job_cache: dict[str, JobView] = {}  # job id -> decoded JobView, as committed; the fold is the only writer
         self._hot: dict[bytes, bytes | None] | None = None if read_only else {}  # see HOT_PREFIXES
         self._fresh = not read_only and self.applied_offset() < 0  # its first commit marks the tenant index
+        self.bound: str | None = None  # the identity of the log it folds, once bound (see LOG_KEY)
+        self._stamp: bytes | None = None  # LOG_KEY's value, for the next commit to write
 
     def applied_offset(self) -> int:
         """The offset of the last event folded into this store, or -1 if none."""
         raw = self._db.get(OFFSET_KEY)
         return -1 if raw is None else int(raw)
+
+    def log_identity(self) -> str | None:
+        """The identity of the log this store was folded from, or None if it never learned it (see LOG_KEY)."""
+        raw = self._read(LOG_KEY)
+        return None if raw is None else raw.decode(errors="replace")
+
+    def bind(self, identity: str) -> None:
+        """This store folds the log ``identity`` (``projections.identity.matched`` found it its own): a store that
+        does not record it yet (empty, or made before identities were kept) records it with its next commit."""
+        self.bound = identity
+        self._stamp = None if self.log_identity() == identity else identity.encode()
 
     def catch_up(self) -> None:
         """A store opened as a secondary: read what its writer has committed since (a few ms)."""
@@ -201,11 +221,15 @@ class ProjectionStore:
         if self._fresh and indexed:
             batch.put(TENANT_INDEXED, b"1")
             batch.put(LISTING_INDEXED, b"1")
+            batch.put(ASIDE_COUNTED, b"1")
+        if self._stamp is not None:
+            batch.put(LOG_KEY, self._stamp)
         self._fresh = False
         try:
             self._db.write(batch)
         except Exception as e:  # typed here, where RocksDB's errors enter
             raise _translate(self.path, e) from e
+        self._stamp = None
         hot = self._hot
         if hot is not None:
             for key, value in changes.items():
@@ -275,7 +299,8 @@ class ProjectionStore:
             self._release()
 
     def reset(self) -> ProjectionStore:
-        """Delete this store and open it again empty, at the same path, its lock held throughout."""
+        """Delete this store and open it again empty, at the same path, its lock held throughout (and bound to the
+        same log)."""
         lock, self.lock = self.lock, None
         try:
             self._db.close()
@@ -284,7 +309,10 @@ class ProjectionStore:
             if lock is not None:
                 lock.release()
             raise
-        return _opened(self.path, lock)
+        fresh = _opened(self.path, lock)
+        if self.bound is not None:
+            fresh.bind(self.bound)
+        return fresh
 
     def _release(self) -> None:
         lock, self.lock = self.lock, None

@@ -7,7 +7,9 @@ import argparse
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.config import Settings
 from engine.errors import ConfigError, EpochqError
-from engine.runtime.acls import TIMEOUT_S, apply_acls, list_acls, wanted_acls, worker_role
+from engine.runtime.acls import (
+    TIMEOUT_S, apply_acls, list_acls, revoke_acls, revoked_acls, wanted_acls, worker_role,
+)
 from engine.runtime.kafka.admin import ConfigResource, ResourceType, admin_for
 from engine.runtime.kafka.errors import translated
 
@@ -51,6 +53,12 @@ def _apply(args: argparse.Namespace) -> int:
         return 0
     apply_acls(settings, rules)
     print(f"{len(rules)} rules in place for namespace {settings.namespace}")
+    stale = revoked_acls(settings.namespace, list_acls(settings, settings.namespace), rules)
+    for rule in stale:
+        print(f"revoked: {rule.row()}")
+    if stale:
+        revoke_acls(settings, stale)
+        print(f"{len(stale)} rule(s) revoked: only engines write {settings.namespace}.schemas")
     return 0
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 from collections.abc import Iterable
 from contextlib import nullcontext
@@ -48,12 +47,9 @@ def _audit(args: argparse.Namespace) -> int:
     summary = AuditSummary()
     events = audit_events(settings_from(args), flt, summary, _progress_bar if show else None)
     target = open(args.out, "w", encoding="utf-8", newline="") if args.out else nullcontext(sys.stdout)
-    try:
+    try:  # a reader of stdout that went away (`epochq audit ... | head`) ends the command quietly: main's to say
         with target as out:
             (write_csv if args.format == "csv" else write_jsonl)(events, out)
-    except BrokenPipeError:  # e.g. `epochq audit ... | head`: stop quietly
-        sys.stdout = open(os.devnull, "w")
-        return 0
     finally:
         events.close()
     print(f"audit of tenant {args.tenant}: {summary.line()}", file=sys.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 from engine import broker
 from engine.broker.errors import BrokerError
 from engine.broker.secure import ADMIN, CERT_USERS, USERS
-from engine.cli.common import seconds
+from engine.cli.common import port, seconds
 
 __all__ = ["register"]
 
@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     start = verbs.add_parser("start", help="start the local broker (no-op if it is running)")
     start.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="cluster size (default 1)")
-    start.add_argument("--port", type=int, help="client port of node 1 (default: a free port)")
+    start.add_argument("--port", type=port, help="client port of node 1, 1-65535 (default: a free port)")
     start.add_argument("--timeout", type=seconds, default=90.0, help="seconds to wait for readiness")
     start.add_argument("--secure", action="store_true",
                        help="SASL_SSL (SCRAM-SHA-512) with TLS from a fresh local CA, and the standard authorizer; "

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from engine.cli.common import add_connection_flags, print_json, since_us, settings_from
 from engine.cli.fresh import say_freshness
+from engine.cli.hints import no_match
+from engine.config import Settings
 from engine.errors import ValidationError
 from engine.questions.workers import WorkerRow, list_workers
 from engine.questions.view_status import await_view
 from engine.questions.jobs import STATUSES, JobFilter, JobPage, JobRow, list_jobs
+from engine.questions.rejected import list_rejected
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,7 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     jobs = sub.add_parser("jobs", help="list jobs by status, tenant, task type, time and label")
     verbs = jobs.add_subparsers(dest="verb", required=True, metavar="VERB")
     listing = verbs.add_parser("list", help="one page of jobs, newest first, with counts per status")
-    listing.add_argument("--status", choices=STATUSES)
+    listing.add_argument("--status", choices=(*STATUSES, "rejected"),
+                         help="rejected: submits the engines refused (they made no job; kept by the view)")
     listing.add_argument("--tenant")
     listing.add_argument("--type", dest="task_type", help="task type")
     listing.add_argument("--since", help="submitted at or after: 15m, 2h, 1d (that long ago) or ISO-8601 "
@@ -53,21 +58,37 @@ def parse_labels(items: list[str]) -> tuple[tuple[str, str], ...]:
 
 def _list(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    flt = JobFilter(args.status, args.tenant, args.task_type, since_us(args.since, "--since"),
+    rejected = args.status == "rejected"
+    flt = JobFilter(None if rejected else args.status, args.tenant, args.task_type, since_us(args.since, "--since"),
                     since_us(args.until, "--until"), parse_labels(args.label))
     await_view(settings)
-    result = list_jobs(settings, flt, cursor=args.cursor, limit=args.limit)
+    listed = list_rejected if rejected else list_jobs
+    result = listed(settings, flt, cursor=args.cursor, limit=args.limit)
     say_freshness(settings)
     if args.json:
         print_json(page_json(result))
         return 0
-    print("  ".join(f"{s} {result.counts.get(s, 0)}{'' if result.counts_exact else '+'}" for s in STATUSES))
+    shown = ("rejected",) if rejected else STATUSES
+    print("  ".join(f"{s} {result.counts.get(s, 0)}{'' if result.counts_exact else '+'}" for s in shown))
     print(f"{'submitted (UTC)':24} {'status':10} {'tenant':16} {'task type':20} {'att':>3} {'p':>1}  job")
     for row in result.rows:
         print(f"{_iso(row.submitted_at_us):24} {row.status:10} {row.tenant[:16]:16} {row.task_type[:20]:20} "
               f"{row.attempts:>3} {row.priority:>1}  {row.job_id}{'  ' + row.error if row.error else ''}")
     print(f"next-cursor: {result.next_cursor}" if result.next_cursor else "next-cursor: none (last page)")
+    if not result.rows and not args.cursor and not rejected:
+        say_unmatched(settings, args.tenant, args.task_type)
     return 0
+
+
+def say_unmatched(settings: Settings, tenant: str | None, task_type: str | None) -> None:
+    """On stderr: a ``--tenant`` or ``--type`` the catalog has never counted, with the names it has."""
+    from engine.questions.lookup import task_type_counts, tenant_counts
+
+    for flag, given, seen in (("--tenant", tenant, tenant_counts), ("--type", task_type, task_type_counts)):
+        names = seen(settings) if given else {}
+        if given and given not in names:
+            kind = "tenant" if flag == "--tenant" else "task type"
+            print(f"epochq: {no_match('job', flag, given, names, kind)}", file=sys.stderr)
 
 
 def page_json(result: JobPage) -> dict[str, Any]:

@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from engine.config import Settings, load_settings
 from engine.cli.times import parse_time as parse_time  # the CLI's one time parser, for the subcommands
 from engine.cli.times import since_us as since_us
 from engine.errors import ValidationError
+from engine.questions.tally import Tally
 
 EXIT_NEGATIVE = 1
 """The request ran, and its answer is no: a job ended dead or rejected, a command was refused, a name is unknown."""
@@ -35,6 +35,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port to listen on, 1 to 65535 (``--port``, ``--metrics-port``); a usage error
+    naming the range otherwise."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return value
+
+
 def add_connection_flags(parser: argparse.ArgumentParser) -> None:
     """--bootstrap, --namespace and --state-dir, each defaulting to its EPOCHQ_* variable."""
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env EPOCHQ_BOOTSTRAP; default: the local broker)")
@@ -51,17 +63,15 @@ def settings_from(args: argparse.Namespace) -> Settings:
     )
 
 
-def not_permitted(subject: str, outcomes: Sequence[Any]) -> bool:
-    """Say (on stderr, one line) that the engines refused the signer of a per-partition command; whether they did.
+def refused(subject: str, verdict: Tally) -> bool:
+    """Say (on stderr, one line) that partitions refused a command sent to every partition; whether any did.
 
-    A refusal for want of a power (``unauthorized``) or of a proof (``unauthenticated``, docs/security.md) is
-    not "already paused" or "had this limit already"."""
-    refused = [o.error for o in outcomes if o.reason == "refused" and o.error
-               and (": unauthorized: " in o.error or ": unauthenticated: " in o.error)]
-    if refused:
-        print(f"epochq: {subject}: refused in {len(refused)} of {len(outcomes)} partition(s): {refused[0]}",
-              file=sys.stderr)
-    return bool(refused)
+    A refusal (the signer may not ask for it, docs/security.md; a field out of its rules) is never "already
+    paused" or "had this limit already": :mod:`engine.questions.tally` tells them apart."""
+    line = verdict.refused
+    if line is not None:
+        print(f"epochq: {subject}: {line}", file=sys.stderr)
+    return line is not None
 
 
 def print_json(value: Any) -> None:

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from engine.cli.common import add_connection_flags, settings_from
+from engine.cli.common import port as tcp_port
 from engine.cli.view import add_keep_finished
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def add_console_flags(parser: argparse.ArgumentParser, port: str, host: str, token: str, read_only: str,
                       default_port: int | None) -> None:
     """The console's flags under the given names (``console`` and ``engine run --console-*`` share them)."""
-    parser.add_argument(port, type=int, default=default_port, help="port the console serves")
+    parser.add_argument(port, type=tcp_port, default=default_port, help="port the console serves (1-65535)")
     parser.add_argument(host, default="127.0.0.1",
                         help="address it binds (default 127.0.0.1); any other needs a token")
     parser.add_argument(token, default=None,

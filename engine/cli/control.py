@@ -7,7 +7,7 @@ import getpass
 import sys
 
 from engine.cli.common import (
-    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, not_permitted, print_json, seconds, settings_from,
+    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, refused, seconds, settings_from,
 )
 from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
@@ -15,6 +15,7 @@ from engine.contract.validation import check_job_id
 from engine.cli.tasktypes import add_force_flag, check_task_type, list_paused
 from engine.errors import NotFoundError, ValidationError
 from engine.questions.follow import decided
+from engine.questions.tally import tally
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,17 +73,16 @@ def _pause(args: argparse.Namespace) -> int:
     with Client(settings) as client:
         change = client.pause_task_type if args.command == "pause" else client.resume_task_type
         outcomes = change(args.task_type, reason=args.reason, requested_by=args.by, wait=max(args.wait, 0.0))
-    if not_permitted(f"{args.command} {args.task_type}", outcomes):
-        return EXIT_NEGATIVE
+    verdict = tally(outcomes)
     done = "paused" if args.command == "pause" else "resumed"
-    changed = sum(1 for o in outcomes if o.status == done)
-    refused = [o for o in outcomes if o.refusal is not None]
-    undecided = len(outcomes) - changed - len(refused)
-    already = f", already {'paused' if args.command == 'pause' else 'running'} in {len(refused)}" if refused else ""
-    print(f"task type {args.task_type} {done} in {changed} of {len(outcomes)} partition(s){already}")
-    if undecided:
-        print(f"epochq: {undecided} partition(s) decided nothing within {args.wait:g} s (is an engine running?)",
-              file=sys.stderr)
+    already = f", already {'paused' if args.command == 'pause' else 'running'} in {verdict.unchanged}" \
+        if verdict.unchanged else ""
+    print(f"task type {args.task_type} {done} in {verdict.changed} of {verdict.total} partition(s){already}")
+    if refused(f"{args.command} {args.task_type}", verdict):
+        return EXIT_NEGATIVE
+    if verdict.undecided:
+        print(f"epochq: {verdict.undecided} partition(s) decided nothing within {args.wait:g} s "
+              "(is an engine running?)", file=sys.stderr)
         return EXIT_NOT_DONE
     return 0
 

@@ -10,10 +10,12 @@ from typing import Any
 
 from engine.cli.common import EXIT_NEGATIVE, add_connection_flags, print_json, settings_from, since_us
 from engine.cli.fresh import say_freshness
+from engine.cli.hints import no_match
 from engine.cli.times import shown
-from engine.client import Client
+from engine.client import Client, Outcome
 from engine.domain.jobs import JobView
 from engine.errors import NotFoundError, ValidationError
+from engine.questions.jobs import check_limit, decode_cursor, encode_cursor
 from engine.questions.view_status import await_view
 from engine.questions.stores import DeadFilter, dead_letters, find_job
 
@@ -24,8 +26,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``dlq`` subcommand."""
     parser = sub.add_parser("dlq", help="list, show and replay dead-lettered jobs")
     verbs = parser.add_subparsers(dest="verb", required=True)
-    listing = verbs.add_parser("list", help="dead jobs, newest first")
+    listing = verbs.add_parser("list", help="one page of dead jobs, newest first")
     _filters(listing)
+    listing.add_argument("--limit", type=int, default=50, help="rows per page (default 50, at most 1,000)")
+    listing.add_argument("--cursor", help="the next-cursor of the previous page")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=_list)
     show = verbs.add_parser("show", help="one dead job: payload, every attempt's error and traceback")
@@ -68,7 +72,7 @@ def _check_scope(args: argparse.Namespace) -> None:
 def dead_json(job: JobView) -> dict[str, Any]:
     """The stable JSON form of a dead-letter entry."""
     return {"job_id": job.job_id, "tenant": job.tenant_id, "task_type": job.task_type,
-            "reason": job.dead_reason, "attempts": job.attempt, "dead_at_us": job.finished_at,
+            "reason": job.dead_reason, "attempts": job.counted_attempts(), "dead_at_us": job.finished_at,
             "submitted_at_us": job.submitted_at, "replays": job.replays,
             "payload": job.payload.data.decode("utf-8", "replace"), "content_type": job.payload.content_type,
             "errors": [{"attempt": e.attempt, "error_type": e.error_type, "message": e.message,
@@ -82,20 +86,56 @@ def newest_first(jobs: list[JobView]) -> list[JobView]:
 
 
 def _list(args: argparse.Namespace) -> int:
+    limit, after = check_limit(args.limit), decode_cursor(args.cursor) if args.cursor else None
     settings = settings_from(args)
     await_view(settings)
-    jobs = newest_first(dead_letters(settings, _filter(args)))
+    where = _filter(args)
+    every = dead_letters(settings)
+    jobs = newest_first([j for j in every if where.admits(j)])
+    rows, cursor = dead_page(jobs, after, limit)
     say_freshness(settings)
     if args.json:
-        print_json([dead_json(j) for j in jobs])
-        return 0
-    if jobs:
-        print(f"{'dead at (UTC)':24} {'tenant':12} {'task type':20} {'reason':24} {'att':>3}  {'job':36}  last error")
-    for job in jobs:
-        print(f"{shown(job.finished_at):24} {job.tenant_id[:12]:12} {job.task_type[:20]:20} "
-              f"{job.dead_reason[:24]:24} {job.attempt:>3}  {job.job_id:36}  {_last_error(job)[:60]}")
-    print(f"{len(jobs)} dead job(s)")
+        print_json([dead_json(j) for j in rows])
+        print(f"epochq: next-cursor: {cursor or 'none (last page)'}", file=sys.stderr)
+    else:
+        _print_page(rows, len(jobs), cursor)
+    if not jobs:
+        _say_unmatched(where, every)
     return 0
+
+
+def dead_page(jobs: list[JobView], after: tuple[int, str] | None, limit: int) -> tuple[list[JobView], str | None]:
+    """The ``limit`` dead jobs (newest first, as given) after the position ``after`` (time of death, job id), and
+    the cursor after the last of them (None on the last page). Pure."""
+    if after is not None:
+        jobs = [j for j in jobs if _after(j, after)]
+    rows = jobs[:limit]
+    more = len(jobs) > limit
+    return rows, encode_cursor(rows[-1].finished_at or 0, rows[-1].job_id) if more and rows else None
+
+
+def _after(job: JobView, position: tuple[int, str]) -> bool:
+    """Whether ``job`` comes after ``position`` in newest-first order (time of death down, then job id up)."""
+    dead_at = job.finished_at or 0
+    return dead_at < position[0] or (dead_at == position[0] and job.job_id > position[1])
+
+
+def _print_page(rows: list[JobView], matched: int, cursor: str | None) -> None:
+    if rows:
+        print(f"{'dead at (UTC)':24} {'tenant':12} {'task type':20} {'reason':24} {'att':>3}  {'job':36}  last error")
+    for job in rows:
+        print(f"{shown(job.finished_at):24} {job.tenant_id[:12]:12} {job.task_type[:20]:20} "
+              f"{job.dead_reason[:24]:24} {job.counted_attempts():>3}  {job.job_id:36}  {_last_error(job)[:60]}")
+    print(f"{len(rows)} of {matched} dead job(s)")
+    print(f"next-cursor: {cursor}" if cursor else "next-cursor: none (last page)")
+
+
+def _say_unmatched(where: DeadFilter, every: list[JobView]) -> None:
+    """On stderr: a ``--tenant`` or ``--task-type`` no dead job has, with the ones dead jobs have."""
+    for flag, given, seen, kind in (("--tenant", where.tenant, {j.tenant_id for j in every}, "tenant"),
+                                    ("--task-type", where.task_type, {j.task_type for j in every}, "task type")):
+        if given and given not in seen:
+            print(f"epochq: {no_match('dead job', flag, given, seen, kind)}", file=sys.stderr)
 
 
 def _last_error(job: JobView) -> str:
@@ -117,7 +157,7 @@ def dead_text(job: JobView) -> list[str]:
     with its time and its traceback as it was printed. Pure."""
     lines = [f"job {job.job_id}: dead ({job.dead_reason}) at {shown(job.finished_at)}",
              f"  tenant: {job.tenant_id}", f"  task type: {job.task_type}",
-             f"  submitted: {shown(job.submitted_at)}", f"  attempts: {job.attempt}",
+             f"  submitted: {shown(job.submitted_at)}", f"  attempts: {job.counted_attempts()}",
              f"  replays: {job.replays}", f"  payload ({job.payload.content_type}): "
              f"{job.payload.data.decode('utf-8', 'replace')}"]
     for error in job.errors:
@@ -150,11 +190,27 @@ def _replay(args: argparse.Namespace) -> int:
             print("nothing replayed")
             return EXIT_NEGATIVE
     with Client(settings) as client:
+        handles = []
         for job in jobs:
-            client.replay(job.job_id, tenant=job.tenant_id, reason=args.reason, requested_by=args.by)
+            handles.append(client.replay(job.job_id, tenant=job.tenant_id, reason=args.reason, requested_by=args.by))
             print(f"replay requested: {job.job_id} ({job.task_type}, {job.tenant_id})")
+        answers = client.wait_all(handles, REPLAY_WAIT_S, until=lambda o: bool(o.events))
     print(f"{len(jobs)} job(s) sent for replay")
-    return 0
+    return _refusals(answers)
+
+
+REPLAY_WAIT_S = 10.0
+"""How long a replay waits for the owners' answers (the first event after it: replayed, or refused)."""
+
+
+def _refusals(answers: list[Outcome]) -> int:
+    """Say on stderr which replays the owners refused (the job had moved on, say); 1 if any was."""
+    refused = [o for o in answers if o.refusal is not None]
+    for outcome in refused:
+        print(f"epochq: job {outcome.job_id}: {outcome.refusal}", file=sys.stderr)
+    if refused:
+        print(f"epochq: dlq replay: refused for {len(refused)} of {len(answers)} job(s)", file=sys.stderr)
+    return EXIT_NEGATIVE if refused else 0
 
 
 def _one_job(settings: Any, job_id: str, where: DeadFilter) -> JobView:

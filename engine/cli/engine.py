@@ -6,9 +6,11 @@ import argparse
 import importlib
 import signal
 import sys
+import traceback
 
 from engine.app import App
 from engine.cli.common import add_connection_flags, settings_from
+from engine.cli.common import port as tcp_port
 from engine.cli.console import CONSOLE_FLAGS, add_console_flags, started_console, started_view
 from engine.cli.view import add_keep_finished
 from engine.domain.lanes import Lane
@@ -36,7 +38,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      help="worker slots of the NORMAL lane (HIGH and LOW get half, BATCH a quarter)")
     run.add_argument("--slots", action="append", default=[], metavar="LANE=N",
                      help="worker slots of one lane, e.g. --slots BATCH=1 (repeatable)")
-    run.add_argument("--grace", type=float, default=10.0, help="seconds in-flight jobs get at shutdown")
+    run.add_argument("--grace", type=float, default=10.0,
+                     help="seconds in-flight jobs get to finish when the engine stops or a rebalance moves their "
+                          "partition; what still runs then is re-queued, not counted as an attempt "
+                          "(docs/operations.md)")
     run.add_argument("--cancel-grace", type=float, default=10.0,
                      help="seconds a running job asked to stop (epochq cancel) may run on before it is given up")
     run.add_argument("--session-timeout-ms", type=int, default=6000,
@@ -46,8 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--log-level", default="INFO")
     run.add_argument("--log-format", choices=["text", "json"], default="text",
                      help="key=value text or one JSON object per line")
-    run.add_argument("--metrics-port", type=int, default=None,
-                     help="serve Prometheus metrics on this port (docs/metrics.md)")
+    run.add_argument("--metrics-port", type=tcp_port, default=None,
+                     help="serve Prometheus metrics on this port, 1-65535 (docs/metrics.md)")
     run.add_argument("--metrics-addr", default="127.0.0.1", help="address the metrics endpoint binds (0.0.0.0: all)")
     run.add_argument("--dlq-alert-threshold", type=int, default=100,
                      help="dead-letter depth that sets epochq_dead_letter_alert and logs a warning (0: off)")
@@ -85,9 +90,20 @@ def load_app(ref: str) -> App:
         app = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, TaskDefinitionError) as e:
         raise ConfigError(f"app: cannot load {ref!r}: {e}") from e
+    except SyntaxError as e:  # the module's own text: where, and what
+        raise ConfigError(f"app: cannot load {ref!r}: {type(e).__name__} at {e.filename}:{e.lineno}: {e.msg}") from e
+    except Exception as e:  # the module's own code raised while it was imported: the user's to fix
+        raise ConfigError(f"app: cannot load {ref!r}: importing it raised {_raised_at(e)}") from e
     if not isinstance(app, App):
         raise ConfigError(f"app: {ref!r} is a {type(app).__name__}, not an engine.App")
     return app
+
+
+def _raised_at(error: Exception) -> str:
+    """``Type at file:line: message`` of an exception, where it was raised (its traceback's innermost frame)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(error).__name__}{where}: {error}"
 
 
 def lane_slots(concurrency: int | None, pairs: list[str]) -> dict[Lane, int]:

@@ -13,6 +13,7 @@ from engine.cli.common import (
     seconds, settings_from,
 )
 from engine.cli.catalog import parse_labels
+from engine.cli.tasktypes import add_force_flag, check_submitted_type
 from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit.add_argument("--wait", action="store_true", help="wait for the outcome")
     submit.add_argument("--timeout", type=seconds, default=30.0, help="seconds --wait waits (default 30)")
     submit.add_argument("--json", action="store_true")
+    add_force_flag(submit)
     add_connection_flags(submit)
     submit.set_defaults(func=_submit)
     for name, fn, text in (("status", _status, "a job's current status"),
@@ -60,21 +62,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _submit(args: argparse.Namespace) -> int:
     run_at, payload = parse_time(args.run_at, "run_at"), read_payload(args.payload)
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    check_submitted_type(settings, args.task_type, args.force)
+    with Client(settings) as client:
         known = client.status(job_id_for_key(args.tenant, args.key)) if args.key else None
         handle = client.submit(args.task_type, payload, tenant=args.tenant,
                                priority=args.priority, delay=args.delay, run_at=run_at,
                                idempotency_key=args.key, lane=args.lane, labels=dict(parse_labels(args.label)),
                                depends_on=args.after, if_dependency_fails=args.if_dependency_fails)
         outcome = handle.wait(args.timeout, watch=show_change) if args.wait else Outcome(handle.job_id)
-    if known is not None and known.known:
-        print(f"epochq: {duplicate_line(known, args.key, payload)}", file=sys.stderr)
-    if args.json:
-        print_json({**outcome_json(outcome), "partition": handle.partition})
-    else:
-        print(f"job {handle.job_id} submitted to partition {handle.partition}: {outcome.status}")
-        _print_outcome(outcome)
+    the_key = known if known is not None and known.known else (outcome if outcome.duplicate else None)
+    if the_key is not None:  # one line: the key's job, and that nothing new was submitted
+        print(f"epochq: {duplicate_line(the_key, args.key, payload)}", file=sys.stderr)
+    _say_submitted(args, handle.partition, outcome, duplicate=the_key is not None)
     return _submit_status(outcome, args)
+
+
+def _say_submitted(args: argparse.Namespace, partition: int, outcome: Outcome, duplicate: bool) -> None:
+    """stdout of a submit: the job and where it went, or for a duplicate nothing (the key's job with --wait)."""
+    if args.json:
+        print_json({**outcome_json(outcome), "duplicate": duplicate, "partition": partition})
+    elif not duplicate:
+        print(f"job {outcome.job_id} submitted to partition {partition}: {outcome.status}")
+        _print_outcome(outcome)
+    elif args.wait:  # the key's job, as it stands now
+        print(f"job {outcome.job_id}: {outcome.status}")
+        _print_outcome(outcome)
 
 
 def duplicate_line(known: Outcome, key: str, payload: Any) -> str:
@@ -110,13 +123,20 @@ def change_line(outcome: Outcome) -> str | None:
     if status == "waiting" and outcome.dependencies:
         return f"waiting for {len(outcome.dependencies)} job(s)"
     if status == "running" and outcome.attempts:
-        return f"running (attempt {outcome.attempts})"
+        return f"running (attempt {outcome.attempts}{_requeued(outcome)})"
+    if status == "queued" and outcome.requeued_why and outcome.events[-1].event.type == "JobRequeued":
+        return f"queued again ({outcome.requeued_why}: the attempt is not counted)"
     if status == "retrying":
         due = f"; attempt {outcome.attempts + 1} at {clock(outcome.due_at)}" if outcome.due_at is not None else ""
         return f"retrying: attempt {outcome.attempts} failed ({outcome.error}){due}"
     if status in ("dead", "rejected", "cancelled", "cancelling") and (outcome.reason or outcome.error):
         return f"{status} ({outcome.reason or outcome.error})"
     return status
+
+
+def _requeued(outcome: Outcome) -> str:
+    """What a line about attempts adds when some were re-queued: they are not counted (docs/operations.md)."""
+    return f", and {outcome.requeues} re-queued ({outcome.requeued_why}), not counted" if outcome.requeues else ""
 
 
 def _submit_status(outcome: Outcome, args: argparse.Namespace) -> int:
@@ -156,7 +176,7 @@ def _status(args: argparse.Namespace) -> int:
         print_json(outcome_json(outcome))
     else:
         held = f" ({outcome.held})" if outcome.held else ""
-        print(f"job {outcome.job_id}: {outcome.status}{held} after {outcome.attempts} attempt(s)")
+        print(f"job {outcome.job_id}: {outcome.status}{held} after {outcome.attempts} attempt(s){_requeued(outcome)}")
         _print_outcome(outcome)
         for tenant, child in sorted(outcome.children.items()):
             print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")
@@ -210,10 +230,11 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     """The stable JSON form of an outcome (documented in docs/cli.md)."""
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
-            "attempts": outcome.attempts, "duplicate": outcome.duplicate, "events": len(outcome.events),
+            "attempts": outcome.attempts, "requeues": outcome.requeues, "duplicate": outcome.duplicate,
+            "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
             "due": iso_time(outcome.due_at) if outcome.due_at is not None else None,
-            "dependencies": outcome.dependencies, "dependents": outcome.dependents}
+            "dependencies": outcome.dependencies, "dependents": outcome.dependents, "ignored": outcome.ignored}
 
 
 def _brief(row: dict[str, Any]) -> str:
@@ -263,3 +284,7 @@ def _print_outcome(outcome: Outcome) -> None:
     for label, value in (("result", outcome.result), ("error", outcome.error), ("reason", outcome.reason)):
         if value is not None:
             print(f"  {label}: {json.dumps(value, ensure_ascii=False) if label == 'result' else value}")
+    fenced = sum(1 for logged in outcome.events if logged.fenced)
+    if outcome.ignored or fenced:
+        print(f"  ignored: {outcome.ignored + fenced} event(s), {fenced} fenced, {outcome.ignored} the job's lifecycle "
+              "forbids where it stood (forged, or a zombie's): the owner's fold ignores them too (`epochq history`)")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.cli.common import (
-    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, not_permitted, print_json, settings_from,
+    EXIT_NEGATIVE, EXIT_NOT_DONE, add_connection_flags, print_json, refused, settings_from,
 )
 from engine.cli.control import tenant_of_job
 from engine.cli.fresh import say_freshness
@@ -20,6 +20,7 @@ from engine.contract import messages as m
 from engine.domain.lanes import parse_priority
 from engine.domain.ratelimits import check_burst, parse_rate, shown_rate
 from engine.errors import ValidationError
+from engine.questions.tally import Tally, tally
 from engine.schedule_client import Receipt
 from projections.views.ratelimits import LimitRecord
 
@@ -72,26 +73,22 @@ def _set(args: argparse.Namespace) -> int:
     with Client(settings) as client:
         outcomes = client.set_rate_limit(args.task_type, rate, burst=burst, reason=args.reason,
                                          requested_by=args.by, wait=max(args.wait, 0.0))
-    if not_permitted(f"limits set {args.task_type}", outcomes):
-        return EXIT_NEGATIVE
-    changed = [o for o in outcomes if o.status == "limited"]
-    line = f"task type {args.task_type} limited to {shown_rate(rate)} (burst {burst}) in {len(changed)} of " \
-           f"{len(outcomes)} partition(s)"
-    share = _share(changed)
-    print(line + (f": each starts at most {share}" if share else "") + _refused(outcomes, "had this limit already"))
-    return _undecided(outcomes, args.wait)
+    verdict = tally(outcomes)
+    line = f"task type {args.task_type} limited to {shown_rate(rate)} (burst {burst}) in {verdict.changed} of " \
+           f"{verdict.total} partition(s)"
+    share = _share([o for o in outcomes if o.status == "limited"])
+    print(line + (f": each starts at most {share}" if share else "") + _kept(verdict, "had this limit already"))
+    return _status(f"limits set {args.task_type}", verdict, args.wait)
 
 
 def _clear(args: argparse.Namespace) -> int:
     with Client(settings_from(args)) as client:
         outcomes = client.clear_rate_limit(args.task_type, reason=args.reason, requested_by=args.by,
                                            wait=max(args.wait, 0.0))
-    if not_permitted(f"limits clear {args.task_type}", outcomes):
-        return EXIT_NEGATIVE
-    cleared = sum(1 for o in outcomes if o.status == "unlimited")
-    print(f"rate limit of task type {args.task_type} cleared in {cleared} of {len(outcomes)} partition(s)"
-          + _refused(outcomes, "had none"))
-    return _undecided(outcomes, args.wait)
+    verdict = tally(outcomes)
+    print(f"rate limit of task type {args.task_type} cleared in {verdict.changed} of {verdict.total} partition(s)"
+          + _kept(verdict, "had none"))
+    return _status(f"limits clear {args.task_type}", verdict, args.wait)
 
 
 def _share(changed: list[Outcome]) -> str:
@@ -104,15 +101,16 @@ def _share(changed: list[Outcome]) -> str:
     return ""
 
 
-def _refused(outcomes: list[Outcome], what: str) -> str:
-    refused = sum(1 for o in outcomes if o.refusal is not None)
-    return f"; {refused} {what}" if refused else ""
+def _kept(verdict: Tally, what: str) -> str:
+    return f"; {verdict.unchanged} {what}" if verdict.unchanged else ""
 
 
-def _undecided(outcomes: list[Outcome], waited: float) -> int:
-    undecided = sum(1 for o in outcomes if not o.events)
-    if undecided:
-        print(f"epochq: {undecided} partition(s) decided nothing within {waited:g} s (is an engine running?)",
+def _status(subject: str, verdict: Tally, waited: float) -> int:
+    """1 if a partition refused (said on stderr), 4 if one decided nothing in time, else 0."""
+    if refused(subject, verdict):
+        return EXIT_NEGATIVE
+    if verdict.undecided:
+        print(f"epochq: {verdict.undecided} partition(s) decided nothing within {waited:g} s (is an engine running?)",
               file=sys.stderr)
         return EXIT_NOT_DONE
     return 0

@@ -12,7 +12,7 @@ from engine.cli.common import print_json, settings_from
 from engine.cli.fresh import say_freshness
 from engine.cli.times import shown
 from engine.config import Settings
-from engine.errors import ValidationError
+from engine.errors import EpochqError, ValidationError
 from engine.questions.workers import announced_task_types, list_workers
 from engine.questions.stores import partition_dirs, read_store
 from projections.views.pauses import PauseRecord, all_paused
@@ -31,6 +31,21 @@ def check_task_type(settings: Settings, task_type: str, force: bool, flag: str =
     refusal = unannounced(task_type, announced_task_types(list_workers(settings)))
     if refusal is not None:
         raise ValidationError(f"{flag}: {refusal}", "task_type")
+
+
+def check_submitted_type(settings: Settings, task_type: str, force: bool) -> None:
+    """Refuse (ValidationError, with a did-you-mean) a submit of a task type the running engines do not handle,
+    when they say which they handle; with no such catalog (no engine running, one that predates it) or ``force``,
+    the submit goes as it is (a job may wait for an engine deployed later)."""
+    if force:
+        return
+    try:
+        known = announced_task_types(list_workers(settings))
+    except EpochqError:  # no heartbeats to read (no <ns>.workers yet, say): no catalog; the submit says the rest
+        return
+    refusal = unannounced(task_type, known) if known else None
+    if refusal is not None:
+        raise ValidationError(f"task type: {refusal}", "task_type")
 
 
 def unannounced(task_type: str, known: set[str] | None) -> str | None:

@@ -77,12 +77,12 @@ def _status(args: argparse.Namespace) -> int:
         print_json(status.as_json(now_us))
         return 0
     who = f"folded by {status.holder}" if status.holder else "no view process runs there"
-    print(f"view {status.directory}: {who}; {status.lag} record(s) behind the log")
-    print(f"{'PARTITION':>9} {'END':>10} {'APPLIED':>10} {'LAG':>8} {'NEWEST EVENT AGE':>17}")
+    print(f"view {status.directory}: {who}; {status.lag} record(s) behind the log; {status.ignored_line()}")
+    print(f"{'PARTITION':>9} {'END':>10} {'APPLIED':>10} {'LAG':>8} {'NEWEST EVENT AGE':>17} {'IGNORED':>8}")
     for p in status.partitions:
         age = p.age_s(now_us)
         shown = "-" if age is None else f"{age:.1f}s"
-        print(f"{p.partition:>9} {p.end_offset:>10} {p.applied_offset:>10} {p.lag:>8} {shown:>17}")
+        print(f"{p.partition:>9} {p.end_offset:>10} {p.applied_offset:>10} {p.lag:>8} {shown:>17} {p.ignored:>8}")
     return 0
 
 

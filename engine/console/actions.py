@@ -112,8 +112,9 @@ def cancel(request: Request, form: FormData) -> Response:
     job_id = _job_id(request, "cancel")
     tenant = _tenant_of(request, job_id)
     with console_client(request) as client:
-        client.cancel(job_id, tenant=tenant, reason=form_field(form, "reason"), requested_by=who_asked(request))
-    return _to_job(job_id, "cancel")
+        handle = client.cancel(job_id, tenant=tenant, reason=form_field(form, "reason"),
+                               requested_by=who_asked(request))
+        return _answered(request, handle, "cancel", job_id)
 
 
 def replay(request: Request, form: FormData) -> Response:
@@ -123,9 +124,21 @@ def replay(request: Request, form: FormData) -> Response:
     if job.state.value != "dead":
         raise ValidationError(f"job {job_id} is {job.state.value}, not dead: only a dead job is replayed")
     with console_client(request) as client:
-        client.replay(job_id, tenant=job.tenant_id, reason=form_field(form, "reason") or "replayed from the console",
-                      requested_by=who_asked(request))
-    return _to_job(job_id, "replay")
+        handle = client.replay(job_id, tenant=job.tenant_id, requested_by=who_asked(request),
+                               reason=form_field(form, "reason") or "replayed from the console")
+        return _answered(request, handle, "replay", job_id)
+
+
+ANSWER_WAIT_S = 5.0
+"""How long a job's action waits for the owner's answer (its first event after the command) before showing the job."""
+
+
+def _answered(request: Request, handle: Any, verb: str, job_id: str) -> Response:
+    """The job's page, or a page saying the owner refused the command (the job had moved on, say)."""
+    answer = handle.wait(ANSWER_WAIT_S, until=lambda outcome: bool(outcome.events))
+    if answer.refusal is not None:
+        return problem_page(request, 409, f"{verb} of job {job_id} refused: {answer.refusal}")
+    return _to_job(job_id, verb)
 
 
 def reschedule(request: Request, form: FormData) -> Response:

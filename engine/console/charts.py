@@ -91,8 +91,8 @@ def _open(width: int, height: int, title: str) -> str:
 
 
 def timeseries_svg(points: Sequence[tuple[str, int, int]], title: str) -> Markup:
-    """Stacked columns over time: per (label, succeeded, failed) a blue column of successes under a red one of
-    failures, scaled to the tallest; every third label under its column, the scale's top on the left."""
+    """Stacked columns over time: per (label, succeeded, dead) a blue column of jobs succeeded under a red one of
+    jobs dead-lettered, scaled to the tallest; every third label under its column, the scale's top on the left."""
     col, height, left = 26, 110, 44
     top = max((ok + bad for _, ok, bad in points), default=0) or 1
     parts = [_open(left + col * len(points) + 10, height + 58, title),
@@ -101,10 +101,10 @@ def timeseries_svg(points: Sequence[tuple[str, int, int]], title: str) -> Markup
              f'<line class="axis" x1="{left}" y1="{20 + height}" x2="{left + col * len(points)}" y2="{20 + height}"/>']
     for i, (label, ok, bad) in enumerate(points):
         x, h_ok, h_bad = left + i * col, round(height * ok / top), round(height * bad / top)
-        tip = f"{escape(label)}: {ok} succeeded, {bad} failed"
+        tip = f"{escape(label)}: {ok} succeeded, {bad} dead-lettered"
         parts.append(f'<rect class="bar ok" x="{x + 2}" y="{20 + height - h_ok}" width="{col - 4}" height="{h_ok}">'
                      f"<title>{tip}</title></rect>"
-                     f'<rect class="bar failed" x="{x + 2}" y="{20 + height - h_ok - h_bad}" width="{col - 4}" '
+                     f'<rect class="bar dead" x="{x + 2}" y="{20 + height - h_ok - h_bad}" width="{col - 4}" '
                      f'height="{h_bad}"><title>{tip}</title></rect>')
         if i % 3 == 0:
             parts.append(f'<text class="axis" x="{x + col / 2}" y="{height + 36}" text-anchor="middle">'
@@ -112,6 +112,6 @@ def timeseries_svg(points: Sequence[tuple[str, int, int]], title: str) -> Markup
     legend = height + 52
     parts.append(f'<rect class="bar ok" x="{left}" y="{legend - 9}" width="10" height="10"/>'
                  f'<text x="{left + 14}" y="{legend}">succeeded</text>'
-                 f'<rect class="bar failed" x="{left + 90}" y="{legend - 9}" width="10" height="10"/>'
-                 f'<text x="{left + 104}" y="{legend}">failed attempts and dead letters</text>')
+                 f'<rect class="bar dead" x="{left + 90}" y="{legend - 9}" width="10" height="10"/>'
+                 f'<text x="{left + 104}" y="{legend}">dead-lettered</text>')
     return Markup("".join(parts) + "</svg>")

@@ -69,7 +69,8 @@ def _job_details(record: Got[Any], outcome: Got[Any]) -> dict[str, Any]:
     logged = outcome.value.events if outcome.value else []
     events = [{**event_json(e), "at_us": e.event.occurred_at} for e in logged]
     return {"job": job, "partition": record.value[0] if record.value else None, "status": status,
-            "timeline": folded_timeline(events), "payload": pretty(_payload(job, outcome.value)),
+            "timeline": folded_timeline(events), "attempt_errors": attempt_errors(job, events),
+            "payload": pretty(_payload(job, outcome.value)),
             "result": pretty(_result(job, outcome.value)), "labels": _labels(logged),
             "trace_id": _trace_id(job, logged),
             "progress": _progress(job, status), "holdup": None, **dependency_rows(outcome.value),
@@ -87,6 +88,19 @@ def dependency_rows(outcome: Any) -> dict[str, Any]:
             "dependency_count": len(dependencies),
             "dependency_pending": sum(1 for _, s in dependencies if s == "pending"),
             "dependents": dependents[:SHOWN_DEPENDENCIES], "dependent_count": len(dependents)}
+
+
+def attempt_errors(job: Any, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each failed attempt, oldest first: attempt, when, how long it ran, its error and the traceback the worker
+    sent. From the log's ``JobFailed`` events (fenced ones left out) when the history was read, else from the
+    record's errors (the view keeps every attempt's error with its traceback)."""
+    failed = [e for e in events if e["type"] == "JobFailed" and not e["fenced"]]
+    if failed:
+        return [{"attempt": e["detail"].get("attempt"), "at_us": e["at_us"], "error_type": e["detail"]["error_type"],
+                 "message": e["detail"]["message"], "traceback": e["detail"].get("traceback", ""),
+                 "duration_us": e["detail"].get("duration_us", 0)} for e in failed]
+    return [{"attempt": a.attempt, "at_us": a.failed_at, "error_type": a.error_type, "message": a.message,
+             "traceback": a.traceback, "duration_us": a.duration_us} for a in (job.errors if job else ())]
 
 
 def folded_timeline(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

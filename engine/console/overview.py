@@ -35,8 +35,9 @@ class LatenessFigures:
 
 
 def overview(reads: Reads) -> dict[str, Any]:
-    """Everything the overview shows, each part read on its own (kept a few seconds for every tab)."""
-    return reads.cache.get("overview", lambda: _overview(reads))  # type: ignore[no-any-return]
+    """Everything the overview shows, each part read on its own (kept a few seconds for every tab; past that, the
+    kept answer is shown while the next one is read behind it, so a refresh never waits for the log)."""
+    return reads.cache.get("overview", lambda: _overview(reads), renew_behind=True)  # type: ignore[no-any-return]
 
 
 def _overview(reads: Reads) -> dict[str, Any]:
@@ -69,8 +70,10 @@ def _recent(reads: Reads) -> dict[str, Any]:
 
 def throughput_series(minutes: dict[int, Tally], end_minute: int, step_min: int = CHART_STEP_MIN,
                       steps: int = CHART_WINDOW_S // 60 // CHART_STEP_MIN) -> dict[str, list[tuple[int, int, int]]]:
-    """Per task type, ``steps`` buckets of ``step_min`` minutes ending with ``end_minute``: (first minute,
-    succeeded, failed attempts + dead letters), oldest first; only task types with something in them."""
+    """Per task type, ``steps`` buckets of ``step_min`` minutes ending with ``end_minute``: (first minute, jobs
+    succeeded, jobs dead-lettered), oldest first; only task types with something in them. Each job counts once, when
+    it ends: a failed attempt is not an ending (the job is retried, or dead-lettered, which counts it), so a job
+    that failed and then went dead is one dead letter, not a failure and a dead letter."""
     first = end_minute - steps * step_min + 1
     out: dict[str, list[list[int]]] = {}
     for minute, tally in minutes.items():
@@ -78,20 +81,33 @@ def throughput_series(minutes: dict[int, Tally], end_minute: int, step_min: int 
             continue
         i = (minute - first) // step_min
         for kind, counts in tally.outcomes.items():
+            if not counts["succeeded"] and not counts["dead"]:
+                continue
             row = out.setdefault(kind, [[first + n * step_min, 0, 0] for n in range(steps)])[i]
             row[1] += counts["succeeded"]
-            row[2] += counts["failed"] + counts["dead"]
+            row[2] += counts["dead"]
     return {kind: [(a, b, c) for a, b, c in rows] for kind, rows in sorted(out.items())}
 
 
-def throughput_chart(activity: RecentActivity, most: int = CHARTS_SHOWN) -> list[tuple[str, Markup]]:
-    """The overview's charts: per task type (the busiest ``most``), jobs succeeded and failed per 10 minutes."""
+@dataclass(frozen=True)
+class ThroughputChart:
+    """One task type's chart of the last hours, and the jobs it counts (succeeded, dead-lettered)."""
+
+    task_type: str
+    svg: Markup
+    succeeded: int
+    dead: int
+
+
+def throughput_chart(activity: RecentActivity, most: int = CHARTS_SHOWN) -> list[ThroughputChart]:
+    """The overview's charts: per task type (the busiest ``most``), jobs succeeded and dead-lettered per 10 min."""
     now_minute = int(time.time() * 1_000_000) // MINUTE_US
     end = (now_minute // CHART_STEP_MIN + 1) * CHART_STEP_MIN - 1  # columns start on the clock's 10 minutes
     series = throughput_series(activity.minutes, end)
     busiest = sorted(series.items(), key=lambda kv: -sum(ok + bad for _, ok, bad in kv[1]))[:most]
-    return [(kind, timeseries_svg([(_hhmm(start), ok, bad) for start, ok, bad in rows],
-                                  f"{kind}: succeeded and failed per {CHART_STEP_MIN} min"))
+    return [ThroughputChart(kind, timeseries_svg([(_hhmm(start), ok, bad) for start, ok, bad in rows],
+                                                 f"{kind}: jobs succeeded and dead-lettered per {CHART_STEP_MIN} min"),
+                            sum(ok for _, ok, _ in rows), sum(bad for _, _, bad in rows))
             for kind, rows in busiest]
 
 

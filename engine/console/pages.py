@@ -12,6 +12,7 @@ from starlette.responses import Response
 from engine.console.charts import histogram_counts, histogram_svg, share_svg, weighted_counts
 from engine.console.got import get
 from engine.console.overview import overview, partitions_of
+from engine.console.reads import holdups_now
 from engine.console.web import reads_of, render
 from engine.questions.jobs import list_jobs
 from engine.questions.stores import queue_report
@@ -40,15 +41,27 @@ def schedules_page(request: Request) -> Response:
 
     reads = reads_of(request)
     found = get(lambda: schedules(reads.settings))
-    rows = [_schedule_row(reads, view) for view in found.value or []]
-    return render(request, "schedules.html", {"page": "schedules", "found": found, "rows": rows})
+    holdups = get(lambda: holdups_now(reads.settings))
+    paused = {pause.task_type for _, pause in holdups.value.paused} if holdups.value else set()
+    rows = [_schedule_row(reads, view, paused) for view in found.value or []]
+    return render(request, "schedules.html", {"page": "schedules", "found": found, "rows": rows,
+                                              "holdups": holdups})
 
 
-def _schedule_row(reads: Any, view: Any) -> dict[str, Any]:
+def schedule_state(enabled: bool, task_type: str, paused_types: set[str]) -> str:
+    """What a schedule's state cell says: ``paused`` (the schedule), ``task-paused`` (it fires, but its task type
+    is paused, so every occurrence waits), or ``enabled``. Pure."""
+    if not enabled:
+        return "paused"
+    return "task-paused" if task_type in paused_types else "enabled"
+
+
+def _schedule_row(reads: Any, view: Any, paused_types: set[str]) -> dict[str, Any]:
     from engine.questions.schedules import next_runs
 
     upcoming = get(lambda: next_runs(view, int(time.time() * 1_000_000), 5))
-    return {"view": view, "upcoming": upcoming, "runs": get(partial(_last_runs, reads.settings, view))}
+    return {"view": view, "upcoming": upcoming, "runs": get(partial(_last_runs, reads.settings, view)),
+            "state": schedule_state(view.enabled, view.task_type, paused_types)}
 
 
 def _last_runs(settings: Any, view: Any, count: int = 5) -> list[Any]:

@@ -8,6 +8,7 @@ directory costs that part, never the page.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from engine.questions.view_status import ViewStatus, await_view, view_status
 if TYPE_CHECKING:
     from engine.domain.jobs import JobView
 
+log = logging.getLogger("epochq.console")
 RECENT_WINDOW_S = 15 * 60
 """The overview's table and the lateness page's short window: the last 15 minutes."""
 CHART_WINDOW_S = 3 * 3600
@@ -37,6 +39,9 @@ PROBE_TTL_S = 5.0
 CACHE_TTL_S = 4.0
 """How long the log's heavier answers (the overview, the tenants table, the workers, lateness) are kept:
 just under the overview's refresh interval, so each refresh reads afresh once however many tabs ask."""
+STALE_S = 15.0
+"""How old a kept overview may be and still be shown at once while the next one is read behind it (three refreshes
+of an open tab); an older one (nobody looked meanwhile) is read before the page is answered."""
 
 
 def job_record(settings: Settings, job_id: str) -> tuple[int, JobView] | None:
@@ -97,7 +102,8 @@ def view_lag_line(status: ViewStatus, now_us: int) -> str:
         return f"view: no view process folds {status.directory}; {status.lag} record(s) behind the log"
     ages = [age for p in status.partitions if (age := p.age_s(now_us)) is not None]
     newest = f", newest event folded {min(ages):.1f} s ago" if ages else ""
-    return f"view: {status.lag} record(s) behind the log{newest}"
+    ignored = f"; {status.ignored_line()}" if status.ignored else ""  # fenced or forged records: worth a look
+    return f"view: {status.lag} record(s) behind the log{newest}{ignored}"
 
 
 class LogProbe:
@@ -130,21 +136,42 @@ class LogProbe:
 class Cache:
     """Answers kept for a few seconds, so that every open tab refreshing costs one read, not one each."""
 
-    def __init__(self, ttl_s: float):
-        self.ttl_s = ttl_s
+    def __init__(self, ttl_s: float, stale_s: float = STALE_S):
+        self.ttl_s, self.stale_s = ttl_s, stale_s
         self._lock = threading.Lock()
         self._kept: dict[object, tuple[float, Any]] = {}
+        self._renewing: set[object] = set()
 
-    def get(self, key: object, read: Callable[[], Any]) -> Any:
-        """The answer kept under ``key`` if fresh, else ``read()``'s (kept)."""
+    def get(self, key: object, read: Callable[[], Any], *, renew_behind: bool = False) -> Any:
+        """The answer kept under ``key`` if fresh, else ``read()``'s (kept). ``renew_behind``: an answer past its
+        ttl but younger than ``stale_s`` is returned at once while a thread reads the next one (one at a time)."""
         with self._lock:
             kept = self._kept.get(key)
-            if kept is not None and time.monotonic() - kept[0] < self.ttl_s:
+            age = time.monotonic() - kept[0] if kept is not None else None
+            if kept is not None and age is not None and age < self.ttl_s:
                 return kept[1]
+            if renew_behind and kept is not None and age is not None and age < self.stale_s:
+                if key not in self._renewing:
+                    self._renewing.add(key)
+                    threading.Thread(target=self._renew, args=(key, read), daemon=True,
+                                     name=f"console-renew-{key}").start()
+                return kept[1]
+        return self._read(key, read)
+
+    def _read(self, key: object, read: Callable[[], Any]) -> Any:
         value = read()
         with self._lock:
             self._kept[key] = (time.monotonic(), value)
         return value
+
+    def _renew(self, key: object, read: Callable[[], Any]) -> None:
+        try:
+            self._read(key, read)
+        except Exception as e:  # noqa: BLE001 - the next request past stale_s reads it itself, and says why
+            log.warning("console: renewing %s: %s", key, e)
+        finally:
+            with self._lock:
+                self._renewing.discard(key)
 
     def forget(self, key: object) -> None:
         """Drop the answer kept under ``key`` (an action changed what it says)."""

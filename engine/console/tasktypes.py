@@ -15,6 +15,7 @@ from engine.console.actions import console_client, form_field, path_id, who_aske
 from engine.console.got import get
 from engine.console.reads import holdups_now, task_types
 from engine.console.web import problem_page, reads_of, render
+from engine.questions.tally import tally
 from engine.errors import ValidationError
 
 
@@ -58,9 +59,11 @@ def tasks_page(request: Request) -> Response:
 
 
 def _done(request: Request, verb: str, task_type: str, outcomes: list[Any], changed: str) -> Response:
-    """Back to the page, or a page saying what no partition decided."""
-    decided = [o for o in outcomes if o.events]
-    if not decided:
+    """Back to the page, or a page saying what partitions refused, or that none decided."""
+    verdict = tally(outcomes)
+    if verdict.refused is not None:
+        return problem_page(request, 403, f"{verb} of task type {task_type}: {verdict.refused}")
+    if verdict.undecided == verdict.total:
         return problem_page(request, 409, f"{verb} of task type {task_type}: no partition decided within 10 s "
                                           "(is an engine running?)")
     return RedirectResponse(f"/tasks?flash={changed}#task-{params.segment(task_type)}", 303)

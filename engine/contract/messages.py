@@ -326,6 +326,7 @@ class JobReplayed:
 class JobRequeued:
     previous_epoch: int
     attempt: int
+    reason: str = ""  # v6: owner_stopped | handover | owner_lost | producer_reset (RequeueReason); "" before v6
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,11 +86,15 @@ class Proof:
 
 
 TENANT_SIGNED = Proof(signer=Signer.TENANT)
+OPERATORS_ONLY = "pause/resume/limits are operator commands"
+"""A task type's command names no tenant (it holds every tenant's jobs): only an operator's or the engines' key
+proves it (docs/security.md, *Who may do what*)."""
+OPERATOR_KEY_HINT = "only an operator key may (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)"
 
 
 def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
                  engine_keys: Sequence[bytes], required: bool, internal: bool = False,
-                 operator_keys: Sequence[bytes] = ()) -> Proof:
+                 operator_keys: Sequence[bytes] = (), operators_only: bool = False) -> Proof:
     """Decide whether a command record proves its tenant, and who signed it.
 
     A signature by the engines' key (commands the engines send themselves: fan-out children,
@@ -100,6 +104,8 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
     unsigned command is refused only when they are.
     ``internal``: a command only engines send (a report to a parent job or a schedule); when
     signatures are required it must be the engines'.
+    ``operators_only``: a command on a task type as a whole (pause, resume, rate limits), which names no tenant:
+    a refusal says that only an operator may sign it (not that the key is not one of tenant ''s keys).
     """
     if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
         return TENANT_SIGNED  # the common case first: one verification
@@ -109,10 +115,14 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
         return Proof(signer=Signer.OPERATOR)
     if verifies(tenant_keys, topic, value, signature):
         return Proof("only engines send this command") if required else Proof()
+    if signature is not None and operators_only:
+        return Proof(f"{OPERATORS_ONLY}; a tenant's key may not sign them, {OPERATOR_KEY_HINT}")
     if signature is not None:
         return Proof(f"the signature is not by a key of tenant {tenant!r}")
     if not required:
         return Proof()
+    if operators_only:
+        return Proof(f"{OPERATORS_ONLY} and signatures are required: this one is unsigned; {OPERATOR_KEY_HINT}")
     if not tenant_keys:
         return Proof(f"signatures are required and tenant {tenant!r} has no public key "
                      "(epochq tenants set --public-key)")

@@ -1,4 +1,9 @@
-"""A job's attempts: when it is queued, started, finished, retried, re-queued after a failover. Pure."""
+"""A job's attempts: when it is queued, started, finished, retried, re-queued after a failover or a hand-back. Pure.
+
+Only the attempts a handler failed (or that timed out) count toward ``max_attempts``: an attempt given up by a
+re-queue (``JobRequeued``: its owner stopped, handed the partition over, or was lost) does not
+(``JobView.counted_attempts``). The attempt *number* a handler sees still grows with every start, so each
+start stays distinct (idempotency keys, fencing tokens, late results)."""
 
 from __future__ import annotations
 
@@ -7,11 +12,17 @@ from collections.abc import Callable
 from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.inputs import (
-    AttemptFinished, DecideContext, Emit, ProgressReported, RequeueOrphan, StartAttempt, TimerFired,
+    AttemptFinished, DecideContext, Emit, HandBack, ProgressReported, RequeueOrphan, RequeueReason, StartAttempt,
+    TimerFired,
 )
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
-from engine.domain.retry import backoff_us, should_retry
+from engine.domain.retry import backoff_us, lost_too_often, should_retry
+
+LOST_REPEATEDLY = "owner_lost_repeatedly"
+"""The dead-letter reason of a job whose engine died more than ``max_lost`` times while running it."""
+LOST_ERROR = "OwnerLost"
+"""The error type recorded for the attempt that was lost once too often."""
 
 
 def timer_fired(given: TimerFired, job: JobView | None, ctx: DecideContext) -> list[Emit]:
@@ -49,21 +60,49 @@ def finished(given: AttemptFinished, job: JobView | None, ctx: DecideContext) ->
 
 
 def _after_failure(job: JobView, given: AttemptFinished, retryable: bool, ctx: DecideContext) -> m.EventBody:
-    if should_retry(job.max_attempts, given.attempt, retryable):
-        delay = backoff_us(ctx.policy(job.task_type).retry, given.attempt, job.job_id)
+    counted = job.counted_attempts()  # the failed one included, the re-queued ones not
+    if should_retry(job.max_attempts, counted, retryable):
+        delay = backoff_us(ctx.policy(job.task_type).retry, counted, job.job_id)
         return m.JobRetryScheduled(given.attempt + 1, ctx.now + delay)
     reason = "validation_failed" if given.kind == "invalid" else (
         "not_retryable" if not retryable else "max_attempts_exhausted")
-    return m.JobDeadLettered(reason, given.attempt)
+    return m.JobDeadLettered(reason, counted)
 
 
 def requeue_orphan(given: RequeueOrphan, job: JobView | None, ctx: DecideContext) -> list[Emit]:
-    """A job found running under an older epoch goes back to the queue (or is cancelled, if asked to stop)."""
+    """A job found running under an older epoch goes back to the queue (or is cancelled, if asked to stop): its
+    owner was lost, or handed the partition back without recording the attempt's end."""
     if job is None or job.state is not JobState.RUNNING or not fence.older(job.epoch, ctx.epoch):
         return []
+    max_lost = ctx.policy(job.task_type).retry.max_lost
+    lost = given.reason is RequeueReason.OWNER_LOST
+    if lost and job.cancel is None and lost_too_often(max_lost, job.lost):
+        return _lost_for_good(job, max_lost, ctx)
+    return _requeued(job, given.reason)
+
+
+def _lost_for_good(job: JobView, max_lost: int, ctx: DecideContext) -> list[Emit]:
+    """The attempt lost once more than ``max_lost`` allows fails, not retryable, and the job is dead-lettered: its
+    handler is taken to be what kills its engines."""
+    died = job.lost + 1
+    message = f"its engine died {died} time{'s' if died > 1 else ''} while running it (max_lost={max_lost})"
+    failed = m.JobFailed(job.attempt, LOST_ERROR, message, 0, "", False)  # how long it ran before dying: unknown
+    return [Emit(job.job_id, job.tenant_id, failed),
+            Emit(job.job_id, job.tenant_id, m.JobDeadLettered(LOST_REPEATEDLY, job.counted_attempts()))]
+
+
+def hand_back(given: HandBack, job: JobView | None, ctx: DecideContext) -> list[Emit]:
+    """This owner's own running attempt, past the grace period of a planned hand-back, goes back to the queue for
+    the next owner (or is cancelled, if asked to stop). An attempt an older epoch started is the orphans' rule's."""
+    if job is None or job.state is not JobState.RUNNING or fence.older(job.epoch, ctx.epoch):
+        return []
+    return _requeued(job, given.reason)
+
+
+def _requeued(job: JobView, reason: RequeueReason) -> list[Emit]:
     if job.cancel is not None:  # its attempt was asked to stop: it is not run again
         return [Emit(job.job_id, job.tenant_id, m.JobCancelled(*job.cancel))]
-    return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt))]
+    return [Emit(job.job_id, job.tenant_id, m.JobRequeued(job.epoch, job.attempt, reason.value))]
 
 
 def progress(given: ProgressReported, job: JobView | None, ctx: DecideContext) -> list[Emit]:

@@ -14,16 +14,17 @@ from engine.contract import messages as m
 from engine.contract.validation import check_job_command
 from engine.domain import admission, attempts, children, controls, dependencies, remote
 from engine.domain.inputs import (
-    AttemptFinished, CommandInput, DecideContext, Decision, Emit, Input, Limits, ProgressReported, RequeueOrphan,
-    Send, StartAttempt, TaskPolicy, TimerFired, tenant_of,
+    AttemptFinished, CommandInput, DecideContext, Decision, Emit, HandBack, Input, Limits, ProgressReported,
+    RequeueOrphan, RequeueReason, Send, StartAttempt, TaskPolicy, TimerFired, tenant_of,
 )
 from engine.domain.jobs import JobView
 from engine.domain.switch import type_switch
 from engine.errors import ValidationError
 
 __all__ = [
-    "AttemptFinished", "CommandInput", "DecideContext", "Decision", "Emit", "Input", "Limits", "ProgressReported",
-    "RequeueOrphan", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide", "told",
+    "AttemptFinished", "CommandInput", "DecideContext", "Decision", "Emit", "HandBack", "Input", "Limits",
+    "ProgressReported", "RequeueOrphan", "RequeueReason", "Send", "StartAttempt", "TaskPolicy", "TimerFired", "decide",
+    "told",
 ]
 
 
@@ -68,5 +69,6 @@ def _command(body: object, given: CommandInput, job: JobView | None, ctx: Decide
 for _rule in (admission.submit, controls.cancel, controls.replay, controls.reschedule, controls.reprioritize,
               children.report_child, dependencies.await_job, dependencies.report_dependency, remote.reported):
     _command.register(_rule)
-for _step in (attempts.timer_fired, attempts.start, attempts.finished, attempts.requeue_orphan, attempts.progress):
+for _step in (attempts.timer_fired, attempts.start, attempts.finished, attempts.requeue_orphan, attempts.hand_back,
+              attempts.progress):
     _decide.register(_step)

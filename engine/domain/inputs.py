@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import NamedTuple
 
 from engine.contract import messages as m
@@ -109,11 +110,34 @@ class AttemptFinished:
     retryable: bool = True
 
 
+class RequeueReason(StrEnum):
+    """Why a running attempt was given up and its job re-queued (``JobRequeued.reason``, v6).
+
+    None of them is a failure of the handler: a re-queued attempt counts toward no ``max_attempts``."""
+
+    OWNER_STOPPED = "owner_stopped"  # its owner shut down (SIGTERM) and the attempt outlived the grace period
+    HANDOVER = "handover"  # a rebalance moved the partition and the attempt outlived the grace period
+    OWNER_LOST = "owner_lost"  # its owner vanished (kill -9, a lost session, fenced): found by the next owner
+    PRODUCER_RESET = "producer_reset"  # its owner's producer failed unfenced; the same process set it up again
+
+
 @dataclass(frozen=True, slots=True)
 class RequeueOrphan:
-    """The job was found running under an older epoch when this owner claimed the partition."""
+    """The job was found running under an older epoch when this owner claimed the partition: its owner was lost
+    (``OWNER_LOST``, capped by ``max_lost``), or was this very process before its producer was replaced
+    (``PRODUCER_RESET``: not a loss)."""
 
     job_id: str
+    reason: RequeueReason = RequeueReason.OWNER_LOST
+
+
+@dataclass(frozen=True, slots=True)
+class HandBack:
+    """This owner gives its partition back (``reason``: stopping or a rebalance) and the job's attempt, started
+    under this owner's epoch, outlived the grace period: the next owner runs it again."""
+
+    job_id: str
+    reason: RequeueReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +150,7 @@ class ProgressReported:
     message: str
 
 
-Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan | ProgressReported
+Input = CommandInput | TimerFired | StartAttempt | AttemptFinished | RequeueOrphan | HandBack | ProgressReported
 Decision = list[Emit | Send]
 """What one input causes: events to write and commands to send, in order."""
 

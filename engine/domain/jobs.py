@@ -59,6 +59,13 @@ class JobView:
     reported: int = 0  # how many of its dependencies were reported ended (each report: projections.views.dependencies)
     dependents: tuple[str, ...] = ()  # the jobs waiting for this one, told how it ends
     traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
+    requeued: int = 0  # attempts since the last replay given up by a re-queue (JobRequeued): not counted
+    lost: int = 0  # of those, the ones whose owner was lost while running it (reason owner_lost): capped by max_lost
+
+    def counted_attempts(self) -> int:
+        """The attempts that count toward ``max_attempts``: every one started since the last replay but those given
+        up by a re-queue (its owner stopped, handed over or was lost: never the handler's failure)."""
+        return self.attempt - self.requeued
 
     def awaiting(self) -> int:
         """How many of its dependencies have not ended (as far as this job was told)."""
@@ -125,6 +132,8 @@ TRIGGERS: dict[type, Trigger] = {
 }
 RELEASED = "dependencies_met"
 """The cause of the JobQueued that releases a waiting job."""
+OWNER_LOST = "owner_lost"
+"""The ``JobRequeued`` reason of an attempt whose owner was lost (``RequeueReason.OWNER_LOST``): counted in ``lost``."""
 
 
 def trigger_of(body: m.EventBody) -> Trigger | None:
@@ -135,6 +144,27 @@ def trigger_of(body: m.EventBody) -> Trigger | None:
     if isinstance(body, m.JobSettled):
         return Trigger.SETTLE if body.outcome == "completed" else Trigger.SETTLE_PARTIAL
     return TRIGGERS.get(type(body))
+
+
+NEW_LIFE_AFTER = frozenset({JobState.COMPLETED, JobState.CANCELLED})
+"""The final states after which a ``JobSubmitted`` of the same id (past the dedup window) starts a new life."""
+
+
+def lifecycle_after(state: JobState | None, body: m.EventBody, known: bool = True) -> JobState | None:
+    """The job's state after an event with ``body``, as every fold sees it (the owner's, a view's, a reader's):
+    unchanged for a body that changes no state, a new life for a ``JobSubmitted`` after ``NEW_LIFE_AFTER``;
+    raises InvalidTransitionError where the lifecycle forbids it, so the fold ignores the event.
+
+    ``known``: whether ``state`` is the job's (its events were read from its submission on); a reader that
+    started mid-life cannot judge, and gets None back until a ``JobSubmitted``."""
+    trigger = trigger_of(body)
+    if trigger is None:
+        return state
+    if isinstance(body, m.JobSubmitted) and state in NEW_LIFE_AFTER:
+        state = None
+    if not known and not isinstance(body, m.JobSubmitted):
+        return None
+    return next_state(state, trigger)
 
 
 def evolve(job: JobView | None, event: m.Event) -> JobView | None:
@@ -159,7 +189,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
         body.depends_on or None, 0, (),
-        body.traceparent,
+        body.traceparent, 0, 0,
     )
 
 
@@ -214,8 +244,8 @@ def _(body: m.JobCancelled, job: JobView, at: int) -> dict[str, object]:
 @_apply.register
 def _(body: m.JobReplayed, job: JobView, at: int) -> dict[str, object]:
     # its dependents were told it died: the next end is nobody's news
-    return dict(attempt=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at, due_at=at,
-                dependents=())
+    return dict(attempt=0, requeued=0, lost=0, replays=job.replays + 1, dead_reason="", finished_at=None, queued_at=at,
+                due_at=at, dependents=())
 
 
 @_apply.register
@@ -257,7 +287,8 @@ def _(body: m.JobRescheduled, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobRequeued, job: JobView, at: int) -> dict[str, object]:
-    return dict(queued_at=at, due_at=at)
+    lost = job.lost + (body.reason == OWNER_LOST)
+    return dict(queued_at=at, due_at=at, requeued=job.requeued + 1, lost=lost)
 
 
 @_apply.register

@@ -16,8 +16,11 @@ class RetryPolicy:
     """How often and how soon a task type's failed attempts are retried.
 
     ``max_attempts`` counts every attempt, the first included (1 means never retry).
-    Delays are in seconds; ``jitter`` is the fraction of the delay drawn at random
-    (0.2 means the delay lies in [0.8 d, d]).
+    ``max_lost`` is how many times a job may be re-queued because its engine died while running it
+    (``JobRequeued reason=owner_lost``: out of memory, a segfault, ``os._exit``); the next loss dead-letters it
+    (``owner_lost_repeatedly``), so a handler that kills its engine does not kill engine after engine. A planned
+    hand-over (``owner_stopped``, ``handover``) never counts. Delays are in seconds; ``jitter`` is the fraction of
+    the delay drawn at random (0.2 means the delay lies in [0.8 d, d]).
     """
 
     max_attempts: int = 3
@@ -25,10 +28,13 @@ class RetryPolicy:
     max_delay: float = 300.0
     jitter: float = 0.2
     multiplier: float = 2.0
+    max_lost: int = 3
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not isinstance(self.max_lost, int) or isinstance(self.max_lost, bool) or self.max_lost < 0:
+            raise ValueError(f"max_lost must be an integer >= 0, got {self.max_lost!r}")
         if not 0 <= self.base_delay <= self.max_delay <= MAX_AHEAD_US / US:  # False for NaN too
             raise ValueError(f"need 0 <= base_delay <= max_delay <= 100 years, got {self.base_delay}, {self.max_delay}")
         if not 0.0 <= self.jitter <= 1.0:
@@ -40,6 +46,12 @@ class RetryPolicy:
 def should_retry(policy_max_attempts: int, attempt: int, retryable: bool) -> bool:
     """Whether the attempt that just failed is followed by another one."""
     return retryable and attempt < policy_max_attempts
+
+
+def lost_too_often(policy_max_lost: int, lost: int) -> bool:
+    """Whether a job whose owner was just lost while running it, after ``lost`` such losses already re-queued, is
+    dead-lettered rather than re-queued once more (``max_lost`` re-queues at most: the next loss is its end)."""
+    return lost >= policy_max_lost
 
 
 def backoff_us(policy: RetryPolicy, attempt: int, job_id: str) -> int:

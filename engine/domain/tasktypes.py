@@ -48,6 +48,18 @@ def decide(command: m.Command, paused: Callable[[str], bool], bucket: Callable[[
         return m.CommandRefused(type(command.body).__name__, "unknown", str(e))
 
 
+UNCHANGED_STATE = {"PauseTaskType": "paused", "ResumeTaskType": "running", "SetRateLimit": "limited",
+                   "ClearRateLimit": "unlimited"}
+"""The state a partition answers a task type's command with when the change is already in place."""
+
+
+def unchanged(refused: m.CommandRefused) -> bool:
+    """Whether a refusal of a task type's command only says there was nothing to change (already paused, no
+    rate limit to clear): the partition is as asked. Any other refusal (the signer's powers, a field out of
+    its rules) is a refusal."""
+    return UNCHANGED_STATE.get(refused.command) == refused.state
+
+
 def changed(body: m.EventBody) -> str | None:
     """What a change decided for a task type did, for the owner's log (None: a refusal)."""
     if isinstance(body, m.TaskTypePaused):

@@ -128,7 +128,10 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
             if index is not None:
                 summary.indexed += 1
                 logged = _indexed(consumer, settings.events_topic, p, index, ends[p], summary, meter)
-                yield from matching_events(p, earlier.prefixed(p, logged, index.jobs, flt.tenant), flt, summary)
+                try:
+                    yield from matching_events(p, earlier.prefixed(p, logged, index.jobs, flt.tenant), flt, summary)
+                finally:
+                    logged.close()  # its reads unassign: before the consumer closes, even when the caller stops early
                 continue
             traces: dict[int, str] = {}
             scan = scan_messages(consumer, settings.events_topic, p, 0, ends[p])
@@ -150,13 +153,16 @@ def _tenant_index(settings: Settings, p: int, tenant: str) -> TenantIndex | None
 
 
 def _indexed(consumer: Consumer, topic: str, p: int, index: TenantIndex, end: int, summary: AuditSummary,
-             meter: _Meter) -> Iterator[LoggedEvent]:
+             meter: _Meter) -> Generator[LoggedEvent, None, None]:
     """The indexed jobs' events (read at their offsets, with the store's verdicts), then the log after the store."""
     fenced = {offset for offset, verdict in index.entries if verdict == "fenced"}
     traces: dict[int, str] = {}
-    at = keyed(messages_at(consumer, topic, p, [offset for offset, _ in index.entries]), traces)
-    for offset, event in _decoded(at, topic, p, summary, meter):
-        yield LoggedEvent(offset, event, offset in fenced, traces.pop(offset, None))
+    read = messages_at(consumer, topic, p, [offset for offset, _ in index.entries])
+    try:
+        for offset, event in _decoded(keyed(read, traces), topic, p, summary, meter):
+            yield LoggedEvent(offset, event, offset in fenced, traces.pop(offset, None))
+    finally:
+        read.close()
     tail = scan_messages(consumer, topic, p, index.applied_offset + 1, end)
     try:
         events = _decoded(keyed(tail, traces), topic, p, summary, meter)

@@ -41,6 +41,7 @@ class Followed:
     job_id: str
     partition: int
     start: int
+    command_id: str | None = None  # the command whose answer is awaited (a duplicate submit is told by it)
 
 
 Until = Callable[[Outcome], bool]
@@ -60,11 +61,13 @@ def decided(outcome: Outcome) -> bool:
 class _Partition:
     """The fencing state of one followed partition: the newest claim, and the next offset expected."""
 
-    __slots__ = ("claim", "next")
+    __slots__ = ("claim", "next", "known", "start")
 
-    def __init__(self, start: int) -> None:
-        self.claim = 0
-        self.next = start
+    def __init__(self, start: int, claim: tuple[int, int] | None = None) -> None:
+        """``claim``: (where to read from, the newest valid claim before there) when a view knows it (exact: the
+        records before ``start`` only move the fence); otherwise the first event read stands in (``verdict``)."""
+        self.next, self.claim = claim if claim is not None else (start, 0)
+        self.known, self.start = claim is not None, start
 
     def verdict(self, event: m.Event) -> bool | None:
         """Whether ``event`` is fenced (None for a claim, which only moves the fence)."""
@@ -72,7 +75,7 @@ class _Partition:
             if fence.claim_counts(event.epoch, self.claim):
                 self.claim = event.epoch
             return None
-        if self.claim == 0:  # the scan starts mid-log, after the last claim: the first epoch stands in
+        if self.claim == 0 and not self.known:  # mid-log, no view to ask: the first epoch stands in
             self.claim = event.epoch
         return not fence.counts(event.epoch, self.claim)
 
@@ -98,13 +101,19 @@ class Follower:
         consumer = self._shared() if shared else kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
         holdups = Holdups(projection_source(self.settings)) if watch is not None else None
         try:
-            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch, holdups).run(timeout)
+            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch, holdups,
+                            self._fences).run(timeout)
         finally:
             if shared:
                 consumer.unassign()
                 self._lock.release()
             else:
                 consumer.close()
+
+    def _fences(self, partition: int, start: int) -> tuple[int, int] | None:
+        from engine.questions.stores import fence_at
+
+        return fence_at(self.settings, partition, start)
 
     def _shared(self) -> Consumer:
         if self._consumer is None:
@@ -122,16 +131,19 @@ class _Run:
     """One follow: the outcomes of its jobs, folded from the records read since their starts."""
 
     def __init__(self, consumer: Consumer, topic: str, jobs: Sequence[Followed], until: Until,
-                 watch: Watch | None, holdups: Holdups | None = None) -> None:
+                 watch: Watch | None, holdups: Holdups | None = None,
+                 fences: Callable[[int, int], tuple[int, int] | None] | None = None) -> None:
+        """``fences(partition, start)``: where to read ``partition`` from and the newest valid claim before there,
+        when a view knows them (``stores.fence_at``)."""
         self.consumer, self.topic, self.until, self.watch, self.holdups = consumer, topic, until, watch, holdups
-        self.outcomes = {j.job_id: Outcome(j.job_id) for j in jobs}
+        self.outcomes = {j.job_id: Outcome(j.job_id, command_id=j.command_id) for j in jobs}
         self.partition_of = {j.job_id: j.partition for j in jobs}
         self.keys = {j.job_id.encode(): j.job_id for j in jobs}
-        self.partitions: dict[int, _Partition] = {}
+        starts: dict[int, int] = {}
         for job in jobs:
-            start = min(job.start, self.partitions[job.partition].next) if job.partition in self.partitions \
-                else job.start
-            self.partitions[job.partition] = _Partition(start)
+            starts[job.partition] = min(job.start, starts.get(job.partition, job.start))
+        self.partitions = {p: _Partition(start, fences(p, start) if fences is not None and start > 0 else None)
+                           for p, start in starts.items()}
         self.pending = set(self.outcomes)
 
     def run(self, timeout: float) -> Iterator[Outcome]:
@@ -180,7 +192,9 @@ class _Run:
         except DecodeError:
             return None
         fenced = state.verdict(event)
-        if fenced is None or (not fenced and self._holdup(p, event)) or event.job_id not in self.outcomes:  # type: ignore[arg-type]
+        if fenced is None or offset < state.start:  # a claim, or a record read only for the claims before the start
+            return None
+        if (not fenced and self._holdup(p, event)) or event.job_id not in self.outcomes:  # type: ignore[arg-type]
             return None
         return LoggedEvent(offset, event, fenced)
 

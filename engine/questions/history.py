@@ -25,10 +25,19 @@ def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
 
 
 def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEvent]:
-    """Every event of one job from the log, in log order, each marked fenced or not."""
+    """Every event of one job from the log, in log order, each marked fenced or not.
+
+    A scan from ``start`` > 0 fences with the newest valid claim before it as the state directory's view knows it
+    (``stores.fence_at``); without a view, the first event's epoch stands in for it (``with_fencing``)."""
+    from engine.questions.stores import fence_at
+
     consumer = kafka.events_reader(settings, "history")
     try:
         p = job_partition(settings, consumer, job_id)
+        known = fence_at(settings, p, start) if start > 0 else None
+        if known is not None:  # read from the view's position on for the claims, keep the job's events from start
+            scanned = _scanned(consumer, settings.events_topic, p, job_id, known[0], claim=known[1])
+            return [logged for logged in scanned if logged.offset >= start]
         return _scanned(consumer, settings.events_topic, p, job_id, start, mid_log=start > 0)
     finally:
         consumer.close()
@@ -79,7 +88,8 @@ def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
     ``claim``: the newest valid claim before the scan's start, when a projection knows it.
     ``mid_log`` (no projection at hand): the scan starts after the last claim, so the first
     event's epoch stands in for it (a zombie cannot commit after the newer owner initialised
-    its producer).
+    its producer; a record forged at another epoch and read first would mislead it, which is
+    why a reader with a view asks it instead: ``stores.fence_at``).
     """
     for offset, event in events:
         if isinstance(event.body, m.OwnershipClaimed):

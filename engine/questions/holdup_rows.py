@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import Settings
-from engine.questions.stores import partition_dirs, read_store
+from engine.questions.stores import kept_stores
 from projections.views.breakers import BreakerRecord, all_breakers
 from projections.views.pauses import PauseRecord, all_paused
 from projections.views.ratelimits import LimitRecord, all_limits
@@ -23,17 +23,13 @@ class HoldupRows:
 
 
 def holdup_rows(settings: Settings) -> HoldupRows:
-    """One read-only pass over every store of the state directory (none there: empty rows)."""
+    """One pass over every view store of the state directory, through the kept handles (none there: empty rows)."""
     newest: dict[str, BreakerRecord] = {}
     paused: list[tuple[int, PauseRecord]] = []
     limited: list[tuple[int, LimitRecord]] = []
     read: set[int] = set()
-    for p, path in partition_dirs(settings):
-        try:
-            with read_store(path) as store:
-                records, pauses, limits = all_breakers(store), all_paused(store), all_limits(store)
-        except Exception:  # noqa: BLE001 - a store being created, or not a store: it says nothing
-            continue
+    for p, store in kept_stores(settings):  # a store being created, or not a store, is not among them
+        records, pauses, limits = all_breakers(store), all_paused(store), all_limits(store)
         read.add(p)
         paused += [(p, pause) for pause in pauses]
         limited += [(p, limit) for limit in limits]

@@ -50,7 +50,7 @@ class JobRow:
     status: str
     priority: int
     lane: str
-    attempts: int
+    attempts: int  # counted toward max_attempts: re-queued ones are not (JobView.counted_attempts)
     submitted_at_us: int
     due_at_us: int | None
     updated_at_us: int
@@ -79,7 +79,7 @@ def row_of(job: JobView, partition: int) -> JobRow:
     elif job.dead_reason:
         error = job.dead_reason
     return JobRow(job.job_id, job.tenant_id, job.task_type, status_of(job.state), job.priority, job.lane,
-                  job.attempt, job.submitted_at, job.due_at, job.updated_at, partition, error)
+                  job.counted_attempts(), job.submitted_at, job.due_at, job.updated_at, partition, error)
 
 
 def encode_cursor(submitted_at: int, job_id: str) -> str:

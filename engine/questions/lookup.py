@@ -40,3 +40,13 @@ def task_type_counts(settings: Settings) -> dict[str, dict[str, int]]:
             if name in counts:
                 counts[name] += int(value or 0)
     return dict(sorted(out.items()))
+
+
+def tenant_counts(settings: Settings) -> dict[str, int]:
+    """Every tenant the catalog has counted, with its jobs (every status, summed over the partitions)."""
+    out: dict[str, int] = {}
+    for _, store in READERS.stores(settings):
+        for key, value in store.scan(k.COUNT_TENANT):
+            tenant = key[len(k.COUNT_TENANT):].rpartition(SEP)[0].decode("utf-8", "replace")
+            out[tenant] = out.get(tenant, 0) + int(value or 0)
+    return dict(sorted(out.items()))

@@ -1,6 +1,10 @@
 """A job's outcome as the log tells it: the fold of its events that clients show (status, result, error).
 
-Only the job's own lifecycle sets its outcome fields (status, result, error, reason, attempts).
+Only the job's own lifecycle sets its outcome fields (status, result, error, reason, attempts), and only
+as the owner's fold does: an event whose epoch does not count is fenced (``engine.domain.fence``), and an
+event the job's lifecycle forbids where the job stands (a ``JobSucceeded`` for a queued job, a
+``JobCancelled`` after it completed: a forged record, by anyone with WRITE on the log) is ignored and
+counted (``ignored``), never shown as the job's status or result. So a reader and the owner never disagree.
 A ``CommandRefused`` answers one command about the job, whoever sent it (another tenant's
 cancel, a late reschedule): it is in the job's history and in ``refusal`` for the command's
 waiter, never in what ``status`` says the job is.
@@ -13,6 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.contract import messages as m
+from engine.domain.jobs import lifecycle_after
+from engine.domain.lifecycle import JobState
+from engine.errors import InvalidTransitionError
 from engine.questions.logged import LoggedEvent
 
 FINAL = {"completed", "dead", "cancelled", "rejected", "partial"}
@@ -37,8 +44,10 @@ class Outcome:
     result: Any = None
     error: str | None = None
     reason: str | None = None
-    attempts: int = 0
-    duplicate: bool = False
+    attempts: int = 0  # counted toward max_attempts: the attempts started but those re-queued (never above it)
+    requeues: int = 0  # attempts given up by a re-queue (owner stopped, hand-over, owner lost) since the last replay
+    requeued_why: str | None = None  # the latest re-queue's reason (JobRequeued.reason)
+    duplicate: bool = False  # the submit followed (``command_id``) made no job: its key's job existed already
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
@@ -48,6 +57,10 @@ class Outcome:
     refusal: str | None = None  # the latest CommandRefused read: a command's answer for its waiter, not the job's
     dependencies: dict[str, str] = field(default_factory=dict)  # what it waits for: job id -> status (pending, …)
     dependents: list[str] = field(default_factory=list)  # the jobs that wait for it
+    command_id: str | None = None  # the submit a waiter follows: only its own DuplicateSubmitted makes a duplicate
+    ignored: int = 0  # events of the job its lifecycle forbids where it stood: the owner's fold ignores them too
+    _state: JobState | None = field(default=None, repr=False, compare=False)  # the lifecycle's, as the owner folds
+    _known: bool = field(default=False, repr=False, compare=False)  # read from the job's submission on
 
     @property
     def known(self) -> bool:
@@ -62,7 +75,7 @@ class Outcome:
     def apply(self, logged: LoggedEvent) -> None:
         """Take one event of the job into account (fenced events change nothing)."""
         self.events.append(logged)
-        if logged.fenced:
+        if logged.fenced or not self._allowed(logged.event.body):
             return
         body = logged.event.body
         if isinstance(body, m.CommandRefused):  # a command's answer: the job's own fields stay as they are
@@ -70,6 +83,16 @@ class Outcome:
             return
         self.status = STATUS_OF.get(type(body).__name__, self.status)
         _details(self, body)
+
+    def _allowed(self, body: m.EventBody) -> bool:
+        """Whether the job's lifecycle takes ``body`` where the job stands (counted in ``ignored`` when not)."""
+        try:
+            after = lifecycle_after(self._state, body, self._known)
+        except InvalidTransitionError:
+            self.ignored += 1
+            return False
+        self._state, self._known = after, self._known or isinstance(body, m.JobSubmitted)
+        return True
 
 
 def _details(outcome: Outcome, body: m.EventBody) -> None:
@@ -87,15 +110,22 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
         outcome.due_at = body.due_at
     elif isinstance(body, m.JobStarted):
-        outcome.attempts, outcome.progress = body.attempt, None
+        outcome.attempts, outcome.progress = body.attempt - outcome.requeues, None
+    elif isinstance(body, m.JobRequeued):
+        outcome.requeues += 1
+        outcome.attempts = max(0, outcome.attempts - 1)
+        outcome.requeued_why = body.reason or "owner changed"  # a record written before v6 does not say
+    elif isinstance(body, m.JobReplayed):
+        outcome.requeues = 0
     elif isinstance(body, m.JobProgressed):
         outcome.progress = (body.value, body.message)
     elif isinstance(body, m.JobRejected):
         outcome.reason, outcome.error, outcome.task_type = body.reason, body.detail, body.task_type or None
     elif isinstance(body, m.JobDeadLettered):
         outcome.reason = body.reason
-    elif isinstance(body, m.DuplicateSubmitted):
-        outcome.duplicate = True
+    elif isinstance(body, m.DuplicateSubmitted):  # another submit with the job's key: that submit's, not the job's
+        outcome.duplicate = outcome.duplicate or (outcome.command_id is not None and
+                                                  body.command_id == outcome.command_id)
     elif isinstance(body, m.JobFannedOut):
         outcome.children = {t: {"job_id": c, "status": "pending", "error": ""} for t, c in body.children.items()}
     elif isinstance(body, m.ChildReported):

@@ -172,18 +172,26 @@ class RecentWindow:
         since = now_us - self.window_us
         with self._lock:
             consumer = self._consumer or self._assigned(since)
-            topic = self.settings.events_topic
-            ends = kafka.end_offsets(consumer, topic, sorted(self._next))
-            stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
-            assigned = [TopicPartition(topic, p) for p in sorted(self._next)]
-            consumer.resume(assigned)
-            try:
-                self._drain(consumer, ends, stores, since)
-            finally:
-                consumer.pause(assigned)  # between reads nothing is fetched, nor held in memory
-                for store in stores.values():
-                    store.close()
+            ends = kafka.end_offsets(consumer, self.settings.events_topic, sorted(self._next))
+            if not self._caught_up(consumer, ends):  # nothing new: no fetch, no store opened
+                self._read_to(consumer, ends, since)
             return self._answer(since)
+
+    def _read_to(self, consumer: Consumer, ends: dict[int, int], since_us: int) -> None:
+        """Fold what the partitions hold up to ``ends``, then pause them again."""
+        stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
+        assigned = [TopicPartition(self.settings.events_topic, p) for p in sorted(self._next)]
+        consumer.resume(assigned)
+        for tp in assigned:
+            # A seek wakes the client's fetcher, which a resume alone leaves asleep until its next wake-up (up to
+            # a second: every refresh while jobs ran took 1 s; 60 ms with the seek).
+            consumer.seek(TopicPartition(tp.topic, tp.partition, self._next[tp.partition]))
+        try:
+            self._drain(consumer, ends, stores, since_us)
+        finally:
+            consumer.pause(assigned)  # between reads nothing is fetched, nor held in memory
+            for store in stores.values():
+                store.close()
 
     def _assigned(self, since_us: int) -> Consumer:
         """A consumer that stays assigned to every events partition, from the window's first offsets on."""

@@ -6,7 +6,7 @@ from engine.config import Settings
 from engine.domain.cron import next_occurrences
 from engine.domain.schedules import LABEL_SCHEDULE, ScheduleView
 from engine.questions.jobs import JobFilter
-from engine.questions.stores import partition_dirs, read_store
+from engine.questions.stores import kept_stores, partition_dirs, read_store
 from projections.views import keys as k
 from projections.views.jobs import read_job
 from projections.views.schedules import SCHEDULE_DUE, all_schedules, read_schedule
@@ -15,9 +15,8 @@ from projections.views.schedules import SCHEDULE_DUE, all_schedules, read_schedu
 def schedules(settings: Settings, tenant: str | None = None) -> list[ScheduleView]:
     """Every schedule of every partition in the state directory (of one tenant if given), by id."""
     out: list[ScheduleView] = []
-    for _, path in partition_dirs(settings):
-        with read_store(path) as store:
-            out.extend(v for v in all_schedules(store) if tenant is None or v.tenant_id == tenant)
+    for _, store in kept_stores(settings):
+        out.extend(v for v in all_schedules(store) if tenant is None or v.tenant_id == tenant)
     return sorted(out, key=lambda v: v.schedule_id)
 
 

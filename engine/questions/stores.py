@@ -130,6 +130,31 @@ def _history(store: ProjectionStore, job_id: str) -> list[tuple[int, str]]:
     return [(k.offset_of(key), v.decode()) for key, v in store.scan(k.history_prefix(job_id))]
 
 
+def fence_at(settings: Settings, partition: int, start: int) -> tuple[int, int] | None:
+    """Where a scan of ``partition`` meant to start at ``start`` starts, and the newest valid claim before there:
+    what makes its fencing the fold's own (``engine.domain.fence``), from the state directory's view store (its
+    valid claims by offset, or its newest claim and applied offset when it has not folded that far: the scan then
+    starts there, reading the view's lag more); None without a readable store (a reader then stands in).
+
+    The process's long-lived store handles answer (``engine.questions.readers``): no store is opened per question."""
+    from engine.questions.readers import READERS
+
+    store = READERS.store(view_store_path(settings.state_dir, settings.namespace, partition))
+    return None if store is None else claim_before(store, start)
+
+
+def claim_before(store: ProjectionStore, start: int) -> tuple[int, int] | None:
+    """(where to scan from, the newest valid claim before there), at or before ``start``: a store's answer. Pure
+    over the store's reads; None for a store that folded nothing."""
+    applied = store.applied_offset()
+    if applied < 0:
+        return None
+    if applied + 1 < start:
+        return applied + 1, _epoch(store)
+    claims = [(int(value.rsplit(b"\x00", 1)[1]), k.offset_of(key)) for key, value in store.scan(k.CLAIMS)]
+    return start, max((epoch for offset, epoch in claims if offset < start), default=0)
+
+
 def _epoch(store: ProjectionStore) -> int:
     epoch = store.get(k.EPOCH)
     return int(epoch) if epoch is not None else 0
@@ -202,29 +227,46 @@ def _indexed_jobs(settings: Settings, index: bytes, admits: Callable[[JobView], 
     return out
 
 
+def kept_stores(settings: Settings) -> list[tuple[int, ProjectionStore]]:
+    """Every readable view store of the state directory through the process's kept handles (secondaries caught
+    up with their writer: a few ms each), not opened read-only for the question (which replays the store's
+    write-ahead log: tens of ms or more per store while a view writes it)."""
+    from engine.questions.readers import READERS
+
+    return READERS.stores(settings)
+
+
 def queue_report(settings: Settings) -> dict[str, dict[str, Any]]:
     """Per lane: queued jobs, and per tenant its queued jobs, starts served and share of starts."""
     from engine.domain.lanes import RUNNABLE_LANES
+
+    lanes = [ln.value for ln in RUNNABLE_LANES]
+    depths = dict.fromkeys(lanes, 0)
+    tenants: dict[str, dict[str, dict[str, float]]] = {lane: {} for lane in lanes}
+    for _, store in kept_stores(settings):
+        for lane in lanes:
+            depths[lane] += _lane_of(store, lane, tenants[lane])
+    return {lane: {"queued": depths[lane], "tenants": _shared(tenants[lane])} for lane in lanes}
+
+
+def _lane_of(store: ProjectionStore, lane: str, tenants: dict[str, dict[str, float]]) -> int:
+    """Add one store's queued jobs and starts served per tenant of ``lane`` to ``tenants``; its lane depth."""
     from projections.views.counters import backlogged, read_int
 
-    report: dict[str, dict[str, Any]] = {}
-    for lane in (ln.value for ln in RUNNABLE_LANES):
-        tenants: dict[str, dict[str, float]] = {}
-        depth = 0
-        for _, path in partition_dirs(settings):
-            with read_store(path) as store:
-                depth += read_int(store, k.lane_key(k.LANE_DEPTH, lane))
-                for tenant, queued in backlogged(store, lane).items():
-                    tenants.setdefault(tenant, {"queued": 0, "served": 0})["queued"] += queued
-                served_prefix = k.lane_tenant_key(k.SERVED, lane, "")
-                for key, value in store.scan(served_prefix):
-                    tenant = k.suffix_after(served_prefix, key)
-                    tenants.setdefault(tenant, {"queued": 0, "served": 0})["served"] += int(value)
-        total = sum(t["served"] for t in tenants.values())
-        for t in tenants.values():
-            t["share"] = round(t["served"] / total, 4) if total else 0.0
-        report[lane] = {"queued": depth, "tenants": dict(sorted(tenants.items()))}
-    return report
+    for tenant, queued in backlogged(store, lane).items():
+        tenants.setdefault(tenant, {"queued": 0, "served": 0})["queued"] += queued
+    served_prefix = k.lane_tenant_key(k.SERVED, lane, "")
+    for key, value in store.scan(served_prefix):
+        tenants.setdefault(k.suffix_after(served_prefix, key), {"queued": 0, "served": 0})["served"] += int(value)
+    return read_int(store, k.lane_key(k.LANE_DEPTH, lane))
+
+
+def _shared(tenants: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The tenants by name, each with its share of the starts served."""
+    total = sum(t["served"] for t in tenants.values())
+    for t in tenants.values():
+        t["share"] = round(t["served"] / total, 4) if total else 0.0
+    return dict(sorted(tenants.items()))
 
 
 def breaker_report(settings: Settings) -> list[BreakerRecord]:
@@ -232,12 +274,11 @@ def breaker_report(settings: Settings) -> list[BreakerRecord]:
     from projections.views.breakers import all_breakers
 
     newest: dict[str, BreakerRecord] = {}
-    for _, path in partition_dirs(settings):
-        with read_store(path) as store:
-            for record in all_breakers(store):
-                old = newest.get(record.task_type)
-                if old is None or record.since > old.since:
-                    newest[record.task_type] = record
+    for _, store in kept_stores(settings):
+        for record in all_breakers(store):
+            old = newest.get(record.task_type)
+            if old is None or record.since > old.since:
+                newest[record.task_type] = record
     return sorted(newest.values(), key=lambda r: r.task_type)
 
 

@@ -1,9 +1,11 @@
-"""How far the view trails the log: per partition, the records not folded yet and the age of the newest folded."""
+"""How far the view trails the log: per partition, the records not folded yet and the age of the newest folded;
+and the records its fold did not apply (fenced, ignored, set aside), counted: outside a zombie's late write only a
+forged record is one (``projections.views.aside``)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.config import Settings
 from engine.errors import EpochqError
@@ -11,7 +13,8 @@ from engine.runtime import kafka
 from engine.runtime.view.follow import newest_folded
 from projections.lock import holder_of
 from engine.questions.readers import READERS
-from projections.store import view_root
+from projections.store import ASIDE_COUNTED, ProjectionStore, view_root
+from projections.views.aside import read_aside
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,13 @@ class PartitionLag:
     end_offset: int  # the offset after the partition's last record now
     applied_offset: int  # the last offset the view folded (-1: none; no store: -1 too)
     newest_event_us: int  # occurred_at of the newest event folded (0: unknown)
+    aside: dict[str, int] = field(default_factory=dict)  # records the fold did not apply, by kind
+    counted: bool = True  # False: the store was made before it counted them (the counts miss its early records)
+
+    @property
+    def ignored(self) -> int:
+        """Records of the partition the view's fold did not apply (fenced, ignored, poison, undecodable)."""
+        return sum(self.aside.values())
 
     @property
     def lag(self) -> int:
@@ -46,18 +56,35 @@ class ViewStatus:
         """Records not folded yet, over every partition."""
         return sum(p.lag for p in self.partitions)
 
+    @property
+    def ignored(self) -> int:
+        """Records the view's fold did not apply, over every partition."""
+        return sum(p.ignored for p in self.partitions)
+
+    def ignored_line(self) -> str:
+        """``N record(s) ignored (fenced 2, ignored 1)``: what the view's fold did not apply, by kind."""
+        kinds: dict[str, int] = {}
+        for p in self.partitions:
+            for kind, n in p.aside.items():
+                kinds[kind] = kinds.get(kind, 0) + n
+        detail = ", ".join(f"{kind} {n}" for kind, n in kinds.items() if n)
+        partial = "" if all(p.counted for p in self.partitions) else " (a store made before counting misses some)"
+        return f"{self.ignored} record(s) ignored" + (f" ({detail})" if detail else "") + partial
+
     def as_json(self, now_us: int) -> dict[str, object]:
         """The stable ``view status --json`` document."""
         return {"directory": self.directory, "running": self.holder is not None, "holder": self.holder,
-                "lag": self.lag,
+                "lag": self.lag, "ignored": self.ignored,
                 "partitions": [{"partition": p.partition, "end_offset": p.end_offset,
                                 "applied_offset": p.applied_offset, "lag": p.lag,
-                                "newest_event_age_s": _rounded(p.age_s(now_us))} for p in self.partitions]}
+                                "newest_event_age_s": _rounded(p.age_s(now_us)), "ignored": p.aside,
+                                "ignored_counted": p.counted} for p in self.partitions]}
 
 
 def view_status(settings: Settings) -> ViewStatus:
     """The view of ``settings.state_dir`` against the end of every events partition now."""
-    applied = {p: store.applied_offset() for p, store in READERS.stores(settings)}
+    stores = dict(READERS.stores(settings))
+    applied = {p: store.applied_offset() for p, store in stores.items()}
     reader = kafka.events_reader(settings, "view-status")
     try:
         partitions = kafka.topic_partitions(reader, settings.events_topic, "read")
@@ -66,8 +93,15 @@ def view_status(settings: Settings) -> ViewStatus:
         reader.close()
     newest = newest_folded(settings)
     root = view_root(settings.state_dir, settings.namespace)
-    rows = [PartitionLag(p, ends[p], applied.get(p, -1), newest.get(p, 0)) for p in partitions]
+    rows = [PartitionLag(p, ends[p], applied.get(p, -1), newest.get(p, 0), *_aside(stores.get(p))) for p in partitions]
     return ViewStatus(str(root), holder_of(root), rows)
+
+
+def _aside(store: ProjectionStore | None) -> tuple[dict[str, int], bool]:
+    """A store's counts of records its fold did not apply, and whether it counted them from its first commit."""
+    if store is None:
+        return {}, True
+    return read_aside(store), store.applied_offset() < 0 or store.get(ASIDE_COUNTED) is not None
 
 
 MARKER_SLACK = 1

@@ -10,16 +10,22 @@ Roles (docs/security.md):
   transactional ids of its partitions; and, for each ``--output-topic`` (a name or ``prefix*``), WRITE,
   DESCRIBE and DESCRIBE_CONFIGS: the topics its handlers produce to with ``ctx.produce``;
 - **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
-  which a client does so that a job's handle can follow its events later;
+  which a client does so that a job's handle can follow its events later; it reads the writer
+  schemas but never writes them;
 - **auditor**: reads events and the engines' heartbeats (``epochq workers``), with the reader groups;
 - **worker** of a pool (docs/workers.md): reads its pool's dispatch topic in its pool's group, writes its results
-  to commands and its heartbeats to workers, and checks (DESCRIBE, DESCRIBE_CONFIGS) the output topics its handlers
-  produce to (the engines write those records). With workers, engines also create and write every pool's dispatch
-  topic (``<ns>.dispatch.`` prefix) and read the heartbeats (the workers' slots and leases).
+  to commands and its heartbeats to workers, reads the writer schemas, and checks (DESCRIBE, DESCRIBE_CONFIGS) the
+  output topics its handlers produce to (the engines write those records). With workers, engines also create and
+  write every pool's dispatch topic (``<ns>.dispatch.`` prefix) and read the heartbeats (the workers' slots and
+  leases).
 
 Nothing else is granted: with the standard authorizer and ``allow.everyone.if.no.acl.found=false``
-no other principal (super users aside) writes events. :func:`wanted_acls` is pure; the other
-functions talk to the brokers with an AdminClient.
+no other principal (super users aside) writes events, and only engines write ``<ns>.schemas``: a
+schema text under a shipped key is what every reader in any language decodes with, so a service
+that could write one could make consumers read ``job_id`` as ``tenant_id``. :func:`revoked_acls`
+names the older grants ``acl apply`` takes back (WRITE on ``<ns>.schemas`` to anyone but the
+engines named). :func:`wanted_acls` and :func:`revoked_acls` are pure; the other functions talk
+to the brokers with an AdminClient.
 """
 
 from __future__ import annotations
@@ -83,16 +89,25 @@ def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
     rules += [r for p, pool in workers for r in _worker(namespace, principal(p), pool)]
     rules += [AclRule(principal(p), "TOPIC", pattern, name, op) for p, _ in workers
               for pattern, name in map(output_topic, output_topics) for op in ("DESCRIBE", "DESCRIBE_CONFIGS")]
-    rules += [r for p, _ in workers for r in _topic(principal(p), f"{namespace}.schemas", "READ", "WRITE", "DESCRIBE")]
+    rules += [r for p, _ in workers for r in _topic(principal(p), f"{namespace}.schemas", "READ", "DESCRIBE")]
     rules += [AclRule(principal(p), "TOPIC", pattern, name, op) for p in engines
               for pattern, name in map(output_topic, output_topics) for op in OUTPUT_OPERATIONS]
     rules += [r for p in services for r in _service(namespace, principal(p))]
     rules += [r for p in auditors for r in _auditor(namespace, principal(p))]
-    # every role reads the writer schemas by fingerprint; engines and services register theirs
-    rules += [r for p in [*engines, *services] for r in _topic(principal(p), f"{namespace}.schemas", "WRITE")]
+    # every role reads the writer schemas by fingerprint; only engines register them (and repair a wrong one)
+    rules += [r for p in engines for r in _topic(principal(p), f"{namespace}.schemas", "WRITE")]
     rules += [r for p in [*engines, *services, *auditors]
               for r in _topic(principal(p), f"{namespace}.schemas", "READ", "DESCRIBE")]
     return sorted(set(rules))
+
+
+def revoked_acls(namespace: str, existing: Iterable[AclRule], wanted: Iterable[AclRule]) -> list[AclRule]:
+    """The ALLOW rules on the cluster that let someone not in ``wanted`` write ``<ns>.schemas`` (a service, as an
+    older ``acl apply`` granted): ``acl apply`` deletes them. Sorted."""
+    keep = set(wanted)
+    return sorted(r for r in existing if r.resource_type == "TOPIC" and r.pattern == "LITERAL"
+                  and r.name == f"{namespace}.schemas" and r.operation in ("WRITE", "ALL")
+                  and r.permission == "ALLOW" and r not in keep)
 
 
 OUTPUT_OPERATIONS = ("WRITE", "DESCRIBE", "DESCRIBE_CONFIGS")
@@ -183,6 +198,19 @@ def apply_acls(settings: Settings, rules: Iterable[AclRule]) -> int:
         asked = admin.create_acls(bindings, request_timeout=TIMEOUT_S)
     results(asked.values(), "cannot create ACLs")
     return len(bindings)
+
+
+def revoke_acls(settings: Settings, rules: Iterable[AclRule]) -> int:
+    """Delete exactly ``rules`` from the cluster; returns how many were asked for."""
+    filters = [AclBindingFilter(ResourceType[r.resource_type], r.name, ResourcePatternType[r.pattern], r.principal,
+                                "*", AclOperation[r.operation], AclPermissionType[r.permission]) for r in rules]
+    if not filters:
+        return 0
+    admin = admin_for(settings)
+    with translated("cannot delete ACLs"):
+        asked = admin.delete_acls(filters, request_timeout=TIMEOUT_S)
+    results(asked.values(), "cannot delete ACLs")
+    return len(filters)
 
 
 def list_acls(settings: Settings, namespace: str | None = None) -> list[AclRule]:

@@ -31,6 +31,7 @@ from engine.runtime.topics import checkpoints_topic
 from projections.checkpoint import (
     MANIFEST_KEY, CheckpointError, Manifest, chunk_key, decode_manifest, digest, encode_manifest, export, load_checked,
 )
+from projections.identity import matched
 from projections.store import ProjectionStore, open_locked, store_path
 
 log = logging.getLogger("epochq.checkpoints")
@@ -116,14 +117,16 @@ def read_chunks(consumer: Consumer, topic: str, partition: int, manifest: Manife
     return chunks
 
 
-def seed(settings: Settings, partition: int, holder: str, events_end: int,
+def seed(settings: Settings, partition: int, holder: str, events_end: int, identity: str,
          consumer_for: Callable[[], Consumer] | None = None) -> int | None:
     """Load the newest checkpoint into partition ``partition``'s store if it is empty; the offset it stands at.
 
-    None: the store was not empty (it restores from where it is), or no usable checkpoint (one
-    WARNING line; it restores from offset 0). StoreLockedError passes through (the caller waits)."""
+    The store is first checked against the log (``identity``, ``events_end``): one folded from another log is
+    wiped (one WARNING line, ``projections.identity``), and so is empty here. None: the store was not empty (it
+    restores from where it is), or no usable checkpoint (one WARNING line; it restores from offset 0).
+    StoreLockedError passes through (the caller waits)."""
     path = store_path(settings.state_dir, settings.namespace, partition)
-    store = open_locked(path, holder)
+    store = matched(open_locked(path, holder), identity, events_end, f"partition {partition}")
     try:
         if store.applied_offset() >= 0:
             return None

@@ -1,5 +1,8 @@
 """Which user topics the engine may write now, as the brokers say: the gate ``ctx.produce`` checks.
 
+A topic of the engine's namespace, or an internal one, is refused first, without asking anyone
+(``outputs.refuse_reserved``): the engine's principal may write ``<ns>.events``, a handler never.
+
 A record staged for a topic that is missing or that the engine may not WRITE would fail inside
 the partition's transaction and abort it for every job in it (a missing topic even holds the
 commit until the transaction times out). So a handler's first record for a topic asks the
@@ -17,7 +20,7 @@ import time
 
 from engine.config import Settings
 from engine.errors import OutputRefusedError, ValidationError
-from engine.runtime.execution.outputs import OutputRecord
+from engine.runtime.execution.outputs import OutputRecord, refuse_reserved
 from engine.runtime.kafka.admin import (
     AclOperation,
     AdminClient,
@@ -51,11 +54,13 @@ class KafkaTopicGate:
         self._asking: set[str] = set()  # topics whose expired answer is being renewed in the background
 
     def check(self, record: OutputRecord) -> None:
-        """Return if ``record`` may be written; ``OutputRefusedError`` (``ValidationError``: too large) if not.
+        """Return if ``record`` may be written; ``OutputRefusedError`` (``ValidationError``: too large, or a topic of
+        the namespace or an internal one) if not.
 
         Only a topic's first check waits for the brokers; an expired answer is still used while a
         background thread renews it, so a handler (an ``async def`` one on the event loop) rarely waits."""
         topic = record.topic
+        refuse_reserved(self._settings.namespace, topic)  # whatever the ACLs say; before any broker question
         answer = self._answers.get(topic)
         if answer is None or (answer[1] is not None and answer[0] < time.monotonic()):
             answer = self._renew(topic)  # a refusal is asked again in the handler: the fix is seen at once

@@ -4,8 +4,9 @@ librdkafka retries an unreachable broker until a request's timeout (10 s for met
 for an admin call) and only then says "transport failure", without the address. A command
 a person typed should say within a few seconds which address did not answer, so the ``epochq``
 program checks once per process, per bootstrap string, that some bootstrap server accepts a
-TCP connection (``engine.config.check_reach_with``). Engines do not: they wait for a broker
-that is restarting.
+TCP connection and answers Kafka's ApiVersions request within REACH_TIMEOUT_S, connection and
+answer together (``engine.config.check_reach_with``); a listener that accepts and never answers
+has not answered. Engines do not: they wait for a broker that is restarting.
 """
 
 from __future__ import annotations
@@ -34,36 +35,34 @@ def check_reachable(conf: dict[str, Any], timeout: float = REACH_TIMEOUT_S) -> N
         return
     servers = [s.strip() for s in bootstrap.split(",") if s.strip()]
     speak = not str(conf.get("security.protocol", "PLAINTEXT")).endswith("SSL")
-    failures = _probe_all(servers, timeout, speak)
-    if len(failures) < len(servers):
+    verdicts = _probe_all(servers, timeout, speak)
+    if any(verdicts.get(server, "") is None for server in servers):
         _reached.add(bootstrap)
         return
-    reasons = "; ".join(f"{server}: {failures.get(server, f'no answer within {timeout:g} s')}" for server in servers)
+    reasons = "; ".join(f"{server}: {verdicts.get(server) or f'no answer within {timeout:g} s'}" for server in servers)
     raise KafkaUnavailableError(f"cannot reach Kafka at {reasons} (is the broker running and the bootstrap "
                                 "address right? `epochq broker status` shows the local one)")
 
 
-def _probe_all(servers: list[str], timeout: float, speak: bool) -> dict[str, str]:
-    """Why each server did not answer; returns as soon as one answers (the others are then not waited for)."""
-    failures: dict[str, str] = {}
-    answered = threading.Event()
+def _probe_all(servers: list[str], timeout: float, speak: bool) -> dict[str, str | None]:
+    """Each server's verdict (None: it answered; else why not), as far as known within ``timeout`` s; returns as
+    soon as one answers or all have failed. A server missing from the result gave no verdict in time."""
+    verdicts: dict[str, str | None] = {}
+    settled = threading.Event()
     lock = threading.Lock()
 
     def probe(server: str) -> None:
         why = connect_error(server, timeout, speak)
         with lock:
-            if why is None:
-                answered.set()
-            else:
-                failures[server] = why
-                if len(failures) == len(servers):
-                    answered.set()
+            verdicts[server] = why
+            if why is None or len(verdicts) == len(servers):
+                settled.set()
 
     for server in servers:  # daemon threads: a name lookup has no timeout of its own
         threading.Thread(target=probe, args=(server,), name=f"reach-{server}", daemon=True).start()
-    answered.wait(timeout)
+    settled.wait(timeout)
     with lock:
-        return dict(failures)
+        return dict(verdicts)
 
 
 def connect_error(server: str, timeout: float, speak: bool = True) -> str | None:
@@ -87,7 +86,7 @@ def connect_error(server: str, timeout: float, speak: bool = True) -> str | None
             with socket.socket(family, kind, proto) as sock:
                 sock.settimeout(left)
                 sock.connect(address)
-                return _kafka_answers(sock) if speak else None
+                return _kafka_answers(sock, deadline) if speak else None
         except TimeoutError:
             last = f"no answer within {timeout:g} s"
         except OSError as e:
@@ -95,11 +94,13 @@ def connect_error(server: str, timeout: float, speak: bool = True) -> str | None
     return last
 
 
-def _kafka_answers(sock: socket.socket) -> str | None:
-    """None if the peer answers an ApiVersions request as Kafka does (its correlation id back); why not otherwise."""
+def _kafka_answers(sock: socket.socket, deadline: float) -> str | None:
+    """None if the peer answers an ApiVersions request as Kafka does (its correlation id back) before ``deadline``
+    (monotonic); why not otherwise (TimeoutError when it says nothing in time)."""
     sock.sendall(API_VERSIONS)
     head = b""
     while len(head) < 8:
+        sock.settimeout(max(0.001, deadline - time.monotonic()))  # one deadline for the connect and every read
         chunk = sock.recv(8 - len(head))
         if not chunk:
             return "connection closed without a Kafka answer"

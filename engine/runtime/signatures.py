@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.config import Settings
 from engine.contract import messages as m
+from engine.domain.authority import OPERATOR_COMMANDS
 from engine.domain.commands import Sender, sent_by
 from engine.contract.signing import (
     SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, sign,
@@ -109,4 +110,5 @@ class CommandChecker:
     def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
         internal = isinstance(command.body, INTERNAL_COMMANDS)
         return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
-                            self._engine_keys, self.required, internal, self._operator_keys)
+                            self._engine_keys, self.required, internal, self._operator_keys,
+                            isinstance(command.body, OPERATOR_COMMANDS))

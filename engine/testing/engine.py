@@ -37,14 +37,14 @@ class TestHandle:
     """A job submitted to a ``TestEngine``: its id, and its outcome once the engine has run."""
 
     __test__ = False  # not a pytest test class
-    __slots__ = ("engine", "job_id")
+    __slots__ = ("engine", "job_id", "command_id")
 
-    def __init__(self, engine: TestEngine, job_id: str):
-        self.engine, self.job_id = engine, job_id
+    def __init__(self, engine: TestEngine, job_id: str, command_id: str | None = None):
+        self.engine, self.job_id, self.command_id = engine, job_id, command_id
 
     def status(self) -> Outcome:
-        """The job's outcome as its events stand now."""
-        return self.engine.status(self.job_id)
+        """The job's outcome as its events stand now (``duplicate``: this submit made no job, as ``Client``'s)."""
+        return self.engine.status(self.job_id, command_id=self.command_id)
 
     def wait(self, timeout: float = 0.0) -> Outcome:
         """Run the engine until idle (nothing due now), then the job's outcome; ``timeout`` is ignored:
@@ -59,6 +59,7 @@ class TestEngine:
     ``start``: the virtual clock's first reading (an aware datetime or seconds since 1970; now by
     default). ``lane_slots``, ``lane_limits``, ``fair``: as the engine's options; ``weights`` and
     ``max_queued``: per tenant, as the tenants table would say (weight 1, no limit otherwise).
+    ``namespace``: the engine's, whose topics ``ctx.produce`` refuses as a real engine does.
     """
 
     __test__ = False  # not a pytest test class
@@ -67,11 +68,11 @@ class TestEngine:
                  lane_slots: Mapping[Lane | str, int] | None = None,
                  lane_limits: Mapping[Lane | str, int] | None = None,
                  weights: Mapping[str, float] | None = None, max_queued: Mapping[str, int] | None = None,
-                 fair: bool = True, max_payload_bytes: int = 512 * 1024):
+                 fair: bool = True, max_payload_bytes: int = 512 * 1024, namespace: str = "epochq"):
         slots = {**DEFAULT_SLOTS, **_by_lane(lane_slots or {}, "lane_slots")}
         settings = Setup(slots, _by_lane(lane_limits or {}, "lane_limits"), dict(weights or {}),
                             dict(max_queued or {}), fair, max_payload_bytes)
-        self._runner = InlineRunner(app)
+        self._runner = InlineRunner(app, namespace)
         breakers = {n: b for n in app.task_types if (b := app.spec(n).breaker)}
         self._loop = VirtualLoop(settings, _start_us(start), self._runner, app.policies(), breakers)
 
@@ -130,7 +131,7 @@ class TestEngine:
                                  max_payload_bytes=self._loop.settings.max_payload_bytes, depends_on=depends_on,
                                  if_dependency_fails=if_dependency_fails, traceparent=current_traceparent())
         self._loop.send(command)
-        return TestHandle(self, command.job_id)
+        return TestHandle(self, command.job_id, command.command_id)
 
     def cancel(self, job_id: str, *, tenant: str | None = None, reason: str = "",
                requested_by: str = "") -> TestHandle:
@@ -188,9 +189,10 @@ class TestEngine:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def status(self, job_id: str) -> Outcome:
-        """The job's outcome folded from its events, as ``Client.status`` (``unknown`` before any)."""
-        outcome = Outcome(job_id, status="unknown")
+    def status(self, job_id: str, *, command_id: str | None = None) -> Outcome:
+        """The job's outcome folded from its events, as ``Client.status`` (``unknown`` before any); ``duplicate``
+        only for the submit ``command_id`` names."""
+        outcome = Outcome(job_id, status="unknown", command_id=command_id)
         for logged in self._loop.by_job.get(job_id, []):
             outcome.apply(logged)
         return outcome

@@ -28,8 +28,9 @@ from engine.runtime.observe.tracing import run_traced, run_traced_async
 class InlineRunner:
     """Runs one attempt to its end on the calling thread and says how it ended."""
 
-    def __init__(self, app: App):
+    def __init__(self, app: App, namespace: str = "epochq"):
         self.app = app
+        self.namespace = namespace  # whose topics ctx.produce refuses, as an engine of that namespace does
         self._tokens = itertools.count()
         self._cancels: set[int] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -64,7 +65,7 @@ class InlineRunner:
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, next(self._tokens),
                          self._cancels, None, _traceparent=request.traceparent,
-                         _dependencies=request.dependencies, _replays=request.replays)
+                         _dependencies=request.dependencies, _replays=request.replays, _namespace=self.namespace)
         if spec.is_async:
             outcome = self._on_loop_thread().submit(
                 lambda: self._event_loop().run_until_complete(

@@ -24,6 +24,8 @@ TENANT_JOBS = b"t:"  # t:<tenant>\x1f<job_id> -> b"": jobs the tenant submitted,
 CLAIMS = b"c:"       # c:<epoch> -> owner\x00offset
 QUARANTINE = b"q:"   # q:<offset> -> error
 EPOCH = b"m:epoch"   # the newest claim's epoch
+ASIDE = b"m:aside:"  # m:aside:<kind> -> records the full fold did not apply (projections.views.aside)
+ASIDE_KINDS = ("fenced_claim", "fenced", "ignored", "poison", "undecodable")
 OWNER = b"m:owner"   # the newest claim's owner
 # The catalog (projections.views.listing): <inv>: 16 digits, 10**16 - 1 - submitted_at (newest first)
 LIST_STATUS = b"Ls:"       # Ls:<status>\x1f<inv>\x1f<job_id> -> b""

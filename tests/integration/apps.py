@@ -150,3 +150,15 @@ def gather(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
     """Returns what it waited for: each dependency's result (ctx.dependency_results) and its own payload."""
     mark("gather", ctx)
     return {"dependencies": ctx.dependency_results, "payload": payload}
+
+
+LONG_TASK_TYPE = "invoice.render." + "r" * 185
+"""A task type of the longest name admitted (200 characters): the console's pages must still fit the window."""
+
+
+@app.task(LONG_TASK_TYPE, retry=RetryPolicy(max_attempts=1))
+def long_named(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
+    """Fails with a 300-character message when the payload says so; else succeeds."""
+    if payload.get("fail"):
+        raise ValueError("cannot render the invoice: " + "z" * 300)
+    return {"rendered": True}

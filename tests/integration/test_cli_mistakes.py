@@ -44,6 +44,20 @@ def test_engine_run_refuses_bad_counts_and_task_names_naming_them(settings: Sett
                               "string without whitespace, got 'report build'")
 
 
+def test_an_app_module_that_does_not_import_is_a_user_error_naming_file_and_line(settings: Settings,
+                                                                                 tmp_path: Path) -> None:
+    (tmp_path / "typo.py").write_text("from engine import App\napp = App(\n\ndef build(ctx, payload):\n    pass\n")
+    done = engine_run(settings, tmp_path, "typo:app")
+    assert done.returncode == 2, done.stderr
+    assert one_line(done).startswith(f"epochq: error: app: cannot load 'typo:app': SyntaxError at "
+                                     f"{tmp_path / 'typo.py'}:2: "), done.stderr
+    (tmp_path / "boom.py").write_text("from engine import App\napp = App()\nLIMIT = int('ten')\n")
+    done = engine_run(settings, tmp_path, "boom:app")
+    assert done.returncode == 2, done.stderr
+    assert one_line(done) == (f"epochq: error: app: cannot load 'boom:app': importing it raised ValueError at "
+                              f"{tmp_path / 'boom.py'}:3: invalid literal for int() with base 10: 'ten'")
+
+
 def test_version_is_printed() -> None:
     done = subprocess.run([sys.executable, "-m", "engine.cli.main", "--version"], cwd=ROOT, capture_output=True,
                           text=True, timeout=30)

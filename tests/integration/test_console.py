@@ -66,6 +66,9 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     assert cell(overview, 'data-task-type="noop"', "succeeded") == 3
     assert cell(overview, 'data-task-type="flaky"', "failed") == 4
     assert cell(overview, 'data-task-type="flaky"', "dead") == 1
+    # The chart counts each job once, when it ends: four failed attempts and a dead letter are one dead job.
+    assert re.search(r'<figure class="throughput" data-task-type="flaky" data-succeeded="0" data-dead="1">', overview)
+    assert re.search(r'<figure class="throughput" data-task-type="noop" data-succeeded="3" data-dead="0">', overview)
     assert re.search(r'id="dlq-depth"[^>]*><a href="/dlq">1<', overview)
 
     jobs = web.get("/jobs", params={"tenant": "acme", "status": "completed"}).text
@@ -77,6 +80,10 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
     assert 'id="job-status" data-status="dead"' in page
     assert [int(a) for a in re.findall(r'<tr data-type="JobFailed" data-attempt="(\d)"', page)] == [1, 2, 3, 4]
     assert "ConnectionError: downstream unavailable (attempt 4)" in page
+    shown = r'<details class="attempt-error" data-attempt="(\d)"[^>]*>.*?<pre class="traceback">(.*?)</pre>'
+    tracebacks = re.findall(shown, page, re.S)  # each attempt's traceback, as the worker sent it
+    assert [a for a, _ in tracebacks] == ["1", "2", "3", "4"]
+    assert all("in flaky" in tb and "ConnectionError: downstream unavailable" in tb for _, tb in tracebacks)
     token = csrf(page, "replay")
 
     refused = web.post(f"/actions/jobs/{flaky.job_id}/replay", data={"reason": "no token"})
@@ -97,7 +104,8 @@ def test_an_operator_reads_the_overview_searches_opens_a_dead_job_and_replays_it
 
     owned = eventually(lambda: len(re.findall(r'<tr data-partition="\d" data-phase="active">', t := web.get("/").text))
                        == 3 and t, 20, "the engine's heartbeat on the overview")
-    assert str(owned).count("<td>console</td>") == 3  # each partition's owner: the engine's --owner-id
+    owner = '<span class="v" title="console">console</span>'  # the engine's --owner-id, whole in its tooltip
+    assert str(owned).count(owner) == 3  # each partition's owner
     lateness = web.get("/lateness", params={"window": "15m"}).text
     assert '<figure class="histogram" data-task-type="noop">' in lateness and "<svg" in lateness
     assert web.get("/jobs/not-a-job").status_code == 404
@@ -143,6 +151,15 @@ def test_cancel_replay_by_filter_pause_a_schedule_and_set_a_weight(
     paused = web.post("/actions/schedules/tick/pause", data={"csrf_token": csrf(str(schedules), "pause-schedule")})
     assert paused.status_code == 303 and paused.headers["location"] == "/schedules?flash=paused"
     eventually(lambda: 'data-schedule-id="tick" data-enabled="false"' in web.get("/schedules").text, 15, "paused")
+    # A schedule whose task type is paused fires, but every occurrence waits: it is shown paused, not healthy.
+    assert client.add_schedule("held", "slow", "0 4 * * *", tenant="acme").accepted
+    eventually(lambda: 'data-schedule-id="held" data-enabled="true" data-state="enabled"' in web.get("/schedules").text,
+               15, "listed enabled")
+    assert all(o.events for o in client.pause_task_type("slow", reason="maintenance"))
+    held = eventually(lambda: re.search(r'<tr data-schedule-id="held" data-enabled="true" data-state="task-paused">'
+                                        r'.*?<td class="state">(.*?)</td>', web.get("/schedules").text, re.S), 15,
+                      "shown paused by its task type")
+    assert ">paused<" in held.group(1) and "task type <a" in held.group(1)
 
     tenants = web.get("/tenants").text
     weight = web.post("/actions/tenants/acme/weight", data={"csrf_token": csrf(tenants, "set-weight"), "weight": "3"})

@@ -108,3 +108,30 @@ def test_a_consumer_built_with_todays_schemas_reads_a_log_written_with_v1(
     types, skipped, _ = consume(language, settings, NEWEST)
     assert skipped == {}
     assert {job: types.get(job) for job in jobs} == {job: LIFE for job in jobs}
+
+
+@pytest.fixture(scope="module")
+def poisoned(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, list[str], str]:
+    """A namespace written with event v1 whose <ns>.schemas then got v1's key with job_id and tenant_id swapped."""
+    from engine.runtime.kafka import schemas
+
+    settings = namespace(bootstrap, tmp_path_factory.mktemp("poisoned"))
+    jobs = write_v1(settings)
+    v1 = next(e for e in schemas.shipped() if (e.subject, e.version) == ("event", 1))
+    schema = json.loads(v1.text)
+    names = [f["name"] for f in schema["fields"]]
+    i, j = names.index("job_id"), names.index("tenant_id")
+    schema["fields"][i], schema["fields"][j] = schema["fields"][j], schema["fields"][i]
+    schemas.publish(settings, [schemas.Registered(v1.key, "event", 1, json.dumps(schema))])
+    return settings, jobs, v1.key
+
+
+@pytest.mark.parametrize("language", ["node", "go", "java"])
+def test_a_consumer_ignores_a_schema_whose_text_does_not_have_its_key_s_fingerprint(
+        language: str, built: dict[str, str], poisoned: tuple[Settings, list[str], str]) -> None:
+    if built[language]:
+        pytest.fail(not_built(language, built))
+    settings, jobs, key = poisoned
+    types, _, said = consume(language, settings, NEWEST)
+    assert {job: types.get(job) for job in jobs} == {job: LIFE for job in jobs}  # job ids, not tenants
+    assert f"ignored the schema under key {key}" in said, said

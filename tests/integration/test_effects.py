@@ -12,7 +12,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from engine.client import Client
 from engine.config import Settings
-from engine.runtime.topics import admin_for
+from engine.runtime.topics import admin_for, describe_topics
 from tests.integration.conftest import events_by_job, start_engine
 
 APP = "tests.integration.effects_app:app"
@@ -60,13 +60,13 @@ def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-u
 
 def test_records_commit_with_success_only_and_bad_records_fail_their_attempt(
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    out = make_topic(settings, f"{settings.namespace}.out")
-    small = make_topic(settings, f"{settings.namespace}.small", 1, **{"max.message.bytes": "2000"})
+    out = make_topic(settings, f"out.{settings.namespace}")
+    small = make_topic(settings, f"small.{settings.namespace}", 1, **{"max.message.bytes": "2000"})
     engine = start_engine(engines, settings, "a", tmp_path, app=APP)
     engine.wait_active(3)
     good = client.submit_many([{"task_type": "emit", "payload": {"topic": out}, "tenant": "acme"} for _ in range(20)])
     failing = client.submit("emit", {"topic": out, "fail": True}, tenant="acme")
-    missing = client.submit("emit.once", {"topic": f"{settings.namespace}.nowhere"}, tenant="acme")
+    missing = client.submit("emit.once", {"topic": f"nowhere.{settings.namespace}"}, tenant="acme")
     too_big = client.submit("emit.once", {"topic": out, "size": 2_000_000}, tenant="acme")
     over_limit = client.submit("emit.once", {"topic": small, "size": 5000}, tenant="acme")
     beside = client.submit_many([{"task_type": "emit.async", "payload": {"topic": small, "size": 10},
@@ -88,10 +88,30 @@ def test_records_commit_with_success_only_and_bad_records_fail_their_attempt(
     assert "Traceback" not in engine.logs()
 
 
+def test_a_handler_cannot_write_the_namespace_s_own_topics_whatever_the_acls_say(
+        settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The engine's principal may write <ns>.events (no ACLs here at all): a handler forwarding a caller's topic
+    must still not get a record in, or it could forge any job's events."""
+    engine = start_engine(engines, settings, "a", tmp_path, app=APP)
+    engine.wait_active(3)
+    forged = {topic: client.submit("emit", {"topic": topic}, tenant="acme")
+              for topic in (settings.events_topic, settings.commands_topic, settings.schemas_topic)}
+    for topic, handle in forged.items():
+        end = handle.wait(60)
+        assert end.status == "dead", (topic, end)
+        assert f"topic {topic} is a topic of namespace {settings.namespace}: only the engine writes it" in end.error
+        assert end.attempts == 1, end  # refused for good, not retried
+    partitions = {i.name: i.partitions for i in describe_topics(settings)}
+    for topic in forged:
+        values = [v for _, v in committed_records(settings, topic, partitions[topic])]
+        assert values and not [v for v in values if v.startswith(b'{"job_id"')], topic  # nothing of the handler's
+    assert "Traceback" not in engine.logs()
+
+
 def test_a_record_the_broker_refuses_in_the_transaction_fails_its_attempt_only(
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    out = make_topic(settings, f"{settings.namespace}.out")
-    shrinking = make_topic(settings, f"{settings.namespace}.shrinking", 1)
+    out = make_topic(settings, f"out.{settings.namespace}")
+    shrinking = make_topic(settings, f"shrinking.{settings.namespace}", 1)
     engine = start_engine(engines, settings, "a", tmp_path, app=APP)
     engine.wait_active(3)
     assert client.submit("emit.once", {"topic": shrinking, "size": 5000}, tenant="acme").wait(60).status == "completed"
@@ -122,7 +142,7 @@ def set_max_message_bytes(settings: Settings, topic: str, limit: int) -> None:
 
 def test_kill_minus_nine_leaves_exactly_one_committed_record_per_job(
         settings: Settings, client: Client, engines, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    out = make_topic(settings, f"{settings.namespace}.out")
+    out = make_topic(settings, f"out.{settings.namespace}")
     a = start_engine(engines, settings, "a", tmp_path, app=APP)
     a.wait_active(3)
     b = start_engine(engines, settings, "b", tmp_path, app=APP)

@@ -80,7 +80,7 @@ def test_zombie_writes_are_fenced(settings: Settings, client: Client, engines, t
     assert outcome.status == "completed" and outcome.result["epoch"] == 2
     history = job_events(settings, handle.job_id)
     requeued = [e for e in history if e.event.type == "JobRequeued"]
-    assert [e.event.body for e in requeued] == [m.JobRequeued(previous_epoch=1, attempt=1)]
+    assert [e.event.body for e in requeued] == [m.JobRequeued(previous_epoch=1, attempt=1, reason="owner_lost")]
     assert valid_terminals(settings, handle.job_id) == ["JobSucceeded"]
 
     # a stale write that does land (what a zombie's write would be, had the broker let it through): the fold fences it

@@ -19,7 +19,7 @@ from engine.contract.versions import load_version
 from engine.errors import TopicMismatchError
 from engine.runtime.kafka import schemas
 from engine.runtime.topics import describe_topics
-from tests.integration.conftest import EngineProcess, eventually
+from tests.integration.conftest import EngineProcess, eventually, start_engine
 from tests.integration.logs import JOBS, LIFE, NEWER_TYPES, read_with, write_today, write_v1
 
 
@@ -82,12 +82,62 @@ def test_schemas_list_shows_shipped_and_logged_schemas_and_where(settings: Setti
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     rows = {r["fingerprint"]: r for r in json.loads(run.stdout)}
-    assert rows[key] == {"fingerprint": key, "subject": "command", "version": 17, "shipped": False, "in_log": True}
+    assert rows[key] == {"fingerprint": key, "subject": "command", "version": 17, "shipped": False, "in_log": True,
+                         "problem": ""}
     for e in schemas.shipped():
         assert rows[e.key] == {"fingerprint": e.key, "subject": e.subject, "version": e.version,
-                               "shipped": True, "in_log": True}
+                               "shipped": True, "in_log": True, "problem": ""}
     table = subprocess.run([sys.executable, "-m", "engine.cli.main", "schemas", "list",
                             "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace],
                            capture_output=True, text=True, timeout=120).stdout
     assert f"{key}  command      v17  in {settings.schemas_topic}" in table
     assert "6ba8b9a6b5ba2cbb  event         v4  shipped, in " in table
+
+
+def swapped(text: str, a: str = "job_id", b: str = "tenant_id") -> str:
+    """``text`` with the fields ``a`` and ``b`` of its top record swapped: a poisoned copy of a schema."""
+    schema = json.loads(text)
+    names = [f["name"] for f in schema["fields"]]
+    i, j = names.index(a), names.index(b)
+    schema["fields"][i], schema["fields"][j] = schema["fields"][j], schema["fields"][i]
+    return json.dumps(schema)
+
+
+def schemas_list(settings: Settings) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine.cli.main", "schemas", "list", "--json",
+                           "--bootstrap", settings.require_bootstrap(), "--namespace", settings.namespace],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_poisoned_shipped_key_is_flagged_refused_by_readers_and_repaired_by_an_engine_s_start(
+        settings: Settings, tmp_path: Path, engines: list[EngineProcess]) -> None:
+    current = codec.catalog("event").current
+    key = current.fingerprint.hex()
+    poisoned = schemas.Registered(key, "event", current.version, swapped(current.text))
+    names = [[f["name"] for f in json.loads(t)["fields"]] for t in (poisoned.text, current.text)]
+    assert names[0] != names[1] and sorted(names[0]) == sorted(names[1])
+    forged_only = load_version("event", -1, swapped(current.text, "owner", "event_id"))  # a key nobody registered
+    schemas.publish(settings, [poisoned, schemas.Registered(forged_only.fingerprint.hex(), "event", 99,
+                                                            swapped(current.text))])
+
+    run = schemas_list(settings)
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    rows = {r["fingerprint"]: r for r in json.loads(run.stdout)}
+    assert rows[key]["problem"] == "its text does not have this fingerprint" and rows[key]["shipped"]
+    assert rows[forged_only.fingerprint.hex()]["problem"] == "its text does not have this fingerprint"
+    assert "2 entries of" in run.stderr and "flagged" in run.stderr
+
+    assert schemas.read_schemas(settings, genuine=True)[key].text == current.text  # the newest genuine one
+    assert forged_only.fingerprint.hex() not in schemas.read_schemas(settings, genuine=True)
+    source = schemas.LogSchemas(settings)
+    assert source(current.fingerprint) == current.text
+    assert source(forged_only.fingerprint) is None
+
+    engine = start_engine(engines, settings, "a", tmp_path)
+    engine.wait_active(3)
+    assert schemas.read_schemas(settings)[key] == schemas.Registered(key, "event", current.version, current.text)
+    assert "held a wrong entry under the key of event" in engine.logs()
+    run = schemas_list(settings)
+    rows = {r["fingerprint"]: r for r in json.loads(run.stdout)}
+    assert rows[key]["problem"] == ""  # repaired; the unshipped forgery stays flagged (an engine cannot know it)
+    assert run.returncode == 1 and rows[forged_only.fingerprint.hex()]["problem"]

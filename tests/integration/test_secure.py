@@ -137,8 +137,38 @@ def test_an_auditor_reads_events_but_cannot_write_anywhere(secure_home: Path, na
     assert _read_error(auditor, auditor.events_topic) is None
     assert _read_error(auditor, auditor.commands_topic) in DENIED
     assert set(schemas.read_schemas(auditor)) == {e.key for e in schemas.shipped()}  # every role reads them
-    with pytest.raises(AccessDeniedError, match=r"cannot register the schemas \(command v\d+\) .*needs READ and WRITE"):
-        schemas.ensure_published(auditor, "command")  # one clear error, not a write that never lands
+    with pytest.raises(AccessDeniedError, match=r"cannot register the schemas \(command v\d+\) .*only engines"):
+        schemas.publish(auditor, [schemas.current("command")])  # one clear error, not a write that never lands
+    schemas.ensure_published(auditor, "command")  # refused to write, but registered already (genuine): it goes on
+
+
+def test_only_engines_write_the_schemas_topic_and_acl_apply_takes_back_an_older_grant(
+        secure_home: Path, namespace: str, tmp_path: Path) -> None:
+    from engine.runtime.acls import AclRule, apply_acls
+
+    admin = as_user(secure_home, "admin", namespace, Path("/nonexistent"))
+    service = as_user(secure_home, "service", namespace, tmp_path)
+    engine = as_user(secure_home, "engine", namespace, tmp_path)
+    entry = schemas.current("command")  # a genuine entry: the probe leaves the topic as it was
+
+    def refused(settings: Settings) -> bool:
+        try:
+            schemas.publish(settings, [entry])
+        except AccessDeniedError:
+            return True
+        return False
+    assert refused(service)  # `acl apply` gave services READ only
+    assert not refused(engine)
+    apply_acls(admin, [AclRule("User:service", "TOPIC", "LITERAL", f"{namespace}.schemas", "WRITE")])  # as before
+    eventually(lambda: not refused(service), 30, "the older grant in force")
+    result = cli(secure_home, "admin", "acl", "apply", "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    assert "revoked: User:service" in result.stdout and "1 rule(s) revoked" in result.stdout
+    eventually(lambda: refused(service), 30, "the older grant taken back")
+    assert not refused(engine)
+    schemas._published.clear()
+    with Client(service) as client:  # a service still submits: its schema is registered, it need not write it
+        assert client.submit("echo", {"n": 1}, tenant="acme").job_id
 
 
 def test_a_client_certificate_is_the_same_principal_as_the_scram_user(secure_home: Path, namespace: str,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 
 from engine.contract import messages as m
+from engine.domain.decide import DecideContext, TaskPolicy, decide
+from engine.domain.jobs import JobView, evolve
+from engine.domain.retry import RetryPolicy
 
 _ids = itertools.count(1)
 
@@ -27,3 +30,17 @@ def event(body: m.EventBody, job_id: str | None = "job-1", *, epoch: int = 1, at
 
 def claim(epoch: int, owner: str = "owner-a", partition: int = 0) -> m.Event:
     return event(m.OwnershipClaimed(partition, owner), None, epoch=epoch, tenant=None, owner=owner)
+
+
+DECIDE_NOW = 10_000_000
+DECIDE_CTX = DecideContext(now=DECIDE_NOW, epoch=1, tasks={"email.send": TaskPolicy(RetryPolicy(3, 1.0, 10.0, 0.0))})
+"""The context the decide tests share: an epoch-1 owner at ``DECIDE_NOW`` with one task type, three attempts."""
+
+
+def decided(job: JobView | None, given: object,
+            ctx: DecideContext = DECIDE_CTX) -> tuple[JobView | None, list[m.EventBody]]:
+    """``decide`` on ``given``, then each event it makes folded into ``job``: the job after, and the events' bodies."""
+    bodies = [e.body for e in decide(job, given, ctx)]  # type: ignore[arg-type]
+    for body in bodies:
+        job = evolve(job, event(body, "job-1", epoch=ctx.epoch, at=ctx.now))
+    return job, bodies

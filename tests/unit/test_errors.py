@@ -29,7 +29,7 @@ EXPECTED = {
     InputError: ["ValidationError", "UnknownTaskError", "NotFoundError", "InvalidTransitionError", "DecodeError",
                  "UnknownTypeError", "MalformedError"],
     PartitionLostError: ["FencedError"],
-    CorruptedError: ["ProjectionCorruptedError", "CheckpointError"],
+    CorruptedError: ["ProjectionCorruptedError", "CheckpointError", "ProducerFailedError"],
     FatalError: ["ConfigError", "TaskDefinitionError", "TopicMismatchError", "AccessDeniedError", "IllegalStateError",
                  "UnsupportedSchemaError", "BusyError", "BrokerError", "PrerequisiteError", "JavaNotFoundError",
                  "MavenNotFoundError", "JarFetchError", "PortInUseError", "BrokerAlreadyRunningError",

@@ -22,3 +22,12 @@ def test_every_schema_version_is_in_the_wheel() -> None:
     assert versions, "schemas/ holds the shipped versions"
     assert versions - set(config["packages"]) == set(), "add the schema version to [tool.setuptools] packages"
     assert versions - set(config["package-data"]) == set(), "add the schema version's *.avsc to package-data"
+
+
+def test_an_editable_install_is_one_path_entry() -> None:
+    """setuptools makes ``pip install -e .`` a plain path entry, and prints no warning about it, only when every
+    package sits where its name says under one root (engine/schemas is a link to schemas/, the contract)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {"": "."}
+    for package in config["packages"]:
+        assert (ROOT / package.replace(".", "/")).is_dir(), package

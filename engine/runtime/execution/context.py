@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.domain.fence import fencing_token as fencing_token
-from engine.runtime.execution.outputs import Headers, OutputRecord, TopicGate, output_record, traced_headers
+from engine.runtime.execution.outputs import (
+    Headers,
+    OutputRecord,
+    TopicGate,
+    output_record,
+    refuse_reserved,
+    traced_headers,
+)
 from engine.runtime.observe.tracing import current_traceparent
 
 LOGGER_PREFIX = "epochq.handler."
@@ -65,6 +72,7 @@ class JobContext:
     _traceparent: str | None = field(default=None, repr=False, compare=False)
     _dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = field(default=None, repr=False)
     _replays: int = field(default=0, repr=False, compare=False)  # replays from the dead-letter queue so far
+    _namespace: str | None = field(default=None, repr=False, compare=False)  # whose topics ctx.produce refuses
 
     @property
     def traceparent(self) -> str | None:
@@ -80,7 +88,9 @@ class JobContext:
         success); if it fails, times out, is cancelled or its engine loses the partition first,
         the record is never seen. A topic that is missing or that the engine may not write, and a
         record too large for Kafka, raise here (``OutputRefusedError``, ``ValidationError``), so
-        the attempt fails with that error (docs/handlers.md, "Effects exactly once").
+        the attempt fails with that error; so does a topic of the engine's namespace or an internal
+        (``__``) one, whatever the ACLs say (``ValidationError``, reason ``reserved_topic``)
+        (docs/handlers.md, "Effects exactly once").
 
         A traced job's record carries a ``traceparent`` header (the handler's current span, else the
         submitter's context) unless ``headers`` has one (docs/tracing.md).
@@ -88,6 +98,8 @@ class JobContext:
         if self._traceparent is not None:
             headers = traced_headers(headers, current_traceparent() or self._traceparent)
         record = output_record(topic, value, key, headers)
+        if self._namespace is not None:
+            refuse_reserved(self._namespace, record.topic)
         if self._gate is not None:
             self._gate.check(record)
         if self._records is None:
@@ -177,10 +189,12 @@ class JobContext:
         dependencies: Mapping[str, tuple[str, bytes | None, str]] | None = None,
         traceparent: str | None = None,
         replays: int = 0,
+        namespace: str | None = None,
     ) -> JobContext:
-        """A context whose logger comes from ``epochq.handler.<task_type>``."""
+        """A context whose logger comes from ``epochq.handler.<task_type>``; ``namespace``: the engine's, whose
+        topics ``produce`` refuses."""
         return cls(job_id, tenant, task_type, attempt, epoch, partition, idempotency_key, deadline,
-                   _traceparent=traceparent, _dependencies=dependencies, _replays=replays)
+                   _traceparent=traceparent, _dependencies=dependencies, _replays=replays, _namespace=namespace)
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0.0 once it has passed)."""
@@ -192,7 +206,7 @@ class JobContext:
             "job_id": self.job_id, "tenant": self.tenant, "task_type": self.task_type,
             "attempt": self.attempt, "epoch": self.epoch, "partition": self.partition,
             "idempotency_key": self.idempotency_key, "deadline": self.deadline, "dependencies": self._dependencies,
-            "traceparent": self._traceparent, "replays": self._replays,
+            "traceparent": self._traceparent, "replays": self._replays, "namespace": self._namespace,
         }
 
     def __reduce__(self) -> tuple[Any, ...]:

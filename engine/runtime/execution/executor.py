@@ -63,9 +63,10 @@ class Executor:
 
     def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None,
                  report: Callable[[tuple[int, Outcome, float]], None] | None = None,
-                 gate: TopicGate | None = None) -> None:
+                 gate: TopicGate | None = None, namespace: str | None = None) -> None:
         self._app = app
         self._gate = gate  # what ctx.produce asks before it stages a record for a topic
+        self._namespace = namespace  # whose topics ctx.produce refuses (also in a process-pool worker)
         self._slots = _check_slots(lane_slots)
         self._pools = {lane: LaneThreads(f"epochq-{lane.lower()}", 2 * n)
                        for lane, n in self._slots.items() if n > 0}
@@ -142,7 +143,7 @@ class Executor:
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
                          request.partition, request.idempotency_key, deadline, None, token, self._cancels,
                          self._progress, self._gate, None, request.traceparent, request.dependencies,
-                         request.replays)
+                         request.replays, self._namespace)
         if spec.is_async:
             item = (token, lambda: run_attempt_async(spec.handler, spec.model, ctx, request.payload), self._report,
                     failed_attempt)

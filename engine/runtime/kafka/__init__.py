@@ -6,8 +6,9 @@ names the types the rest of the code holds (``Consumer``, ``Producer``, ``Messag
 ``TopicPartition``).
 
 The owner's calls go through :func:`call` or :func:`produce_owned`, which turn a
-``KafkaException`` into the error tree of ``engine.errors``: a fenced or fatal producer becomes
-``FencedError`` (step down, never retry the write), an abortable transaction error
+``KafkaException`` into the error tree of ``engine.errors``: a fenced producer (or one failed for good
+without saying why) becomes ``FencedError`` (step down, never retry the write), one failed for good for another
+reason ``ProducerFailedError`` (a new producer, restore, claim again), an abortable transaction error
 ``TransactionAbortedError`` (abort, catch up, decide again), anything else
 ``KafkaUnavailableError`` (retry later). Every other call is translated by :mod:`.errors`
 (refused: ``AccessDeniedError``; anything else: ``KafkaUnavailableError``).
@@ -37,6 +38,7 @@ from engine.runtime.kafka.errors import denied as denied
 from engine.runtime.kafka.errors import read_refused as read_refused
 from engine.runtime.kafka.errors import translate as translate
 from engine.runtime.kafka.errors import translated
+from engine.runtime.kafka import faults
 from engine.runtime.kafka.schemas import read_through
 from engine.errors import (
     AccessDeniedError,
@@ -80,7 +82,7 @@ def transactional_id(settings: Settings, partition: int) -> str:
 
 def owner_producer(settings: Settings, partition: int) -> Producer:
     """A transactional producer for one partition's events; initialising it fences zombies."""
-    producer = Producer({
+    producer = faults.producer({  # the client's Producer unless a test armed a fault (faults.py)
         **settings.kafka_config(),
         "transactional.id": transactional_id(settings, partition),
         "enable.idempotence": True,
@@ -95,9 +97,12 @@ def owner_producer(settings: Settings, partition: int) -> Producer:
     return producer
 
 
-def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Consumer:
+def commands_consumer(settings: Settings, session_timeout_ms: int = 6000,
+                      max_poll_interval_ms: int = 120000) -> Consumer:
     """The group consumer on ``<ns>.commands``: owning partition p means owning job partition p.
 
+    ``max_poll_interval_ms`` is also the group's rebalance timeout: a revocation callback that waits for the
+    partitions' grace period must return well within it (``loop/inbox.py``, ``rebalance_timeout_ms``).
     Its records' writer schemas resolve through ``<ns>.schemas`` (as every reader's below)."""
     read_through(settings)
     return Consumer({
@@ -108,7 +113,7 @@ def commands_consumer(settings: Settings, session_timeout_ms: int = 6000) -> Con
         "auto.offset.reset": "earliest",
         "session.timeout.ms": session_timeout_ms,
         "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
-        "max.poll.interval.ms": 120000,
+        "max.poll.interval.ms": max_poll_interval_ms,
         "isolation.level": "read_committed",
         "fetch.wait.max.ms": COMMANDS_FETCH_WAIT_MS,
         "queued.max.messages.kbytes": PREFETCH_KB,

@@ -23,7 +23,8 @@ from confluent_kafka.admin import ResourcePatternType as ResourcePatternType
 from confluent_kafka.admin import ResourceType as ResourceType
 
 from engine.config import Settings
-from engine.runtime.kafka.errors import failure, kafka_error
+from engine.runtime.kafka.errors import failure, kafka_error, translated
+from projections.identity import log_identity_of
 
 
 def admin_for(settings: Settings) -> AdminClient:
@@ -61,3 +62,14 @@ def results(futures: Iterable[Any], what: str) -> list[Any]:
         return [future.result() for future in futures]
     except KafkaException as e:
         raise failure(e, what) from e
+
+
+def log_identity(settings: Settings, topic: str, timeout: float = 10.0) -> str:
+    """The identity of ``topic``'s log (``projections.identity``): the cluster's id and the topic's id.
+
+    One metadata and one describe request; KafkaUnavailableError (or AccessDeniedError) when they fail."""
+    admin = admin_for(settings)
+    with translated(f"cannot describe {topic}"):
+        cluster = admin.list_topics(topic, timeout=timeout).cluster_id
+        found = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result()
+    return log_identity_of(str(cluster), str(found.topic_id))

@@ -19,6 +19,7 @@ from engine.errors import (
     EpochqError,
     FencedError,
     KafkaUnavailableError,
+    ProducerFailedError,
     TransactionAbortedError,
     ValidationError,
 )
@@ -48,6 +49,8 @@ and re-deciding the same records would abort every transaction after it; in an o
 retried by their policy."""
 UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE}
 """librdkafka's ways of saying no broker answered."""
+UNSAID_FATAL = KafkaError._FATAL
+"""A call on a producer already failed for good: the cause (a fence, or not) is not in the error."""
 
 
 def kafka_error(error: BaseException | KafkaError | None) -> KafkaError | None:
@@ -129,14 +132,20 @@ def read_refused(err: KafkaError | None, topic: str) -> AccessDeniedError | None
 
 
 def translate(error: KafkaException) -> Exception:
-    """The typed error for a librdkafka exception."""
+    """The typed error for a librdkafka exception.
+
+    A fatal producer error is a fence (``FencedError``: step down) when it says so (:data:`FENCED_CODES`, or
+    "fenced" in its text) or does not say why (:data:`UNSAID_FATAL`); any other (``INVALID_TXN_STATE`` at the
+    end of a transaction, say) is ``ProducerFailedError``: the producer is dead, the partition is still ours."""
     err: KafkaError = error.args[0]
     if err.code() in DENIED_CODES:
         return denied(err, "the brokers refused")
     if err.code() in FENCED_CODES or (err.fatal() and "fenc" in err.str().lower()):
         return FencedError(f"producer fenced: {err.str()}")
-    if err.fatal():
+    if err.fatal() and err.code() == UNSAID_FATAL:
         return FencedError(f"fatal producer error (treated as fenced): {err.str()}")
+    if err.fatal():
+        return ProducerFailedError(f"producer failed for good, not fenced ({err.name()}): {err.str()}")
     if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
         return ValidationError(f"record too large for the broker: {err.str()}")
     if err.txn_requires_abort() or err.retriable():

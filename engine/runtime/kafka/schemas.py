@@ -6,10 +6,18 @@ text; headers ``subject`` (``command``, ``event``, ``tenant``) and ``version``. 
 any language resolves a record's writer schema here (docs/consuming.md), so a reader built with
 an old schema keeps reading a log whose writers moved on.
 
-- **Writers publish before they write.** An engine publishes every shipped schema when it
-  starts, and ``epochq topics ensure`` does too (both create the topic in a namespace made
-  before it existed); the client and the tenants writer publish the schema they write with,
-  once per process and namespace. A refusal (no WRITE on the topic) is one AccessDeniedError.
+- **Engines publish before they write, and repair.** An engine publishes every shipped schema
+  when it starts, and ``epochq topics ensure`` does too (both create the topic in a namespace
+  made before it existed); a shipped key whose value in the log is not the shipped text (a
+  poisoned entry: the key of v5 with two fields swapped) is written again, so the newest value
+  of the key is right again. Under ACLs only engines (and admins) may write the topic
+  (``engine.runtime.acls``); the client and the tenants writer try to publish the schema they
+  write with, once per process and namespace, and a principal refused WRITE goes on when the
+  engines registered that schema already. Otherwise the refusal is one AccessDeniedError.
+- **A schema counts only under its own fingerprint.** Anyone with WRITE could put any text
+  under any key; a reader keeps, per key, the newest entry whose text has that fingerprint
+  (:func:`fingerprint_of`) and ignores the others. ``epochq schemas list`` flags an entry whose
+  text does not have its key's fingerprint, or differs from the shipped copy (:func:`schema_rows`).
 - **epochq's readers resolve through it:** :func:`read_through` installs a :class:`LogSchemas`
   as a schema source of the codec (:mod:`engine.contract.learned`), which reads the topic only
   for a fingerprint the codec does not ship.
@@ -30,6 +38,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from engine.config import Settings
 from engine.contract import codec, learned
+from engine.contract.versions import LEARNED, load_version
 from engine.errors import AccessDeniedError, EpochqError, KafkaUnavailableError, TopicMismatchError
 
 SCHEMAS_CONFIG = {"cleanup.policy": "compact"}
@@ -56,6 +65,19 @@ class Registered:
     version: int
     text: str
 
+    def genuine(self) -> bool:
+        """Whether the text really has the fingerprint of the key (anything else under it is forged or garbled)."""
+        return fingerprint_of(self.text) == self.key
+
+
+def fingerprint_of(text: str) -> str | None:
+    """The key a schema text belongs under: its CRC-64-AVRO fingerprint (of its Parsing Canonical Form) as 16
+    lowercase hex digits in wire order; None for a text that is no schema."""
+    try:
+        return load_version("?", LEARNED, text).fingerprint.hex()
+    except Exception:  # noqa: BLE001 - any text can be in the log: one that is no schema has no fingerprint
+        return None
+
 
 def shipped() -> list[Registered]:
     """Every shipped version of every subject, as the records that register them."""
@@ -72,18 +94,22 @@ def current(subject: str) -> Registered:
 # --- reading --------------------------------------------------------------------------------------
 
 
-def read_schemas(settings: Settings, timeout_s: float = TIMEOUT_S) -> dict[str, Registered]:
-    """Every schema in ``<ns>.schemas`` by key (none if the topic does not exist)."""
+def read_schemas(settings: Settings, timeout_s: float = TIMEOUT_S, *, genuine: bool = False) -> dict[str, Registered]:
+    """Every schema in ``<ns>.schemas`` by key, the newest entry of each (none if the topic does not exist).
+
+    ``genuine``: keep, per key, the newest entry whose text has the key's fingerprint, ignoring the
+    others (what a reader resolves with); otherwise the newest entry whatever it holds (what
+    ``schemas list`` shows and the engine's repair compares)."""
     consumer = Consumer({**settings.kafka_config(), "group.id": f"{settings.namespace}.reader.schemas",
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          "auto.offset.reset": "earliest"})
     try:
-        return _read(consumer, settings.schemas_topic, timeout_s)
+        return _read(consumer, settings.schemas_topic, timeout_s, genuine)
     finally:
         consumer.close()
 
 
-def _read(consumer: Consumer, topic: str, timeout_s: float) -> dict[str, Registered]:
+def _read(consumer: Consumer, topic: str, timeout_s: float, genuine: bool = False) -> dict[str, Registered]:
     deadline = time.monotonic() + timeout_s
     bounds = _bounds(consumer, topic, deadline)
     found: dict[str, Registered] = {}
@@ -100,7 +126,7 @@ def _read(consumer: Consumer, topic: str, timeout_s: float) -> dict[str, Registe
             if err.code() in _DENIED:
                 raise _error(err, f"cannot read {topic}")
             continue
-        _keep(found, msg.key(), msg.value(), _headers(msg.headers()))
+        _keep(found, msg.key(), msg.value(), _headers(msg.headers()), genuine)
         if (msg.offset() or 0) >= high - 1:
             return found
     raise KafkaUnavailableError(f"cannot read {topic} to its end in {timeout_s:.0f} s")
@@ -127,7 +153,8 @@ def _headers(raw: object) -> dict[str, bytes]:
     return {str(k): v if isinstance(v, bytes) else str(v or "").encode() for k, v in pairs}  # type: ignore[attr-defined]
 
 
-def _keep(found: dict[str, Registered], key: bytes | None, value: bytes | None, headers: dict[str, bytes]) -> None:
+def _keep(found: dict[str, Registered], key: bytes | None, value: bytes | None, headers: dict[str, bytes],
+          genuine: bool = False) -> None:
     if key is None:
         return
     name = key.decode(errors="replace")
@@ -136,8 +163,13 @@ def _keep(found: dict[str, Registered], key: bytes | None, value: bytes | None, 
         return
     subject = (headers.get("subject") or b"").decode(errors="replace")
     version = (headers.get("version") or b"").decode(errors="replace")
-    found[name] = Registered(name, subject, int(version) if version.isdigit() else -1,
-                             value.decode(errors="replace"))
+    entry = Registered(name, subject, int(version) if version.isdigit() else -1, value.decode(errors="replace"))
+    if genuine and not entry.genuine():
+        log.warning("the schema under key %s of <ns>.schemas does not have that fingerprint (it has %s): ignored, "
+                    "a forged or garbled entry (`epochq schemas list` flags it; an engine's start repairs a shipped "
+                    "key)", name, fingerprint_of(entry.text) or "none: it is no schema")
+        return
+    found[name] = entry
 
 
 class LogSchemas:
@@ -156,7 +188,7 @@ class LogSchemas:
             if key not in self._known and time.monotonic() - self._read_at >= REREAD_S:
                 self._read_at = time.monotonic()
                 try:
-                    self._known = {k: r.text for k, r in read_schemas(self.settings).items()}
+                    self._known = {k: r.text for k, r in read_schemas(self.settings, genuine=True).items()}
                 except (EpochqError, KafkaException) as e:  # the codec then reports the fingerprint as unknown
                     log.warning("cannot look up schema %s in %s: %s", key, self.settings.schemas_topic, e)
             return self._known.get(key)
@@ -219,20 +251,39 @@ def publish(settings: Settings, entries: Iterable[Registered], timeout_s: float 
 
 
 def publish_shipped(settings: Settings) -> int:
-    """Write every shipped schema ``<ns>.schemas`` lacks (the topic must exist); how many were written."""
+    """Write every shipped schema ``<ns>.schemas`` lacks or holds wrong (the topic must exist); how many were
+    written. A key whose newest value is not the shipped entry (text, subject, version) is repaired, with a
+    WARNING: only a forged or garbled write puts one there."""
     have = read_schemas(settings)
-    missing = [e for e in shipped() if e.key not in have]
-    written = publish(settings, missing)
+    wrong = to_repair(shipped(), have)
+    for entry in wrong:
+        if entry.key in have:
+            log.warning("%s held a wrong entry under the key of %s v%d (%s): registered the shipped schema again",
+                        settings.schemas_topic, entry.subject, entry.version, entry.key)
+    written = publish(settings, wrong)
     _mark(settings, shipped())
     return written
 
 
+def to_repair(ships: Iterable[Registered], logged: dict[str, Registered]) -> list[Registered]:
+    """The shipped entries ``logged`` (the newest entry per key) lacks, or holds anything else under. Pure."""
+    return [e for e in ships if logged.get(e.key) != e]
+
+
 def ensure_published(settings: Settings, subject: str) -> None:
-    """Make sure the schema ``subject`` is written with is in ``<ns>.schemas`` (once per process)."""
+    """Make sure the schema ``subject`` is written with is in ``<ns>.schemas`` (once per process).
+
+    A principal refused WRITE (only engines may write it under ACLs) goes on if the schema is registered
+    already, genuine (an engine of this version registered it); otherwise the refusal is raised."""
     entry = current(subject)
     if (*_who(settings), entry.key) in _published:
         return
-    publish(settings, [entry])
+    try:
+        publish(settings, [entry])
+    except AccessDeniedError as refused:
+        if read_schemas(settings, genuine=True).get(entry.key) != entry:
+            raise AccessDeniedError(f"{refused}; {subject} v{entry.version} is not registered there yet: start an "
+                                    "engine of this version, or run `epochq topics ensure` as an admin") from refused
     _mark(settings, [entry])
 
 
@@ -248,8 +299,8 @@ def _who(settings: Settings) -> tuple[str, str, str]:
 
 def _error(err: KafkaError, what: str) -> EpochqError:
     if err.code() in _DENIED:
-        return AccessDeniedError(f"{what}: {err.str()}: this principal needs READ and WRITE on it "
-                                 "(`epochq acl apply` grants them to engines and services)")
+        return AccessDeniedError(f"{what}: {err.str()}: only engines (and admins) may write it; every role may "
+                                 "read it (`epochq acl apply` grants both)")
     if err.code() in _MISSING:
         return TopicMismatchError(f"{what}: the topic is missing: run `epochq topics ensure` "
                                   "(or start an engine of this version once)")
@@ -268,11 +319,28 @@ class SchemaRow:
     version: int
     shipped: bool
     in_log: bool
+    problem: str = ""  # what is wrong with the log's entry ("" when nothing is)
+
+
+NOT_ITS_FINGERPRINT = "its text does not have this fingerprint"
+NOT_SHIPPED_COPY = "differs from the shipped copy"
 
 
 def schema_rows(ships: Iterable[Registered], logged: dict[str, Registered]) -> list[SchemaRow]:
-    """Every schema shipped with this release or registered in the log, by subject and version."""
+    """Every schema shipped with this release or registered in the log (its newest entry per key), by subject and
+    version, each log entry checked: its text must have its key's fingerprint, and be the shipped entry for a
+    shipped key."""
     by_key = {e.key: e for e in ships}
-    rows = [SchemaRow(k, e.subject, e.version, True, k in logged) for k, e in by_key.items()]
-    rows += [SchemaRow(k, e.subject or "?", e.version, False, True) for k, e in logged.items() if k not in by_key]
+    rows = [SchemaRow(k, e.subject, e.version, True, k in logged, _problem(logged.get(k), e))
+            for k, e in by_key.items()]
+    rows += [SchemaRow(k, e.subject or "?", e.version, False, True, _problem(e, None))
+             for k, e in logged.items() if k not in by_key]
     return sorted(rows, key=lambda r: (r.subject, r.version, r.fingerprint))
+
+
+def _problem(logged: Registered | None, shipped_as: Registered | None) -> str:
+    if logged is None:
+        return ""
+    if not logged.genuine():
+        return NOT_ITS_FINGERPRINT
+    return NOT_SHIPPED_COPY if shipped_as is not None and logged != shipped_as else ""

@@ -27,7 +27,7 @@ from engine.domain import tasktypes
 from engine.domain.commands import COMMANDS, Route, Sender, route_of
 from engine.domain.ratelimits import Bucket
 from engine.errors import DecodeError, ValidationError
-from engine.runtime.execution.outputs import OutputRecord
+from engine.runtime.execution.outputs import OutputRecord, reserved_refusal
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.effects import Output
 from engine.runtime.loop.poison import PoisonDesk, quarantined
@@ -57,6 +57,9 @@ class Admission:
     poison: PoisonDesk
     authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
     """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
+    namespace: str | None = None
+    """The engine's namespace: a remote result's record for one of its topics (or an internal one) is refused, as
+    ``ctx.produce`` refuses it in process (``engine.runtime.execution.outputs.reserved_refusal``)."""
     refused_outputs: dict[tuple[str, int], str] = field(default_factory=dict)
     """Remote attempts (job id, attempt) whose records the brokers refused in a transaction that then aborted: decided
     again as failures (``OutputRefusedError``), never written again (the loop fills it; loop/effects.py)."""
@@ -214,6 +217,13 @@ class Admission:
             records = decode_records(body.records or b"[]") if why is None else ()
         except DecodeError as e:
             why = e.reason
+        reserved = next((r for record in records if self.namespace is not None
+                         and (r := reserved_refusal(self.namespace, record.topic)) is not None), None)
+        if reserved is not None:  # never a retry: the handler asked for a topic it may never write
+            log.warning("job %s attempt %d: %s", command.job_id, body.attempt, reserved)
+            invalid = replace(body, outcome="invalid", result=None, error_type="ValidationError", retryable=False,
+                              message=reserved, records=None)
+            return replace(command, body=invalid), ()
         if why is None:
             return command, records
         log.warning("job %s attempt %d: a record its remote handler produced was refused (%s); recorded as failed",

@@ -13,8 +13,8 @@ a foreign transaction is open before it, and a store short of the owner's own co
 decisions would see its running jobs as queued and drop their results.
 
 The step returns its verdict as data (:func:`judge`: how the transaction ended and where the
-partition's offsets stand after it; :class:`Followup`: go on, activate, step down, drop, back
-off, resync) and the attempts to start (:func:`run_requests`); the loop keeps the offsets,
+partition's offsets stand after it; :class:`Followup`: go on, activate, step down, set up again, drop,
+back off, resync) and the attempts to start (:func:`run_requests`); the loop keeps the offsets,
 commits the batch (:func:`commit`) and carries out the rest.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from engine.domain.lanes import Lane
-from engine.errors import AccessDeniedError, FencedError
+from engine.errors import AccessDeniedError, FencedError, ProducerFailedError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import effects
 from engine.runtime.loop.partition import Offsets, State
@@ -41,6 +41,7 @@ class Verdict(StrEnum):
     OUT_OF_ORDER = "out_of_order"  # committed, but not folded: restore from the log
     ABORTED = "aborted"  # nothing written: restore, decide again
     FENCED = "fenced"  # a newer owner holds the partition: step down
+    PRODUCER_FAILED = "producer_failed"  # the producer died, not fenced: a new one, restore, claim again
     REFUSED = "refused"  # nothing written, for want of an ACL: say so once, restore, try again later
 
 
@@ -51,6 +52,8 @@ def judge(written: Written) -> tuple[Verdict, Offsets]:
     offsets = written.partition.offsets
     if isinstance(written.error, FencedError):
         return Verdict.FENCED, offsets
+    if isinstance(written.error, ProducerFailedError):
+        return Verdict.PRODUCER_FAILED, offsets
     if isinstance(written.error, AccessDeniedError):
         return Verdict.REFUSED, offsets
     if written.error is not None:
@@ -98,6 +101,7 @@ class Next(StrEnum):
     GO_ON = "go_on"  # committed: nothing to do (an episode of refusals, if any, is over)
     ACTIVATE = "activate"  # its claim committed: it is active now
     STEP_DOWN = "step_down"  # fenced: a newer owner holds it
+    RECREATE = "recreate"  # its producer died unfenced: set it up again with a new one, if the group still says so
     DROP = "drop"  # not committed while handing back: forget it
     BACK_OFF = "back_off"  # refused for want of an ACL: restore, hold, try again (loop/refusals.py)
     RESYNC = "resync"  # aborted or out of order: restore from the log, decide again
@@ -124,6 +128,10 @@ def followup(written: Written, verdict: Verdict, state: State) -> Followup:
     """What comes next for a partition in ``state`` whose transaction ended with ``verdict``. Pure."""
     if verdict is Verdict.FENCED:
         return Followup(verdict, Next.STEP_DOWN, "fenced")
+    if verdict is Verdict.PRODUCER_FAILED:
+        if state is State.REVOKING:
+            return Followup(verdict, Next.DROP, f"{written.error} while handing back")
+        return Followup(verdict, Next.RECREATE, str(written.error))
     results = effects.refused_results(written) if verdict in (Verdict.ABORTED, Verdict.REFUSED) else None
     if results is not None:
         verdict = Verdict.ABORTED  # a handler's record was refused, not the partition's writes

@@ -95,8 +95,10 @@ class Staged:
 
 
 def cancel_requests(staged: Staged) -> list[tuple[str, int]]:
-    """The (job id, attempt) of every running attempt this tick asked to stop (``JobCancelRequested``)."""
-    return [(e.job_id or "", e.body.attempt) for e in staged.events if isinstance(e.body, m.JobCancelRequested)]
+    """The (job id, attempt) of every running attempt this tick asked to stop (``JobCancelRequested``), or handed
+    back at the end of a grace period (a ``JobRequeued`` of its own epoch: the next owner runs it again)."""
+    return [(e.job_id or "", e.body.attempt) for e in staged.events if isinstance(e.body, m.JobCancelRequested)
+            or (isinstance(e.body, m.JobRequeued) and e.body.previous_epoch == e.epoch)]
 
 
 class Draft:

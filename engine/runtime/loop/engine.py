@@ -16,7 +16,8 @@ Per tick, over what arrived since the last one, in this order (each step's input
             taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
     write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
             thread; the Written under way (loop/write.py)
-    settle  close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat
+    settle  close revoking partitions whose handlers are done (past the grace period, what still runs is re-queued
+            first: loop/orphans.py); fold the standbys; tenants, metrics, heartbeat
 
 A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
 partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 from engine.app import App
 from engine.clock import now_us
 from engine.config import Settings
-from engine.domain.decide import DecideContext
+from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.lanes import Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
@@ -52,7 +53,7 @@ from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
 from engine.runtime.loop.deciding import Decided, Decider
 from engine.runtime.loop.dispatch import Dispatcher
 from engine.runtime.loop.heartbeat import Heartbeat
-from engine.runtime.loop.inbox import CommandReader, Inbox, Note, reader_failed
+from engine.runtime.loop.inbox import REVOKE_SLACK_S, CommandReader, Inbox, Note, reader_failed, rebalance_timeout_ms
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
 from engine.runtime.loop.draft import cancel_requests
@@ -75,6 +76,8 @@ TENANTS_EVERY_S = 0.1
 METRICS_EVERY_S = 5.0
 STANDBY_BUDGET_S = 0.01
 """The longest a tick spends folding standby copies (``--standby``): they follow, the owned partitions lead."""
+HAND_BACK_S = 3.0
+"""How long a stopping engine may take past its grace period to record the hand-back of what still runs."""
 WRITING = (State.ACTIVE, State.REVOKING, State.CLAIMING)
 """The states in which a partition's staged work is written."""
 
@@ -90,9 +93,11 @@ class Engine:
         self.stopping = threading.Event()
         base_ctx = DecideContext(0, 0, settings.max_payload_bytes, app.policies())
         self.inbox = Inbox()
-        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings))
-        self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms),
-                                    settings.commands_topic, self.inbox, options.grace_s + 5.0)
+        self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings),
+                                 namespace=settings.namespace)
+        self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms,
+                                                            rebalance_timeout_ms(options.grace_s)),
+                                    settings.commands_topic, self.inbox, options.grace_s + REVOKE_SLACK_S)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
                  settings.tenants_topic, settings.require_bootstrap(), LOAD_TIMEOUT_S)
         self.tenants = TenantDirectory(settings)  # patient: waits for a broker to answer, says so once
@@ -109,10 +114,11 @@ class Engine:
                                          options.checkpoint_min_events or MIN_EVENTS)
         bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
-                                   board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer)
+                                   board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
+                                   base_ctx)
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
-                              CommandChecker(settings, self.tenants.public_keys, signer))
+                              CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace)
         self.remote = remote = Remote(app, settings, no_execute=not options.execute)
         dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
                                  pool_of=remote.pool_of) if remote.active
@@ -179,7 +185,7 @@ class Engine:
         t2 = time.perf_counter()
         self._writing += self._launch()  # write
         self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
-        self._settle(taking)  # settle
+        self._settle(taking, now)  # settle
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
@@ -260,6 +266,9 @@ class Engine:
         if step.next is Next.STEP_DOWN:
             self.metrics.producer_fenced()
             log.error("partition %d fenced at epoch %d: %s", partition.number, partition.epoch, w.error)
+        elif step.next is Next.RECREATE:
+            self.metrics.producer_recreated()
+            self.inbox.decided(partition.inbound.drop_commands())  # read again from the committed offset
         elif step.next is Next.BACK_OFF or step.next is Next.RESYNC:
             if step.keep_results:
                 kept = w.staged.take_results()
@@ -303,9 +312,10 @@ class Engine:
 
     # --- settle, housekeeping and stopping ----------------------------------------------------
 
-    def _settle(self, taking: bool) -> None:
-        """Close revoking partitions whose handlers are done; fold the standbys; tenants, metrics, heartbeat."""
-        self.lifecycle.settle_revoking(self.executor.in_flight)
+    def _settle(self, taking: bool, now: int) -> None:
+        """Close revoking partitions whose handlers are done (re-queue what outlived the grace period first); fold
+        the standbys; tenants, metrics, heartbeat."""
+        self.lifecycle.settle_revoking(self.executor.in_flight, now)
         if self.remote.active:  # a partition no longer ours: its new owner re-queues what its workers run
             self.remote.leases.keep({n for n, p in self.partitions.items() if p.deciding or p.resuming})
         if self.standbys is not None and taking:
@@ -334,8 +344,8 @@ class Engine:
     def drain(self, grace_s: float) -> None:
         """Stop taking work; record in-flight results until every handler is done or ``grace_s`` passed."""
         log.info("engine %s shutting down (grace %.1fs)", self.owner_id, grace_s)
-        self.lifecycle.revoke(list(self.partitions), grace_s)
-        deadline = time.monotonic() + grace_s + 1.0
+        self.lifecycle.revoke(list(self.partitions), grace_s, RequeueReason.OWNER_STOPPED)
+        deadline = time.monotonic() + grace_s + HAND_BACK_S
         while self.partitions and time.monotonic() < deadline:
             self.tick(taking=False)
 

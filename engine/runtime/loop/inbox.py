@@ -19,7 +19,13 @@ loop drops a batch's records of a partition it rewound after that batch was read
 A seek librdkafka refuses (a partition whose fetcher is between states, as during a leader
 move) is tried again, and the requests behind it wait, for as long as the partition is
 assigned: skipping it would drop the records between the rewind point and the fetch
-position until the next restart.
+position until the next restart. A rewind to the group's committed offset (a partition set up
+again with a new producer: ``loop/lifecycle.py``) asks the coordinator for it first, read_committed,
+so an open transaction's offsets hold it back until that transaction is settled.
+
+The partitions the group assigns here (:attr:`CommandReader.assigned`) change in the callbacks,
+before their note is put: the loop can ask whether the group still gives it a partition even
+while that note waits in the inbox.
 """
 
 from __future__ import annotations
@@ -45,6 +51,18 @@ MAX_BACKLOG = 5000
 
 SEEK_WARN_EVERY_S = 30.0
 """How often a seek that keeps being refused is logged again."""
+COMMITTED_TIMEOUT_S = 2.0
+"""How long one ask for a partition's committed offset may hold the reader (it is asked again after that)."""
+
+REVOKE_SLACK_S = 5.0
+"""How long past the grace period a revocation callback waits for the loop to hand the partitions back."""
+
+
+def rebalance_timeout_ms(grace_s: float) -> int:
+    """The commands consumer's ``max.poll.interval.ms``, which is also the group's rebalance timeout: at least
+    Kafka's default (120 s), and a minute more than a revocation callback may wait (``grace_s`` plus the slack),
+    so a long grace period never gets a member thrown out of the group while it hands partitions back. Pure."""
+    return max(120_000, int((grace_s + REVOKE_SLACK_S + 60.0) * 1000))
 
 
 class Change(StrEnum):
@@ -83,7 +101,7 @@ class Seek:
     """A rewind of one partition the loop asked for, until the consumer took it."""
 
     partition: int
-    offset: int
+    offset: int | None  # None: the group's committed offset (asked when the seek is applied)
     refused: int = 0  # times librdkafka refused it
     warned_at: float = 0.0
 
@@ -163,6 +181,7 @@ class CommandReader(threading.Thread):
         self._requested = 0  # asked for by the loop
         self.metadata: Any = None  # the group metadata as of the last consume()
         self.failure: BaseException | None = None
+        self.assigned: frozenset[int] = frozenset()  # what the group assigns here, as of the last callback
         self._requests: queue.SimpleQueue[Callable[[], None] | Seek] = queue.SimpleQueue()
         self._pending: Seek | None = None  # a refused seek, tried again before any later request
         self._stopping = threading.Event()
@@ -174,6 +193,13 @@ class CommandReader(threading.Thread):
         """Ask for ``partition`` to be read again from ``offset``; the tag batches read after it carry."""
         self._requested += 1
         self._requests.put(Seek(partition, offset))
+        return self._requested
+
+    def rewind_committed(self, partition: int) -> int:
+        """Ask for ``partition`` to be read again from the group's committed offset; the tag batches read after it
+        carry."""
+        self._requested += 1
+        self._requests.put(Seek(partition, None))
         return self._requested
 
     def pause(self, partitions: list[int]) -> None:
@@ -235,15 +261,23 @@ class CommandReader(threading.Thread):
     def _seek(self, request: Seek) -> bool:
         """Whether the seek is done with: applied, or moot because the partition left."""
         try:
-            self.consumer.seek(TopicPartition(self.topic, request.partition, request.offset))
+            offset = request.offset if request.offset is not None else self._committed(request.partition)
+            self.consumer.seek(TopicPartition(self.topic, request.partition, offset))
         except Exception as e:  # noqa: BLE001 - refused now; tried again while the partition is ours
             if self._assigned(request.partition):
                 self._refused(request, e)
                 return False
-            log.info("seek of commands[%d] to %d dropped: the partition left (%s)", request.partition,
-                     request.offset, e)
+            log.info("seek of commands[%d] to %s dropped: the partition left (%s)", request.partition,
+                     "its committed offset" if request.offset is None else request.offset, e)
         self.seeks += 1
         return True
+
+    def _committed(self, partition: int) -> int:
+        """The group's committed offset of ``partition`` (read_committed: stable), or the beginning if none."""
+        (tp,) = self.consumer.committed([TopicPartition(self.topic, partition)], COMMITTED_TIMEOUT_S)
+        if tp.error is not None:
+            raise KafkaUnavailableError(f"committed offset of {self.topic}[{partition}]: {tp.error}")
+        return tp.offset if tp.offset >= 0 else kafka.OFFSET_BEGINNING
 
     def _assigned(self, partition: int) -> bool:
         try:
@@ -256,8 +290,9 @@ class CommandReader(threading.Thread):
         now = time.monotonic()
         if request.refused == 1 or now - request.warned_at >= SEEK_WARN_EVERY_S:
             request.warned_at = now
-            log.warning("seek of commands[%d] to %d refused (%s); trying again (%d time(s) so far)",
-                        request.partition, request.offset, error, request.refused)
+            log.warning("seek of commands[%d] to %s refused (%s); trying again (%d time(s) so far)",
+                        request.partition, "its committed offset" if request.offset is None else request.offset,
+                        error, request.refused)
 
     def _quietly(self, fn: Callable[[list[TopicPartition]], None], partitions: list[int]) -> None:
         try:
@@ -275,17 +310,20 @@ class CommandReader(threading.Thread):
     # --- rebalance callbacks: record, and for a revocation wait until the loop settled it ---
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned = self.assigned | {tp.partition for tp in partitions}
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # nothing is read before the partition's claim is committed
         self.inbox.put_note(Note(Change.ASSIGNED, [tp.partition for tp in partitions]))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         note = Note(Change.REVOKED, [tp.partition for tp in partitions])
+        self.assigned = self.assigned - set(note.partitions)
         self.inbox.put_note(note)
         if not self._stopping.is_set() and not note.settled.wait(self.revoke_wait_s):
             log.warning("partitions %s handed back before the loop settled them", note.partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned = self.assigned - {tp.partition for tp in partitions}
         self.inbox.put_note(Note(Change.LOST, [tp.partition for tp in partitions]))
 
 

@@ -10,11 +10,19 @@ After each transaction the lifecycle follows the apply step's verdict (:meth:`Li
 a claim committed activates p; an aborted or out-of-order one resyncs it (restores it from the
 log, same epoch); a refused one does so after a hold that grows with the refusals in a row
 (``loop/refusals.py``); a fenced one steps p down, and one that failed while handing back drops it.
+One whose producer failed for good without a fence (``ProducerFailedError``) sets p up again
+(:meth:`Lifecycle.recreate`): its store and producer are let go at once and, if the group still
+assigns p here, p starts over as assigned (a new producer, whose initialisation settles the dead
+one's transaction; a restore; a claim of the next epoch), reading its commands again from the
+group's committed offset, after a delay that doubles with the set-ups in a row
+(``loop/resetups.py``: 0.5 s up to 30 s; a partition active a minute starts again at 0.5 s).
 
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
-until p's handlers are done or the grace period ends; then p is CLOSED (checkpointed first,
-if it folded enough: ``loop/checkpointing.py``) and the rebalance callback waiting for it is
-released. A fenced or lost partition is dropped at once.
+until p's handlers are done or the grace period ends; the attempts still running then are
+re-queued by p's owner itself, saying why (``JobRequeued reason=handover|owner_stopped``,
+``loop/orphans.py``: no attempt counted, and the next owner starts them at once); then p is
+CLOSED (checkpointed first, if it folded enough: ``loop/checkpointing.py``) and the rebalance
+callback waiting for it is released. A fenced or lost partition is dropped at once.
 
 Nothing here calls back into the engine: what the loop reports on is recorded here for it
 to take (:meth:`Lifecycle.take_changed`), or returned (:meth:`Lifecycle.restore`: the records a
@@ -30,12 +38,12 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import Emit
+from engine.domain.decide import DecideContext, Emit, RequeueReason
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.kafka import Consumer
-from engine.runtime.loop import orphans, refusals
+from engine.runtime.loop import orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
@@ -59,8 +67,10 @@ class Lifecycle:
 
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
-                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None):
+                 bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
+                 base_ctx: DecideContext = orphans.NO_POLICIES):
         self.settings, self.owner_id = settings, owner_id
+        self.base_ctx = base_ctx  # the task policies a re-queue decides with (max_lost)
         self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.reader, self.events = reader, events
         self.board, self.poison, self.windows, self.grace_s = board, poison, windows, grace_s
@@ -68,6 +78,9 @@ class Lifecycle:
         self.partitions: dict[int, Partition] = {}
         self.timers: dict[int, PartitionTimers] = {}
         self._notes: list[Note] = []
+        self._resetups: dict[int, int] = {}  # set-ups in a row after a producer failed unfenced (loop/resetups.py)
+        self._active_since: dict[int, float] = {}  # when each partition last became active (monotonic)
+        self._own_epochs: dict[int, set[int]] = {}  # the epochs this process held each partition at (activated)
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
@@ -88,15 +101,16 @@ class Lifecycle:
             log.info("assigned partitions %s", note.partitions)
         elif note.change is Change.REVOKED:
             log.info("revoking partitions %s", note.partitions)
-            self.revoke(note.partitions, self.grace_s)
+            self.revoke(note.partitions, self.grace_s, RequeueReason.HANDOVER)
             self._notes.append(note)
         else:
             for p in note.partitions:
                 self.drop(p, "lost")
         self.changed = True
 
-    def revoke(self, numbers: list[int], grace_s: float) -> None:
-        """Stop taking work for ``numbers``; they close once their handlers are done or ``grace_s`` passed."""
+    def revoke(self, numbers: list[int], grace_s: float, reason: RequeueReason) -> None:
+        """Stop taking work for ``numbers``; they close once their handlers are done or ``grace_s`` passed (what
+        still runs then is re-queued with ``reason``)."""
         deadline = time.monotonic() + grace_s
         for p in numbers:
             partition = self.partitions.get(p)
@@ -105,7 +119,7 @@ class Lifecycle:
             if partition.state is State.ACTIVE or (partition.writing is not None and partition.state is not
                                                    State.REVOKING):
                 partition.move(State.REVOKING)  # a transaction under way (a claim, say) ends first
-                partition.revoke_deadline = deadline
+                partition.revoke_deadline, partition.revoke_reason = deadline, reason
             elif partition.state is not State.REVOKING:
                 self.close(p)
         self.reader.pause(numbers)
@@ -155,6 +169,7 @@ class Lifecycle:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
         (``loop/orphans.py``)."""
         partition.move(State.ACTIVE)
+        self._active_since[partition.number] = time.monotonic()
         store, draft = partition.store, partition.draft
         draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
         for record in all_breakers(store):
@@ -163,7 +178,11 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        orphans.requeue(draft, orphans.orphaned(running_jobs(store), draft.epoch), self.poison, now)
+        theirs, mine = orphans.ours(running_jobs(store), self._own_epochs.setdefault(partition.number, set()))
+        orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
+        orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
+                        RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
+        self._own_epochs[partition.number].add(draft.epoch)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
@@ -181,6 +200,8 @@ class Lifecycle:
                 self.activate(partition, now)
         elif step.next is Next.DROP:
             self.drop(partition.number, step.why)
+        elif step.next is Next.RECREATE:
+            self.recreate(partition, step.why)
         elif step.next is Next.BACK_OFF:
             self.resync(partition, None, step.rewind, refusals.refused(partition, error))
         else:
@@ -225,23 +246,62 @@ class Lifecycle:
         else:
             self.resync(partition, "store wiped", rewind)
 
+    # --- a producer that failed without a fence -----------------------------------------------
+
+    def recreate(self, partition: Partition, why: str) -> None:
+        """``partition``'s producer failed for good but no one fenced it: let its store and producer go, and take
+        it again as newly assigned if the group still assigns it here (a revocation whose note still waits has
+        taken it out of ``reader.assigned`` already)."""
+        p, now = partition.number, time.monotonic()
+        self._resetups[p] = count = resetups.in_a_row(self._resetups.get(p, 0), now - self._active_since.get(p, now))
+        delay = resetups.delay_s(count)
+        log.warning("partition %d: %s; setting it up again with a new producer in %.1f s (epoch %d ends here; "
+                    "set-up %d in a row)", p, why, delay, partition.epoch, count)
+        self.reader.pause([p])
+        self.partitions.pop(p, None)
+        partition.draft.forget()
+        self._release(partition)
+        _close_quietly(partition)
+        partition.state = State.CLOSED  # this episode is over; a new Partition takes p again
+        self.changed = True
+        if p not in self.reader.assigned:
+            log.info("partition %d: not set up again: the group no longer assigns it here", p)
+            return
+        again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
+        again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
+        self.taking.defer(p, now + delay)
+
     # --- giving back ------------------------------------------------------------------------
 
-    def settle_revoking(self, in_flight: Callable[[int], int]) -> None:
-        """Close revoking partitions whose handlers are done (or whose grace ran out); release waiting notes."""
+    def settle_revoking(self, in_flight: Callable[[int], int], now_us: int) -> None:
+        """Close revoking partitions whose handlers are done; where the grace ran out, re-queue what still runs
+        first (``loop/orphans.py``, stamped ``now_us``); release waiting notes."""
         now = time.monotonic()
         for partition in [p for p in self.partitions.values() if p.state is State.REVOKING]:
             if partition.draft.staged or partition.writing is not None or partition.inbound.results:
                 continue  # its last decisions are still being written
-            if not in_flight(partition.number) or now >= partition.revoke_deadline:
+            if in_flight(partition.number) and now < partition.revoke_deadline:
+                continue
+            if not self._handed_back(partition, now_us):
                 self.close(partition.number)
         for note in [n for n in self._notes if not any(p in self.partitions for p in n.partitions)]:
             note.settled.set()
             self._notes.remove(note)
 
+    def _handed_back(self, partition: Partition, now_us: int) -> bool:
+        """Re-queue, once, the jobs still running under ``partition``'s epoch; whether that staged anything (to be
+        written before the partition closes)."""
+        if partition.handed_back or partition.store is None:
+            return False
+        partition.handed_back = True
+        running = [job_id for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
+        reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
+        return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us, self.base_ctx))
+
     def close(self, p: int) -> None:
         """Release partition ``p`` after a clean hand-over."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)  # a later owner re-queues what still runs: held again, it is another's
         if partition is None:
             return
         if self.checkpointer is not None:
@@ -266,6 +326,7 @@ class Lifecycle:
     def drop(self, p: int, why: str) -> None:
         """Forget partition ``p`` at once (lost or fenced): no more writes, ever, from this holder."""
         partition = self.partitions.pop(p, None)
+        self._own_epochs.pop(p, None)
         if partition is None:
             return
         partition.draft.forget()
@@ -288,3 +349,17 @@ class Lifecycle:
         self.taking.close()
         for note in self._notes:
             note.settled.set()
+
+
+def _close_quietly(partition: Partition) -> None:
+    """Close a failed producer: what it still queued is purged; its open transaction is aborted if it still can
+    be, or else by the next producer's initialisation."""
+    producer = partition.producer
+    partition.producer = None
+    if producer is None:
+        return
+    try:
+        producer.purge()
+        producer.close()
+    except Exception as e:  # noqa: BLE001 - it failed for good already: its replacement settles the rest
+        log.debug("partition %d: closing the failed producer: %s", partition.number, e)

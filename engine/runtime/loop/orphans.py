@@ -1,9 +1,15 @@
-"""The orphans step: jobs left running by an older epoch are put back in their queues (at-least-once).
+"""The orphans step: jobs left running are put back in their queues (at-least-once), saying why.
 
 When a partition becomes active under a new epoch, the attempts an older epoch started may
 never report (their owner is gone, or its results no longer count: ``engine.domain.fence``).
-The step takes the draft and those jobs and stages a ``RequeueOrphan`` decision for each; a
-job the decision raises for is set aside by the poison desk. It returns the events staged.
+The step takes the draft and those jobs and stages a ``RequeueOrphan`` decision for each
+(``JobRequeued reason=owner_lost``; a job lost more often than its task type's ``max_lost`` is
+dead-lettered instead, ``owner_lost_repeatedly``; the attempts of an epoch this very process held
+before it replaced a failed producer are ``producer_reset``: :func:`ours`). At a planned
+hand-back the owner does it itself for the attempts of its own epoch that outlived the grace
+period (:func:`hand_back`: ``owner_stopped`` or ``handover``), so the next owner starts them at
+once and knows why. A job a decision raises for is set aside by the poison desk. Each returns
+the events staged.
 """
 
 from __future__ import annotations
@@ -13,9 +19,12 @@ from collections.abc import Iterable
 
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, RequeueOrphan
+from engine.domain.decide import DecideContext, HandBack, Input, RequeueOrphan, RequeueReason
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.poison import PoisonDesk
+
+NO_POLICIES = DecideContext(0)
+"""A base context with no task policies: every task type gets the default one (tests, tools)."""
 
 log = logging.getLogger("epochq.lifecycle")
 
@@ -25,15 +34,45 @@ def orphaned(running: Iterable[tuple[str, int]], epoch: int) -> list[str]:
     return [job_id for job_id, started in running if fence.older(started, epoch)]
 
 
-def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int) -> list[m.Event]:
-    """Decide ``RequeueOrphan`` for each of ``orphans`` into ``draft``; the events staged, in order."""
-    ctx = DecideContext(now, draft.epoch)
+def ours(running: Iterable[tuple[str, int]], own: set[int]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """``running`` split: the jobs started under an epoch of another owner (or process), and those started under one
+    of ``own``, the epochs this process held the partition at (its producer was replaced since). Pure."""
+    pairs = list(running)
+    return [p for p in pairs if p[1] not in own], [p for p in pairs if p[1] in own]
+
+
+def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,
+            base: DecideContext = NO_POLICIES, reason: RequeueReason = RequeueReason.OWNER_LOST) -> list[m.Event]:
+    """Decide ``RequeueOrphan`` for each of ``orphans`` into ``draft`` with ``base``'s task policies (a job lost more
+    than its ``max_lost`` is dead-lettered instead); the events staged, in order."""
+    staged = _decide_each(draft, [(job_id, RequeueOrphan(job_id, reason)) for job_id in orphans], poison, now, base)
+    dead = [e.job_id or "" for e in staged if isinstance(e.body, m.JobDeadLettered)]
+    if len(orphans) > len(dead):
+        log.info("partition %d: requeued %d jobs left running by epoch < %d (%s)", draft.number,
+                 len(orphans) - len(dead), draft.epoch, reason.value)
+    if dead:
+        log.warning("partition %d: dead-lettered %d job(s) whose engine died more often than their max_lost allows "
+                    "while running them (owner_lost_repeatedly): %s", draft.number, len(dead), ", ".join(dead[:5]))
+    return staged
+
+
+def hand_back(draft: Draft, running: list[str], reason: RequeueReason, poison: PoisonDesk,
+              now: int, base: DecideContext = NO_POLICIES) -> list[m.Event]:
+    """Decide ``HandBack`` for each of ``running`` (jobs running in the partition) into ``draft``: the attempts this
+    owner started go back to their queue with ``reason``; the events staged, in order."""
+    staged = _decide_each(draft, [(job_id, HandBack(job_id, reason)) for job_id in running], poison, now, base)
+    if staged:
+        log.info("partition %d: handed back %d running job(s) past the grace period (%s)", draft.number,
+                 len(staged), reason.value)
+    return staged
+
+
+def _decide_each(draft: Draft, inputs: list[tuple[str, Input]], poison: PoisonDesk, now: int,
+                 base: DecideContext) -> list[m.Event]:
+    ctx = draft.context(base, now)
     before = len(draft.staged.events)
-    for job_id in orphans:
-        error = draft.attempt(draft.decide, job_id, RequeueOrphan(job_id), ctx)
+    for job_id, given in inputs:
+        error = draft.attempt(draft.decide, job_id, given, ctx)
         if error is not None:
             poison.job(draft, job_id, error, ctx, "requeue")
-    if orphans:
-        log.info("partition %d: requeued %d jobs left running by epoch < %d", draft.number, len(orphans),
-                 draft.epoch)
     return draft.staged.events[before:]

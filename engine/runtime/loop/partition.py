@@ -142,6 +142,8 @@ class Partition:
         self.refusals = 0  # transactions refused in a row for want of an ACL (engine/runtime/loop/refusals.py)
         self.accept_tag = 0  # command batches the reader tagged below this are stale (before a seek)
         self.revoke_deadline = 0.0
+        self.revoke_reason = ""  # why it is given back: owner_stopped (SIGTERM) or handover (a rebalance)
+        self.handed_back = False  # the attempts that outlived the grace period are re-queued (loop/orphans.py)
         self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
 
     @property

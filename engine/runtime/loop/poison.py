@@ -59,7 +59,8 @@ class PoisonDesk:
         job = draft.job(job_id) if job_id else None
         if job is None:
             return
-        emits = told(job, _dead_letter(job.job_id, job.tenant_id, job.state, job.attempt, describe(error)), ctx.now)
+        emits = told(job, _dead_letter(job.job_id, job.tenant_id, job.state, job.counted_attempts(), describe(error)),
+                     ctx.now)
         if emits and draft.attempt(draft.take, emits, ctx.now) is not None:
             log.error("partition %d: job %s could not be dead-lettered either; it stays %s",
                       draft.number, job_id, job.state)

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from engine.config import Settings
 from engine.runtime import checkpoints, kafka
+from engine.runtime.kafka.admin import log_identity
 from engine.runtime.loop.partition import Partition
 from engine.runtime.kafka import Consumer, Producer
 
@@ -38,12 +39,14 @@ def side_by_side(fn: Callable[[int], T], numbers: Iterable[int]) -> dict[int, T 
 
 
 class Preparer:
-    """Per assignment of a partition: its checkpoint loaded once (if its store is empty), its producer made early."""
+    """Per assignment of a partition: its store checked against the log (``projections.identity``) and its
+    checkpoint loaded once (if its store is empty), its producer made early."""
 
     def __init__(self, settings: Settings, holder: str, events: Consumer):
         self.settings, self.holder, self.events = settings, holder, events
         self.seeded: set[int] = set()
         self.producers: dict[int, Producer] = {}
+        self.identity: str | None = None  # of the events topic's log, asked once per instance
 
     def prepare(self, partitions: list[Partition], may_seed: Callable[[int], bool]) -> dict[int, Exception]:
         """Seed the stores not seeded yet, then make the producers not made yet; the errors, by partition."""
@@ -52,10 +55,12 @@ class Preparer:
         errors: dict[int, Exception] = {}
         if unseeded:
             try:
+                identity = self.log_identity()
                 ends = kafka.end_offsets(self.events, self.settings.events_topic, unseeded)
             except Exception as e:  # noqa: BLE001 - a broker away: every one of them is tried again
                 return {n: e for n in unseeded}
-            seeded = side_by_side(lambda n: checkpoints.seed(self.settings, n, self.holder, ends[n]), unseeded)
+            seeded = side_by_side(lambda n: checkpoints.seed(self.settings, n, self.holder, ends[n], identity),
+                                  unseeded)
             for n, loaded in seeded.items():
                 if isinstance(loaded, Exception):
                     errors[n] = loaded
@@ -70,6 +75,12 @@ class Preparer:
             else:
                 self.producers[n] = made
         return errors
+
+    def log_identity(self) -> str:
+        """The identity of the events topic's log (asked of the cluster the first time)."""
+        if self.identity is None:
+            self.identity = log_identity(self.settings, self.settings.events_topic)
+        return self.identity
 
     def producer(self, p: int) -> Producer:
         """The producer made for ``p`` (made now if none was)."""

@@ -2,7 +2,8 @@
 
 Taking partition p: take p's store lock and open the store (the instance p came from, a
 standby or a rebuild in another process may still hold it: wait, trying again every
-SETUP_RETRY_S and saying so in the log every LOCKED_LOG_S), initialise p's transactional
+SETUP_RETRY_S and saying so in the log every LOCKED_LOG_S), wipe it if it was folded from
+another log (``projections.identity``: a cluster or a topic made again), initialise p's transactional
 producer (this fences any zombie; ``loop/prepare.py`` does several side by side), then fold
 ``events`` p into the store up to its end (a process of its own does it when the lag is long:
 ``loop/bulk.py``). :meth:`Restoring.feed` returns the partitions now caught up, and those whose
@@ -81,6 +82,10 @@ class Restoring:
                 log.info("partition %d: not ready yet (%s); trying again", partition.number, e)
                 self._retry_at[partition.number] = time.monotonic() + SETUP_RETRY_S
 
+    def defer(self, p: int, until: float) -> None:
+        """Set partition ``p`` up no sooner than ``until`` (monotonic)."""
+        self._retry_at[p] = max(until, self._retry_at.get(p, 0.0))
+
     def _in_bulk(self, p: int) -> bool:
         """Whether a restore process holds ``p``'s store: one running, or one started now for a long lag."""
         bulk = self.bulk
@@ -106,6 +111,7 @@ class Restoring:
     def _set_up(self, partition: Partition) -> None:
         p = partition.number
         store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
+        store.bind(self.preparer.log_identity())  # checked against the log when seeded: it records it now
         try:
             producer = self.preparer.producer(p)
         except Exception:

@@ -13,7 +13,8 @@ A copy holds its store's lock (projections/lock.py) as long as it has the store 
 of each tick (``budget_s``); a partition it is assigned is handed over (its pending batch
 committed, its store closed and its lock let go) before the owner takes the lock and opens
 it. A store whose lock someone else holds (an owner in another process of the same state
-directory, a rebuild) is tried again every RETRY_S.
+directory, a rebuild) is tried again every RETRY_S. A copy folded from another log (a cluster or a topic made
+again: ``projections.identity``) is wiped when it is opened, and follows the log from offset 0.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from engine.config import Settings
 from engine.errors import ProjectionCorruptedError, StoreLockedError
 from engine.runtime import kafka
 from engine.runtime.kafka import Consumer, TopicPartition
+from engine.runtime.kafka.admin import log_identity
+from projections.identity import matched
 from projections.lock import holder_name
 from projections.profile import owner_profile
 from projections.restore import Restorer
@@ -54,6 +57,7 @@ class Standbys:
         self.topic = settings.events_topic
         self.all = set(range(partitions))
         self.copies: dict[int, Copy] = {}
+        self.identity: str | None = None  # of the events topic's log, asked once
         self._retry_at: dict[int, float] = {}
 
     def follow(self, held: set[int]) -> None:
@@ -96,6 +100,7 @@ class Standbys:
 
     def _open(self, p: int) -> None:
         try:
+            identity, end = self._log_identity(), kafka.end_offsets(self.consumer, self.topic, [p])[p]
             store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         except StoreLockedError as e:  # an owner in another process, or a rebuild: try again later
             log.debug("partition %d: standby copy not opened (%s)", p, e)
@@ -105,7 +110,13 @@ class Standbys:
             log.warning("partition %d: standby copy not opened (%s)", p, e)
             self._retry_at[p] = time.monotonic() + RETRY_S
             return
-        self._follow(p, store)
+        self._follow(p, matched(store, identity, end, f"partition {p} (standby copy)"))
+
+    def _log_identity(self) -> str:
+        """The identity of the events topic's log (asked of the cluster the first time)."""
+        if self.identity is None:
+            self.identity = log_identity(self.settings, self.topic)
+        return self.identity
 
     def _follow(self, p: int, store: ProjectionStore) -> None:
         restorer = Restorer(store, self.topic, p, profile=owner_profile(self.settings))

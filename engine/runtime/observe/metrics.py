@@ -71,7 +71,7 @@ class EngineMetrics:
             m.JobSubmitted: self._submitted, m.JobStarted: self._started, m.JobSucceeded: self._succeeded,
             m.JobFailed: self._failed, m.JobRetryScheduled: self._retried,
             m.JobDeadLettered: self._dead_lettered, m.JobRejected: self._rejected_one,
-            m.CommandQuarantined: self._quarantined,
+            m.CommandQuarantined: self._quarantined, m.JobRequeued: self._requeued,
         }
 
     def _define_job_metrics(self) -> None:
@@ -89,6 +89,9 @@ class EngineMetrics:
                                 ("task_type", "lane", "reason"), registry=r)
         self.quarantined = Counter("epochq_commands_quarantined_total", "CommandQuarantined events applied",
                                    registry=r)
+        self.requeued = Counter("epochq_jobs_requeued_total", "JobRequeued events applied: attempts given up and "
+                                "run again, not counted toward max_attempts, by reason", ("task_type", "reason"),
+                                registry=r)
         self.processing = Histogram("epochq_job_processing_seconds", "Handler run time of finished attempts",
                                     ("task_type",), buckets=PROCESSING_BUCKETS, registry=r)
         self.lateness = Histogram("epochq_job_lateness_seconds", "JobStarted time minus the time the job was due",
@@ -116,6 +119,9 @@ class EngineMetrics:
                                       "claim's epoch (forged, or a zombie's)", ("kind",), registry=r)
         for kind in ("claim", "event"):  # present at 0 from the start: an alert rule sees the first one
             self.unknown_writes.labels(kind)
+        self.producer_resets = Counter("epochq_producer_resets_total", "Producers that failed for good without a "
+                                       "fence: each partition is set up again with a new one while the group still "
+                                       "assigns it here", registry=r)
         self.rebalances = Counter("epochq_rebalances_total", "Partition assignments and revocations seen", registry=r)
         self.tick_seconds = Histogram("epochq_tick_seconds", "Time one loop tick spends in a step: decide (commands, "
                                       "results, timers, dispatch), write (the transactions), apply (store commits)",
@@ -214,6 +220,10 @@ class EngineMetrics:
             child = self._rejected[key] = self.rejected.labels(task_type, NO_LANE, body.reason)
         child.inc()
 
+    def _requeued(self, event: m.Event, job: JobView | None) -> None:
+        reason = getattr(event.body, "reason", "") or UNKNOWN  # a RequeueReason: bounded
+        self.requeued.labels(job.task_type if job is not None else UNKNOWN, reason).inc()
+
     def _quarantined(self, event: m.Event, job: JobView | None) -> None:
         self.quarantined.inc()
 
@@ -300,6 +310,10 @@ class EngineMetrics:
     def producer_fenced(self) -> None:
         """Count one write the broker refused because a newer owner fenced our producer."""
         self.fenced_writes.inc()
+
+    def producer_recreated(self) -> None:
+        """Count one producer that failed for good, unfenced (its partition is set up again, if still assigned here)."""
+        self.producer_resets.inc()
 
     # --- serving ---------------------------------------------------------------------------
 

@@ -87,7 +87,8 @@ class Worker:
         topic = dispatch_topic(settings.namespace, pool)
         ensure_dispatch_topic(settings, topic)
         self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}")
-        self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings))
+        self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings),
+                                 namespace=settings.namespace)
         self.results = kafka.command_producer(settings)
         self.signer = client_signer(settings)
         self.beats = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})

@@ -2,10 +2,11 @@
 
 The consumer joins no group and commits no offset: its position in partition p is p's view
 store's applied offset (+1), written with the folded state in one WriteBatch, so a restart
-goes on where the store ended. Records are folded by the one restorer (``projections.restore``)
-with the full fold, then retention (``projections.retention``) runs inside the same step, so a
-rebuild from offset 0 reaches the same bytes. Stores commit every COMMIT_RECORDS records or
-COMMIT_S seconds, whichever comes first, so the view trails the log by a fraction of a second.
+goes on where the store ended (unless the store was folded from another log, a cluster or a
+topic made again: it is wiped then, ``projections.identity``). Records are folded by the one
+restorer (``projections.restore``) with the full fold, then retention (``projections.retention``)
+runs inside the same step, so a rebuild from offset 0 reaches the same bytes. Stores commit every
+COMMIT_RECORDS records or COMMIT_S seconds, whichever comes first, so the view trails the log by a fraction of a second.
 
 A partition's applied offset moves past the transaction markers the consumer has read past
 (they carry nothing to fold), so a caught-up view shows no lag.
@@ -27,8 +28,10 @@ from engine.contract import messages as m
 from engine.errors import ProjectionCorruptedError, RetryableError
 from engine.runtime import kafka
 from engine.runtime.kafka import Consumer, TopicPartition
+from engine.runtime.kafka.admin import log_identity
 from engine.runtime.kafka.errors import is_end_of_partition
 from projections.evolve import Folded
+from projections.identity import matched
 from projections.lock import StoreLock, holder_name
 from projections.restore import Restorer
 from projections.retention import Retention
@@ -68,6 +71,7 @@ class ViewFollower:
         self.root = view_root(settings.state_dir, settings.namespace)
         self.consumer: Consumer = kafka.events_reader(settings, "view", fetch_wait_ms=50)
         self.followed: dict[int, Followed] = {}
+        self.identity: str | None = None  # of the events topic's log, asked once
         self.stopping = threading.Event()
         self._committed_at = time.monotonic()
         self._pending = 0
@@ -102,10 +106,19 @@ class ViewFollower:
         """Follow the partitions of the events topic not followed yet (TopicMismatchError when it is missing)."""
         partitions = kafka.topic_partitions(self.consumer, self.topic, "read")
         new = [p for p in partitions if p not in self.followed]
+        if new:
+            identity, ends = self._log_identity(), kafka.end_offsets(self.consumer, self.topic, new)
         for p in new:
-            self._follow(p, open_store(view_store_path(self.settings.state_dir, self.settings.namespace, p)))
+            store = open_store(view_store_path(self.settings.state_dir, self.settings.namespace, p))
+            self._follow(p, matched(store, identity, ends[p], f"view: partition {p}"))
         if new and self.followed.keys() != set(new):
             log.info("view: following new partition(s) %s", ",".join(map(str, new)))
+
+    def _log_identity(self) -> str:
+        """The identity of the events topic's log (asked of the cluster the first time)."""
+        if self.identity is None:
+            self.identity = log_identity(self.settings, self.topic)
+        return self.identity
 
     def step(self) -> int:
         """Fold what arrived (waiting a moment when nothing did); commit when due. How many records."""
@@ -167,7 +180,7 @@ class ViewFollower:
     def _follow(self, p: int, store: ProjectionStore) -> None:
         retention = Retention(self.keep_finished_us)
         restorer = Restorer(store, self.topic, p, commit_every=COMMIT_RECORDS)
-        followed = Followed(store, restorer, newest_us=_seen(self.root).get(p, 0))
+        followed = Followed(store, restorer, newest_us=_seen(self.root).get(p, 0) if restorer.next_offset else 0)
 
         def folded(event: m.Event, result: Folded) -> None:
             followed.newest_us = max(followed.newest_us, event.occurred_at)

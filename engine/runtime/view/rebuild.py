@@ -17,6 +17,7 @@ from pathlib import Path
 from engine.config import Settings
 from engine.runtime import kafka
 from engine.runtime.kafka import KafkaLog
+from engine.runtime.kafka.admin import log_identity
 from engine.runtime.view.follow import view_holder
 from projections.lock import StoreLock
 from projections.rebuild import LogReader, Verification, compare
@@ -26,10 +27,13 @@ from projections.store import ProjectionStore, open_store, view_root, view_store
 
 
 def fold_view(log: LogReader, topic: str, partition: int, path: Path, stop: int, keep_us: int,
-              committed: bool = False) -> ProjectionStore:
-    """Fold ``topic[partition]`` from offset 0 up to ``stop`` into a new view store at ``path``."""
+              committed: bool = False, identity: str | None = None) -> ProjectionStore:
+    """Fold ``topic[partition]`` from offset 0 up to ``stop`` into a new view store at ``path`` (which records the
+    log's ``identity``, if given)."""
     shutil.rmtree(path, ignore_errors=True)
     store = open_store(path)
+    if identity is not None:
+        store.bind(identity)
     retention = Retention(keep_us)
     restorer = Restorer(store, topic, partition, on_folded=lambda e, f: retention.after(restorer.batch, e, f))
     restorer.feed(log.records(topic, partition, 0, stop, committed))
@@ -44,11 +48,12 @@ def rebuild_view(settings: Settings, keep_finished_s: float) -> dict[int, int]:
     root = view_root(settings.state_dir, settings.namespace)
     out: dict[int, int] = {}
     with StoreLock.acquire(root, view_holder() + " rebuild"), KafkaLog(settings, "view-rebuild") as log:
+        identity = log_identity(settings, settings.events_topic)
         for p in _partitions(settings):
             live = view_store_path(settings.state_dir, settings.namespace, p)
             staging = live.with_name(live.name + ".rebuild")
             store = fold_view(log, settings.events_topic, p, staging, log.end_offset(settings.events_topic, p),
-                              round(keep_finished_s * 1e6))
+                              round(keep_finished_s * 1e6), identity=identity)
             out[p] = store.applied_offset()
             store.close()
             shutil.rmtree(live, ignore_errors=True)

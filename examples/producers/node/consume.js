@@ -16,6 +16,7 @@ const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const avro = require('avsc');
+const { crc64Avro } = require('./fingerprint');
 const { CompressionCodecs, CompressionTypes, Kafka, logLevel } = require('kafkajs');
 const lz4 = require('lz4js');
 
@@ -131,8 +132,22 @@ async function loadSchemas(kafka, namespace, resolver) {
   await readAll(kafka, `${namespace}.schemas`, async (_partition, message) => {
     const key = message.key.toString('utf8');
     if (message.value === null) resolver.writers.delete(key);
-    else resolver.writers.set(key, message.value.toString('utf8'));
+    else if (genuine(key, message.value.toString('utf8'))) resolver.writers.set(key, message.value.toString('utf8'));
+    else console.error(`ignored the schema under key ${key} of ${namespace}.schemas: its text does not have that fingerprint`);
   });
+}
+
+// Whether a schema text really has the fingerprint of its key in <ns>.schemas (little-endian hex of the
+// CRC-64-AVRO of its Parsing Canonical Form: avsc's schema() without options): anyone who may write the
+// topic could put any text under any key. The newest genuine entry of a key is the one kept.
+function genuine(key, text) {
+  try {
+    const le = Buffer.alloc(8);
+    le.writeBigUInt64LE(crc64Avro(JSON.stringify(avro.Type.forSchema(JSON.parse(text), { wrapUnions: true }).schema())));
+    return le.toString('hex') === key;
+  } catch (_err) {
+    return false;
+  }
 }
 
 async function main() {

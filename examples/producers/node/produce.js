@@ -14,20 +14,8 @@ const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const avro = require('avsc');
+const { crc64Avro } = require('./fingerprint');
 const { Kafka, Partitioners, logLevel } = require('kafkajs');
-
-// CRC-64-AVRO (Rabin), as in the Avro specification; written little-endian into the header.
-const EMPTY = 0xc15d213aa4d7a795n;
-const TABLE = Array.from({ length: 256 }, (_, i) => {
-  let fp = BigInt(i);
-  for (let j = 0; j < 8; j++) fp = (fp >> 1n) ^ (EMPTY & -(fp & 1n));
-  return fp;
-});
-function crc64Avro(text) {
-  let fp = EMPTY;
-  for (const byte of Buffer.from(text, 'utf8')) fp = (fp >> 8n) ^ TABLE[Number((fp ^ BigInt(byte)) & 0xffn)];
-  return fp;
-}
 
 // The newest schemas/vN/command.avsc: what the engine reads (it also reads every older version).
 function latestCommandSchema(root) {

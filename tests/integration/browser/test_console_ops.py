@@ -237,7 +237,7 @@ def test_the_overview_charts_each_task_types_throughput_and_failures(stack: Stac
     assert stack.client.submit("echo", {"n": 1}, tenant=owner).wait(30).status == "completed"
     assert stack.client.submit("email.send", {}, tenant=owner).wait(30).status == "dead"
     echo = page.locator('#throughput figure[data-task-type="echo"] svg')
-    failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.failed title')
+    failing = page.locator('#throughput figure[data-task-type="email.send"] svg rect.bar.dead title')
 
     def drawn() -> bool:  # reloaded until the view has folded both jobs (the page is drawn from it)
         page.goto(stack.url + "/")
@@ -246,7 +246,7 @@ def test_the_overview_charts_each_task_types_throughput_and_failures(stack: Stac
     eventually(drawn, 30, "both task types charted", every=0.5)
     expect(echo.locator("rect.bar.ok")).to_have_count(18 + 1, timeout=15_000)  # 3 h of 10 min, and the legend
     expect(echo.locator("rect.bar.ok title").last).to_contain_text(re.compile(r"[1-9]\d* succeeded"))
-    expect(failing.last).to_contain_text(re.compile(r"[1-9]\d* failed"))
+    expect(failing.last).to_contain_text(re.compile(r"[1-9]\d* dead-lettered"))
     shoot(page, "overview-throughput", full_page=True)
 
 

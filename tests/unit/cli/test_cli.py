@@ -77,6 +77,18 @@ def test_an_unexpected_exception_is_one_line_and_status_70(capsys: pytest.Captur
     assert err[0].startswith("epochq: error: internal error: ValueError: Expected non-empty")
 
 
+@pytest.mark.parametrize("argv", [["console", "--port", "99999"], ["console", "--port", "-1"],
+                                  ["engine", "run", "app:app", "--console-port", "70000"],
+                                  ["engine", "run", "app:app", "--metrics-port", "0x50"]])
+def test_a_port_out_of_range_is_a_usage_error_naming_the_range(capsys: pytest.CaptureFixture[str],
+                                                                argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"{argv[-2]}: expected a port from 1 to 65535, got "
+                                                            f"{argv[-1]!r}")
+
+
 def test_asked_partitions_and_replication_must_match_existing_topics() -> None:
     settings = load_settings(bootstrap="127.0.0.1:1", namespace="ns")
     infos = [TopicInfo("ns.commands", 6, 1, {}), TopicInfo("ns.events", 6, 1, {}), TopicInfo("ns.tenants", 1, 1, {})]
@@ -147,3 +159,20 @@ def test_history_names_the_trace_and_the_span_of_what_an_attempt_decided(monkeyp
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "trace 0af7651916cd43dd8448eb211c80319c"
     assert "[span" not in lines[2] and lines[3].endswith("JobSucceeded  [span 00f067aa0ba902b7]")
+
+
+@pytest.mark.parametrize(("flags", "named"), [
+    (["--partitions", "100000000"], "--partitions: must be from 1 to 1024, got 100000000"),
+    (["--partitions", "0"], "--partitions: must be from 1 to 1024, got 0"),
+    (["--slots", "NORMAL=10000000"], "--slots: NORMAL=10000000: must be a whole number of slots from 0 to 100000"),
+    (["--slots", "NORMAL=2.5"], "--slots: NORMAL=2.5: must be a whole number of slots from 0 to 100000"),
+    (["--weight", "acme=inf"], "--weight: acme=inf: must be a number from 1e-06 to 1e+06"),
+    (["--weight", "acme=0"], "--weight: acme=0: must be a number from 1e-06 to 1e+06"),
+    (["--rate", "send=2000000/s"], "--rate: send=2000000/s: must be from 1/d"),
+    (["--priority", "send=12"], "--priority: send=12: "),
+    (["--since", "1h", "--until", "2h"], "--until: must be after --since"),
+])
+def test_every_simulate_input_is_bounded_before_anything_is_read(capsys: pytest.CaptureFixture[str],
+                                                                  flags: list[str], named: str) -> None:
+    status, err = run(capsys, "simulate", "--bootstrap", "127.0.0.1:1", *flags)  # nothing listens there
+    assert status == 2 and len(err) == 1 and err[0].startswith(f"epochq: error: {named}"), err

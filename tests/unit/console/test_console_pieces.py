@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,19 +117,46 @@ def test_payloads_are_pretty_printed_when_json_and_durations_read_well() -> None
     assert [duration(s) for s in (5, 65, 3 * 3600 + 20 * 60)] == ["5 s", "1 min 5 s", "3 h 20 min"]
 
 
-def test_throughput_series_buckets_the_minutes_of_each_task_type() -> None:
+def test_a_job_page_lists_each_failed_attempt_with_its_traceback() -> None:
+    from engine.console.jobpage import attempt_errors
+
+    def failed(attempt: int, fenced: bool = False) -> dict[str, Any]:
+        return {"type": "JobFailed", "fenced": fenced, "at_us": attempt * 1000,
+                "detail": {"attempt": attempt, "error_type": "KeyError", "message": "'to'", "duration_us": 5,
+                           "traceback": f"Traceback ...\n  File \"app.py\", line {attempt}, in send\nKeyError: 'to'"}}
+
+    events = [{"type": "JobStarted", "fenced": False, "at_us": 0, "detail": {}}, failed(1), failed(2, fenced=True),
+              failed(3)]
+    shown = attempt_errors(None, events)
+    assert [a["attempt"] for a in shown] == [1, 3] and 'line 3, in send' in shown[-1]["traceback"]
+    job = replace(_dead("j", 10, "t", "e"), errors=(AttemptError(1, "KeyError", "'to'", "Traceback: in send", 5, 9),))
+    assert [a["traceback"] for a in attempt_errors(job, [])] == ["Traceback: in send"]  # no history read: the record
+
+
+def _tally(ok: int, failed: int, dead: int, kind: str = "send") -> Any:
     from collections import Counter
 
     from engine.questions.recent import Tally
 
-    def tally(ok: int, failed: int, dead: int) -> Tally:
-        return Tally({"send": Counter(succeeded=ok, failed=failed, dead=dead)})
+    return Tally({kind: Counter(succeeded=ok, failed=failed, dead=dead)})
 
-    minutes = {100: tally(1, 0, 0), 109: tally(2, 1, 0), 110: tally(4, 0, 1), 80: tally(9, 9, 9)}
+
+def test_throughput_series_buckets_the_minutes_of_each_task_type() -> None:
+    minutes = {100: _tally(1, 0, 0), 109: _tally(2, 1, 0), 110: _tally(4, 0, 1), 80: _tally(9, 9, 9)}
     series = throughput_series(minutes, end_minute=119, step_min=10, steps=3)
-    assert series == {"send": [(90, 0, 0), (100, 3, 1), (110, 4, 1)]}  # minute 80 is before the window
+    assert series == {"send": [(90, 0, 0), (100, 3, 0), (110, 4, 1)]}  # minute 80 is before the window
     svg = str(timeseries_svg([("01:40", 3, 1), ("01:50", 4, 1)], "send <b>"))
     assert svg.count('class="bar ok"') == 3 and "send &lt;b&gt;" in svg and "<b>" not in svg
+    assert "4 succeeded, 1 dead-lettered" in svg
+
+
+def test_a_job_that_failed_then_went_dead_is_charted_once() -> None:
+    """900 jobs of one attempt each, every one failed then dead-lettered: 900 dead letters, not 1,800 failures
+    (each job ended once: a failed attempt is the ending only through its dead letter)."""
+    minutes = {110: _tally(0, 900, 900), 111: _tally(5, 3, 0), 112: _tally(0, 4, 0, kind="retrying.only")}
+    series = throughput_series(minutes, end_minute=119, step_min=10, steps=3)
+    assert series == {"send": [(90, 0, 0), (100, 0, 0), (110, 5, 900)]}  # attempts retried end nothing yet
+    assert sum(ok + dead for _, ok, dead in series["send"]) == 905
 
 
 def test_task_type_rows_join_counts_pauses_limits_and_breakers() -> None:
@@ -160,3 +188,35 @@ def test_the_jobs_list_goes_back_by_the_trail_of_cursors_in_its_url() -> None:
     assert query(second["next"])["trail"] == [f"{FIRST},c1"]
     last = trail_links({}, [FIRST, "c1"], "c2", None)
     assert "next" not in last and query(last["prev"]) == {"cursor": ["c1"], "trail": [FIRST]}
+
+
+def test_a_stale_overview_is_shown_at_once_while_the_next_is_read_behind_it() -> None:
+    import threading
+    import time
+
+    from engine.console.reads import Cache
+
+    cache, gate = Cache(ttl_s=4.0, stale_s=15.0), threading.Event()
+    assert cache.get("overview", lambda: 1, renew_behind=True) == 1  # nothing kept: read in the request
+
+    def slow_read() -> int:
+        gate.wait(10)
+        return 2
+
+    cache._kept["overview"] = (time.monotonic() - 5, 1)  # past its ttl, within stale_s
+    assert cache.get("overview", slow_read, renew_behind=True) == 1  # answered while the read is held back
+    assert cache.get("overview", slow_read, renew_behind=True) == 1  # one renewal at a time
+    gate.set()
+    deadline = time.monotonic() + 10
+    while cache.get("overview", slow_read, renew_behind=True) != 2:
+        assert time.monotonic() < deadline, "the renewal never landed"
+    cache._kept["overview"] = (time.monotonic() - 60, 2)  # nobody looked for a minute: read before answering
+    assert cache.get("overview", lambda: 3, renew_behind=True) == 3
+
+
+def test_a_schedule_whose_task_type_is_paused_is_not_shown_healthy() -> None:
+    from engine.console.pages import schedule_state
+
+    assert schedule_state(True, "report", set()) == "enabled"
+    assert schedule_state(True, "report", {"report"}) == "task-paused"
+    assert schedule_state(False, "report", {"report"}) == "paused"

@@ -78,13 +78,21 @@ def test_an_operator_key_signs_for_any_tenant_but_never_an_engines_internal_comm
 
 
 def test_the_cli_says_refused_not_already_paused_when_the_signer_lacks_the_power(capsys) -> None:  # type: ignore[no-untyped-def]
-    from engine.cli.common import not_permitted
+    """The partitions' answers as the log gives them (a CommandRefused event each), folded as a waiter folds them."""
+    from engine.cli.common import refused
+    from engine.questions.logged import LoggedEvent
     from engine.questions.outcome import Outcome
+    from engine.questions.tally import tally
 
-    already = Outcome("tasktype:echo#0", reason="refused", error="PauseTaskType refused in state paused: already")
-    denied = Outcome("tasktype:echo#1", reason="refused",
-                     error="PauseTaskType refused in state unknown: unauthorized: an operator's command")
-    assert not not_permitted("pause echo", [already]) and capsys.readouterr().err == ""
-    assert not_permitted("pause echo", [already, denied])
-    assert capsys.readouterr().err == ("epochq: pause echo: refused in 1 of 2 partition(s): PauseTaskType refused in "
-                                       "state unknown: unauthorized: an operator's command\n")
+    def answered(n: int, state: str, reason: str) -> Outcome:
+        outcome = Outcome(f"tasktype:echo#{n}")
+        refusal = m.CommandRefused("PauseTaskType", state, reason)
+        outcome.apply(LoggedEvent(n, m.Event(f"e{n}", outcome.job_id, None, 1, "o", 0, refusal)))
+        return outcome
+
+    already = answered(0, "paused", "task type 'echo' is already paused")
+    denied = answered(1, "unknown", "unauthorized: an operator's command")
+    assert not refused("pause echo", tally([already])) and capsys.readouterr().err == ""
+    assert refused("pause echo", tally([already, denied]))
+    assert capsys.readouterr().err == ("epochq: pause echo: refused in 1 of 2 partition(s): unauthorized: "
+                                       "an operator's command\n")

@@ -7,24 +7,15 @@ from dataclasses import replace
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.domain.decide import (
-    AttemptFinished, CommandInput, DecideContext, Emit, ProgressReported, RequeueOrphan, Send, StartAttempt,
-    TaskPolicy,
+    AttemptFinished, CommandInput, Emit, ProgressReported, RequeueOrphan, Send, StartAttempt,
     TimerFired, decide,
 )
 from engine.domain.jobs import JobView, evolve
 from engine.domain.lifecycle import JobState
-from engine.domain.retry import RetryPolicy
+from tests.unit.factories import DECIDE_CTX as CTX
+from tests.unit.factories import DECIDE_NOW as NOW
 from tests.unit.factories import command, event, submit
-
-NOW = 10_000_000
-CTX = DecideContext(now=NOW, epoch=1, tasks={"email.send": TaskPolicy(RetryPolicy(3, 1.0, 10.0, 0.0))})
-
-
-def run(job: JobView | None, given: object, ctx: DecideContext = CTX) -> tuple[JobView | None, list[m.EventBody]]:
-    bodies = [e.body for e in decide(job, given, ctx)]  # type: ignore[arg-type]
-    for body in bodies:
-        job = evolve(job, event(body, "job-1", epoch=ctx.epoch, at=ctx.now))
-    return job, bodies
+from tests.unit.factories import decided as run
 
 
 def queued_job() -> JobView:
@@ -177,7 +168,7 @@ def test_orphan_requeued_only_under_a_newer_epoch() -> None:
     assert run(job, RequeueOrphan("job-1"))[1] == []
     newer = replace(CTX, epoch=2)
     job, bodies = run(job, RequeueOrphan("job-1"), newer)
-    assert bodies == [m.JobRequeued(1, 1)] and job.state is JobState.QUEUED
+    assert bodies == [m.JobRequeued(1, 1, "owner_lost")] and job.state is JobState.QUEUED
     job, (started,) = run(job, StartAttempt("job-1"), newer)
     assert started.attempt == 2
 

@@ -59,12 +59,13 @@ def test_stale_epoch_events_never_change_state(steps, data) -> None:  # type: ig
     with tempfile.TemporaryDirectory() as tmp:
         clean = folded(events, Path(tmp) / "a")
         dirty = folded(events + zombie, Path(tmp) / "b")
-    # history and the tenant index say where events are in the log, fenced ones too: not state
-    log_index = (k.HISTORY, k.TENANT_JOBS, b"m:offset")
+    # history, the tenant index and the counts of records set aside say what is in the log, fenced ones too: not state
+    log_index = (k.HISTORY, k.TENANT_JOBS, k.ASIDE, b"m:offset")
     state = lambda items: {key: v for key, v in items.items() if not key.startswith(log_index)}  # noqa: E731
     assert state(clean) == state(dirty)
     fenced = [v for key, v in dirty.items() if key.startswith(k.HISTORY) and v == FENCED.encode()]
     assert len(fenced) == sum(1 for e in zombie if e.job_id)
+    assert int(dirty.get(k.ASIDE + b"fenced", b"0")) == len(zombie)  # each one counted
 
 
 def test_offset_is_written_with_the_state(tmp_path: Path) -> None:

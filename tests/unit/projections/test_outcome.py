@@ -75,3 +75,41 @@ def test_the_projection_folds_a_refusal_into_the_history_only(tmp_path: Path) ->
     fields = ("state", "result", "errors", "dead_reason", "attempt", "finished_at", "tenant_id")
     assert [getattr(with_refusal[0], f) for f in fields] == [getattr(without[0], f) for f in fields]
     assert with_refusal[1].status == "completed" and with_refusal[1].error is None
+
+
+FORGED_RESULT = b'{"forged": true}'
+
+
+def forged_lives() -> dict[str, list[m.Event]]:
+    """Lives of job-1 with a forged record at the right epoch (anyone with WRITE on the log, an old engine), each
+    one the job's lifecycle forbids where the job stands: the owner's fold ignores it."""
+    queued = [claim(1), event(SUBMITTED), event(m.JobQueued("submitted"))]
+    done = [*queued, event(m.JobStarted(1, 1_000)), event(m.JobSucceeded(1, 50, b'{"ok": true}'))]
+    return {
+        "success for a queued job": [*queued, event(m.JobSucceeded(1, 5, FORGED_RESULT))],
+        "cancel after it completed": [*done, event(m.JobCancelled("forged"))],
+        "a second success": [*done, *[event(m.JobSucceeded(1, 5, FORGED_RESULT)) for _ in range(6)]],
+        "start after it completed": [*done, event(m.JobStarted(2, 2_000))],
+    }
+
+
+def test_a_reader_folds_a_job_s_events_as_the_owner_does_and_counts_what_it_ignores(tmp_path: Path) -> None:
+    for name, events in forged_lives().items():
+        outcome = outcome_of(events)
+        store = open_store(tmp_path / name.replace(" ", "-"))
+        batch = Batch(store)
+        verdicts = [fold(batch, ev, offset).status for offset, ev in enumerate(events)]
+        batch.commit()
+        job = read_job(store, "job-1")
+        assert job is not None
+        assert outcome.status == row_of(job, 0).status, name  # the reader and the owner's fold agree
+        assert outcome.result != {"forged": True}, name
+        assert outcome.ignored == verdicts.count("ignored") > 0, (name, verdicts)
+        store.close()
+
+
+def test_a_reader_that_starts_mid_life_applies_what_it_cannot_judge() -> None:
+    outcome = Outcome("job-1")
+    for offset, body in enumerate([m.JobStarted(1, 1_000), m.JobSucceeded(1, 50, b"1")]):
+        outcome.apply(LoggedEvent(offset, event(body)))
+    assert (outcome.status, outcome.result, outcome.ignored) == ("completed", 1, 0)

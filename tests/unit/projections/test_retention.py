@@ -87,3 +87,23 @@ def test_a_sparse_history_sweeps_once_a_minute_of_event_time_not_at_every_event(
     events = stream(["completed"] * 30, gap_us=5 * S)  # a job every 5 s: every event in a new second
     fold_view(events, tmp_path / "s", every=1000, keep_us=30 * 86_400 * S)
     assert 1 <= len(sweeps) <= 3, len(sweeps)  # 150 s of event time, a sweep a minute (each one reads the batch)
+
+
+def rejected(n: int, at: int) -> m.Event:
+    body = m.JobRejected("sms.sen", "unknown_task_type", "no handler")
+    return m.Event(f"r-{n}", f"rej-{n}", "acme", 1, "o", at, body)
+
+
+def test_a_rejected_submit_is_kept_by_the_view_and_leaves_after_keep_whatever_the_commit_points(
+        tmp_path: Path) -> None:
+    from projections.views.rejected import REJECTED, rejected_key, rejections
+
+    events = stream(["completed"] * 8)
+    events[3:3] = [rejected(0, S + 2 * S)]  # 25 s before the last event: it leaves
+    events[-2:-2] = [rejected(1, S + 20 * S)]  # within keep: it stays
+    whole = fold_view(events, tmp_path / "whole", every=len(events))
+    assert [key for key in whole if key.startswith(REJECTED)] == [rejected_key(S + 20 * S, "rej-1")]
+    (kept,) = rejections(iter((key, v) for key, v in whole.items() if key.startswith(REJECTED)))
+    assert (kept.job_id, kept.tenant, kept.task_type, kept.reason) == ("rej-1", "acme", "sms.sen", "unknown_task_type")
+    for every in (1, 2, 3, 5):
+        assert fold_view(events, tmp_path / f"cut{every}", every=every) == whole, every

@@ -97,3 +97,20 @@ def test_a_refused_produce_of_a_batch_names_the_job_it_was() -> None:
     fatal = KafkaError(KafkaError._FATAL, "producer failed for good", fatal=True)
     with pytest.raises(KafkaUnavailableError, match="^job j-2: the producer failed for good"):
         produce_each(Refusing(fatal), "t", [(b"v", b"j-2", None)], Deliveries())  # type: ignore[arg-type]
+
+
+def test_a_fatal_error_that_is_no_fence_is_a_failed_producer_and_a_fence_still_a_fence() -> None:
+    """A fatal error is a fence when it says so or does not say why; any other fatal error is a dead producer of
+    a partition still ours (the rehearsal's INVALID_TXN_STATE at EndTxn)."""
+    from engine.errors import PartitionLostError, ProducerFailedError
+
+    invalid = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction: Broker: Producer attempted a "
+                         "transactional operation in an invalid state", fatal=True)
+    failed = kafka.translate(KafkaException(invalid))
+    assert isinstance(failed, ProducerFailedError) and not isinstance(failed, PartitionLostError)
+    assert "INVALID_TXN_STATE" in str(failed)
+    for fence in (KafkaError(KafkaError.PRODUCER_FENCED, "producer fenced", fatal=True),
+                  KafkaError(KafkaError._FENCED, "fenced by a newer instance", fatal=True),
+                  KafkaError(KafkaError.INVALID_PRODUCER_EPOCH, "old epoch", fatal=True),
+                  KafkaError(KafkaError._FATAL, "Local: Fatal error", fatal=True)):  # no word of why: a fence
+        assert isinstance(kafka.translate(KafkaException(fence)), FencedError), fence

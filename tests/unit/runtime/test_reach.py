@@ -57,3 +57,37 @@ def test_a_listener_that_does_not_speak_kafka_is_not_a_broker(silent_listener: s
     with pytest.raises(KafkaUnavailableError, match=f"at {silent_listener}: connection closed"):
         check_reachable({"bootstrap.servers": silent_listener}, timeout=2)
     check_reachable({"bootstrap.servers": silent_listener, "security.protocol": "SSL"}, timeout=2)
+
+
+@pytest.fixture
+def mute_listener() -> Iterator[str]:
+    """A TCP listener that accepts connections and never answers nor closes them (a hung broker, a wrong port)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_a_listener_that_never_answers_is_not_reached(mute_listener: str) -> None:
+    assert connect_error(mute_listener, 1) == "no answer within 1 s"
+    with pytest.raises(KafkaUnavailableError) as e:
+        check_reachable({"bootstrap.servers": mute_listener}, timeout=1)
+    assert str(e.value).startswith(f"cannot reach Kafka at {mute_listener}: no answer within 1 s"), str(e.value)
+    with pytest.raises(KafkaUnavailableError, match=f"at {mute_listener}: no answer"):  # not remembered as reached
+        check_reachable({"bootstrap.servers": mute_listener}, timeout=1)

@@ -36,7 +36,46 @@ def test_rows_say_where_each_schema_appears() -> None:
     rows = {r.fingerprint: r for r in schemas.schema_rows(shipped, logged)}
     assert rows[shipped[0].key] == schemas.SchemaRow(shipped[0].key, "command", 1, True, True)
     assert rows[shipped[-1].key].in_log is False and rows[shipped[-1].key].shipped is True
-    assert rows[own.key] == schemas.SchemaRow(own.key, "command", 9, False, True)
+    assert rows[own.key] == schemas.SchemaRow(own.key, "command", 9, False, True, schemas.NOT_ITS_FINGERPRINT)
+
+
+def swapped(text: str) -> str:
+    """``text`` (an event schema) with the first two fields' names swapped: what a poisoned entry holds."""
+    schema = json.loads(text)
+    a, b = schema["fields"][0]["name"], schema["fields"][1]["name"]
+    schema["fields"][0]["name"], schema["fields"][1]["name"] = b, a
+    return json.dumps(schema)
+
+
+def test_a_schema_counts_only_under_its_own_fingerprint_and_a_poisoned_shipped_key_is_flagged_and_repaired() -> None:
+    entries = schemas.shipped()
+    v4 = next(e for e in entries if (e.subject, e.version) == ("event", 4))
+    poisoned = schemas.Registered(v4.key, "event", 4, swapped(v4.text))
+    assert v4.genuine() and not poisoned.genuine()
+    assert schemas.fingerprint_of("not json") is None and schemas.fingerprint_of(v4.text) == v4.key
+    reformatted = schemas.Registered(v4.key, "event", 4, json.dumps(json.loads(v4.text), indent=1))
+    assert reformatted.genuine()  # the same schema, other bytes: the fingerprint holds, the copy differs
+    own = schemas.Registered("00112233445566aa", "command", 9, "{}")
+    logged = {e.key: e for e in entries} | {v4.key: poisoned, own.key: own}
+    rows = {r.fingerprint: r for r in schemas.schema_rows(entries, logged)}
+    assert rows[v4.key].problem == schemas.NOT_ITS_FINGERPRINT
+    assert rows[own.key].problem == schemas.NOT_ITS_FINGERPRINT
+    assert {r.fingerprint for r in rows.values() if r.problem} == {own.key, v4.key}
+    assert {r.fingerprint: r.problem for r in schemas.schema_rows(entries, {v4.key: reformatted})}[v4.key] == \
+        schemas.NOT_SHIPPED_COPY
+    assert schemas.to_repair(entries, logged) == [v4]  # only the wrong shipped key is written again
+    assert schemas.to_repair(entries, {v4.key: v4}) == [e for e in entries if e != v4]
+
+
+def test_a_reader_keeps_the_newest_genuine_entry_of_a_key() -> None:
+    v4 = next(e for e in schemas.shipped() if (e.subject, e.version) == ("event", 4))
+    headers = {"subject": b"event", "version": b"4"}
+    found: dict[str, schemas.Registered] = {}
+    for text in (v4.text, swapped(v4.text)):  # the genuine entry, then a forged one under its key
+        schemas._keep(found, v4.key.encode(), text.encode(), headers, genuine=True)
+    assert found == {v4.key: v4}
+    schemas._keep(found, v4.key.encode(), swapped(v4.text).encode(), headers)  # as listed: the newest, whatever
+    assert found[v4.key].text == swapped(v4.text)
 
 
 def test_a_record_of_the_topic_is_kept_and_a_tombstone_drops_it() -> None:
@@ -49,7 +88,7 @@ def test_a_record_of_the_topic_is_kept_and_a_tombstone_drops_it() -> None:
 
 def test_a_refusal_says_which_permission_is_missing_and_a_missing_topic_what_to_run() -> None:
     denied = schemas._error(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), "cannot register")
-    assert isinstance(denied, AccessDeniedError) and "needs READ and WRITE" in str(denied)
+    assert isinstance(denied, AccessDeniedError) and "only engines (and admins) may write it" in str(denied)
     missing = schemas._error(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), "cannot register")
     assert isinstance(missing, TopicMismatchError) and "epochq topics ensure" in str(missing)
     assert isinstance(schemas._error(KafkaError(KafkaError._TRANSPORT), "x"), KafkaUnavailableError)

@@ -68,7 +68,7 @@ def test_roles_get_what_the_design_needs_and_only_engines_write_events() -> None
     assert writers == {"User:engine"}
     service = {(r.resource_type, r.name, r.operation) for r in rules if r.principal == "User:billing"}
     assert service == {("TOPIC", "acme.commands", "WRITE"), ("TOPIC", "acme.commands", "DESCRIBE"),
-                       ("TOPIC", "acme.events", "DESCRIBE"), ("TOPIC", "acme.schemas", "WRITE"),
+                       ("TOPIC", "acme.events", "DESCRIBE"),
                        ("TOPIC", "acme.schemas", "READ"), ("TOPIC", "acme.schemas", "DESCRIBE")}
     assert {r.principal for r in rules} == {"User:engine", "User:billing", "User:CN=mailer", "User:auditor"}
     auditor = {(r.resource_type, r.name, r.operation) for r in rules if r.principal == "User:auditor"}
@@ -92,7 +92,7 @@ def test_an_engine_is_granted_exactly_what_an_engine_process_touches() -> None:
         ("GROUP", "LITERAL", "ns.engine", "READ"), ("GROUP", "PREFIXED", "ns.reader.", "READ"),
         ("TRANSACTIONAL_ID", "PREFIXED", "ns.owner.", "WRITE"),
         ("TRANSACTIONAL_ID", "PREFIXED", "ns.owner.", "DESCRIBE"),
-        # schemas: read by every reader, registered by writers (issue 24)
+        # schemas: read by every reader, registered (and repaired) by engines only (issues 24, 32)
         ("TOPIC", "LITERAL", "ns.schemas", "READ"), ("TOPIC", "LITERAL", "ns.schemas", "WRITE"),
         ("TOPIC", "LITERAL", "ns.schemas", "DESCRIBE"),
         # checkpoints: the write models' snapshots, written in the owner's transaction (issue 23)
@@ -101,11 +101,23 @@ def test_an_engine_is_granted_exactly_what_an_engine_process_touches() -> None:
     }
 
 
-def test_every_role_reads_the_schemas_topic_and_only_writers_register_in_it() -> None:
+def test_every_role_reads_the_schemas_topic_and_only_engines_register_in_it() -> None:
     rules = wanted_acls("acme", ["engine"], ["billing"], ["auditor"])
     on = {(r.principal, r.operation) for r in rules if r.name == "acme.schemas"}
     assert on == {(f"User:{who}", op) for who in ("engine", "billing", "auditor") for op in ("READ", "DESCRIBE")} | {
-        ("User:engine", "WRITE"), ("User:billing", "WRITE")}
+        ("User:engine", "WRITE")}
+
+
+def test_acl_apply_revokes_an_older_grant_to_write_the_schemas_topic_and_nothing_else() -> None:
+    from engine.runtime.acls import revoked_acls
+
+    wanted = wanted_acls("acme", ["engine"], ["billing"], ["auditor"])
+    older = [AclRule("User:billing", "TOPIC", "LITERAL", "acme.schemas", "WRITE"),  # what acl apply granted before
+             AclRule("User:mallory", "TOPIC", "LITERAL", "acme.schemas", "ALL")]
+    beside = [AclRule("User:billing", "TOPIC", "LITERAL", "acme.schemas", "WRITE", "DENY"),
+              AclRule("User:billing", "TOPIC", "LITERAL", "other.schemas", "WRITE"),
+              AclRule("User:billing", "TOPIC", "LITERAL", "acme.commands", "WRITE")]
+    assert revoked_acls("acme", [*wanted, *older, *beside], wanted) == sorted(older)
 
 
 def test_a_principal_is_a_user_name_or_given_whole() -> None:

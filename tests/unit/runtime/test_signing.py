@@ -51,6 +51,25 @@ def test_who_may_prove_a_tenant() -> None:
     assert "has no public key" in str(check(None, keys=[]))
 
 
+def test_a_task_types_command_signed_by_a_tenant_is_refused_as_an_operators_command() -> None:
+    acme, operator = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    value = command("")  # pause, resume and limits name no tenant
+
+    def proof(signature: bytes | None, required: bool = True):  # type: ignore[no-untyped-def]
+        return authenticate("", TOPIC, value, signature, [], [], required, operator_keys=[raw(operator)],
+                            operators_only=True)
+
+    refused = proof(sign(acme, TOPIC, value))
+    assert refused.reason == "unauthenticated" and refused.refusal == (
+        "pause/resume/limits are operator commands; a tenant's key may not sign them, only an operator key may "
+        "(EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)")
+    assert "tenant ''" not in str(proof(sign(acme, TOPIC, value), required=False).refusal)
+    assert str(proof(None).refusal).startswith("pause/resume/limits are operator commands and signatures are "
+                                                "required: this one is unsigned; only an operator key may")
+    assert proof(None, required=False).refusal is None
+    assert proof(sign(operator, TOPIC, value)).refusal is None
+
+
 def test_tenant_keys_travel_in_the_tenants_table(tmp_path: Path) -> None:
     current, upcoming = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     config = tenant_config("acme", 1.0, public_keys=[raw(current), raw(upcoming)])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from engine import App, JobContext, RetryPolicy
 from engine.domain.decide import TaskPolicy
 from engine.domain.lanes import Lane
 from engine.testing import TestEngine
 from engine.testing.loop import Setup
-from engine.testing.simulate import RecordedJob, Scenario, compare, recorded_jobs, simulate
+from engine.testing.simulate import RecordedJob, Scenario, compare, failure_lines, recorded_jobs, simulate
 
 T0 = 1_780_000_000_000_000
 SECOND = 1_000_000
@@ -93,3 +95,17 @@ def test_replayed_over_several_partitions_each_with_its_own_fair_queue() -> None
     zeta = [j.job_id for j in jobs if j.tenant == "zeta"]
     # one cluster-wide queue serves zeta at once; per-partition queues make it wait for its partitions' turns
     assert max(one.waits[j] for j in zeta) <= max(three.waits[j] for j in zeta)
+
+
+def test_failures_are_counted_not_logged_one_line_each(caplog) -> None:  # type: ignore[no-untyped-def]
+    jobs = [RecordedJob(f"j{i}", "acme", "render", 5, "NORMAL", 2, T0 + i, None,
+                        {1: ("failed", SECOND), 2: ("failed", SECOND)}, errors={1: "ConnectionError", 2: "Timeout"})
+            for i in range(300)]
+    policies = {"render": TaskPolicy(RetryPolicy(max_attempts=2, base_delay=1, jitter=0.0))}
+    with caplog.at_level(logging.INFO):
+        sim = simulate(jobs, Scenario(Setup(lane_slots={Lane.NORMAL: 50}), policies=policies))
+    assert not [r for r in caplog.records if r.name.startswith("epochq.")], caplog.records[:3]
+    assert sim.failures == {("render", "ConnectionError"): 300, ("render", "Timeout"): 300}
+    assert sim.dead == {"render": 300} and sim.unstarted == 0
+    assert failure_lines(sim) == ["render: 600 attempt(s) failed (ConnectionError 300, Timeout 300), "
+                                  "300 job(s) dead-lettered"]

@@ -245,7 +245,8 @@ def test_tenant_limits_duplicates_and_a_global_job() -> None:
         t.run_until_idle()
         assert t.status(first.job_id).status == "queued"  # no slot: it waits
         assert (t.status(second.job_id).status, t.status(second.job_id).reason) == ("rejected", "tenant_queue_full")
-        assert once.job_id == again.job_id and t.status(once.job_id).duplicate
+        assert once.job_id == again.job_id and again.status().duplicate  # the second submit made no job
+        assert not once.status().duplicate and not t.status(once.job_id).duplicate  # the job is no duplicate
     with TestEngine(app, weights={"a": 1.0, "b": 2.0}) as t:
         parent = t.submit("sync", {}, tenant="ops", scope="global")
         t.run_until_idle()
@@ -351,3 +352,20 @@ def test_the_submitter_s_traceparent_reaches_the_handler_as_the_engine_passes_it
     assert [(c.attempt, c.traceparent) for c in calls if c.job_id == job.job_id] == [(1, traceparent),
                                                                                      (2, traceparent)]
     assert {c.traceparent for c in calls if c.job_id == untraced.job_id} == {None}
+
+
+def test_a_handler_cannot_produce_to_a_topic_of_the_engine_s_namespace() -> None:
+    app = App()
+
+    @app.task("forward")
+    def forward(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce(payload["topic"], b"forged")
+
+    with TestEngine(app, start=START, namespace="shop") as t:
+        refused = t.submit("forward", {"topic": "shop.events"}, tenant="acme")
+        allowed = t.submit("forward", {"topic": "epochq.events"}, tenant="acme")  # another namespace's name
+        t.run_until_idle()
+        assert t.status(refused.job_id).status == "dead"
+        assert "topic shop.events is a topic of namespace shop" in (t.status(refused.job_id).error or "")
+        assert t.status(allowed.job_id).status == "completed"
+        assert t.produced("shop.events") == []

@@ -224,11 +224,30 @@ func loadSchemas(bootstrap, namespace string, r *resolver) error {
 	return readAll(bootstrap, namespace+".schemas", func(record *kgo.Record) error {
 		if record.Value == nil {
 			delete(r.writers, string(record.Key))
-		} else {
+		} else if genuine(string(record.Key), record.Value) {
 			r.writers[string(record.Key)] = string(record.Value)
+		} else { // the newest genuine entry of the key (if any) stays
+			fmt.Fprintf(os.Stderr, "ignored the schema under key %s of %s.schemas: its text does not have that fingerprint\n",
+				record.Key, namespace)
 		}
 		return nil
 	})
+}
+
+// genuine says whether a schema text really has the fingerprint of its key in <ns>.schemas (CRC-64-AVRO of
+// its canonical form, little-endian): anyone who may write the topic could put any text under any key.
+func genuine(key string, text []byte) bool {
+	var raw any
+	if json.Unmarshal(text, &raw) != nil {
+		return false
+	}
+	stripped, _ := json.Marshal(withoutLogicalTypes(raw)) // hamba/avro keeps them in its canonical form
+	s, err := avro.ParseBytesWithCache(stripped, "", &avro.SchemaCache{})
+	if err != nil {
+		return false
+	}
+	fp, err := s.FingerprintUsing(avro.CRC64AvroLE)
+	return err == nil && hex.EncodeToString(fp) == key
 }
 
 func run() error {

@@ -307,3 +307,52 @@ def test_a_traced_job_s_records_carry_the_current_span_s_context_or_the_submitte
         (("source", b"a"), ("traceparent", submitter.encode())), (("traceparent", b"mine"),),
         (("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01"),)]
     assert plain.produced[0].headers is None  # an untraced job's record is as the handler gave it
+
+
+@pytest.mark.parametrize("topic", ["epochq.events", "epochq.commands", "epochq.checkpoints", "epochq.workers",
+                                   "epochq.schemas", "epochq.tenants", "epochq.anything", "__consumer_offsets",
+                                   "__transaction_state"])
+def test_a_topic_of_the_namespace_or_an_internal_one_is_refused_to_ctx_produce_whatever_the_acls_say(
+        topic: str) -> None:
+    from engine.config import load_settings
+    from engine.runtime import outputgate
+    from engine.runtime.execution.outputs import refuse_reserved, reserved_refusal
+
+    assert reserved_refusal("epochq", topic) is not None and topic in (reserved_refusal("epochq", topic) or "")
+    for other in ("billing.invoices", "epochq-events", "epochqx.events", "other.events"):
+        assert reserved_refusal("epochq", other) is None
+        refuse_reserved("epochq", other)
+    with pytest.raises(ValidationError, match=f"topic {topic} is") as raised:
+        refuse_reserved("epochq", topic)
+    assert raised.value.reason == "reserved_topic"
+    gate = outputgate.KafkaTopicGate(load_settings(bootstrap="127.0.0.1:1", namespace="epochq"))
+    with pytest.raises(ValidationError, match=f"topic {topic} is"):  # before any broker question: none is asked
+        gate.check(OutputRecord(topic, b"v"))
+    assert gate._admin is None and gate._answers == {}
+    ctx = JobContext.create(job_id="j", tenant="t", task_type="x", attempt=1, epoch=1, partition=0,
+                            idempotency_key=None, deadline=0.0, namespace="epochq")
+    for context in (ctx, pickle.loads(pickle.dumps(ctx))):  # a process-pool worker refuses it too
+        with pytest.raises(ValidationError, match=f"topic {topic} is"):
+            context.produce(topic, b"forged")
+        assert context.produced == ()
+
+
+def test_the_executor_s_attempts_refuse_the_engine_s_namespace_topics() -> None:
+    app = App()
+
+    @app.task("forward")
+    def forward(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ctx.produce("ns1.events", b"forged")
+
+    executor = Executor(app, {Lane.NORMAL: 1}, gate=Gate(set()), namespace="ns1")
+    try:
+        executor.submit(request("forward"))
+        deadline = time.monotonic() + 10
+        results: list[RunResult] = []
+        while not results and time.monotonic() < deadline:
+            results = executor.wait_results(0.1)
+        assert results and results[0].outcome.kind is OutcomeKind.INVALID, results
+        assert "topic ns1.events is a topic of namespace ns1" in results[0].outcome.message
+        assert results[0].outcome.records == ()
+    finally:
+        executor.shutdown(1.0)

@@ -210,6 +210,7 @@ def test_every_metric_is_documented_and_every_documented_metric_exists(metrics: 
 def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics) -> None:
     run_workload(metrics)
     metrics.observe(event(m.JobRejected(TASK, "invalid_priority"), "job-r"), "applied", None, None)
+    metrics.observe(event(m.JobRequeued(1, 1, "handover"), "job-q"), "applied", None, None)
     metrics.set_depths({"NORMAL": 0}, 2)
     metrics.set_ownership({0: 1})
     metrics.set_timers(0, (3, 1))

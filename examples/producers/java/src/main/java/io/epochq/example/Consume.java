@@ -36,6 +36,7 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.avro.AvroTypeException;
 import org.apache.avro.Schema;
+import org.apache.avro.SchemaNormalization;
 import org.apache.avro.generic.GenericData;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.avro.message.BinaryMessageDecoder;
@@ -84,6 +85,16 @@ public final class Consume {
             return text == null ? null : byKey.computeIfAbsent(key(fingerprint), k -> new Schema.Parser().parse(text));
         }
 
+        /** Whether a schema text really has the fingerprint of its key: anyone who may write the topic could put
+         *  any text under any key. */
+        static boolean genuine(String key, String text) {
+            try {
+                return key(SchemaNormalization.parsingFingerprint64(new Schema.Parser().parse(text))).equals(key);
+            } catch (RuntimeException e) {
+                return false;
+            }
+        }
+
         boolean has(String key) {
             return texts.containsKey(key);
         }
@@ -101,8 +112,11 @@ public final class Consume {
                 String key = new String(record.key(), StandardCharsets.UTF_8);
                 if (record.value() == null) {
                     texts.remove(key);
-                } else {
+                } else if (genuine(key, new String(record.value(), StandardCharsets.UTF_8))) {
                     texts.put(key, new String(record.value(), StandardCharsets.UTF_8));
+                } else { // the newest genuine entry of the key (if any) stays
+                    System.err.println("ignored the schema under key " + key + " of " + topic
+                            + ": its text does not have that fingerprint");
                 }
             });
         }
