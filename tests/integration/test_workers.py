@@ -182,8 +182,8 @@ def test_a_remote_handler_s_records_are_written_with_its_success_only_and_a_refu
         settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from tests.integration.test_effects import committed_records, make_topic, set_max_message_bytes
 
-    out = make_topic(settings, f"{settings.namespace}.out")
-    shrinking = make_topic(settings, f"{settings.namespace}.shrinking", 1)
+    out = make_topic(settings, f"out.{settings.namespace}")  # not the namespace's: ctx.produce refuses those
+    shrinking = make_topic(settings, f"shrinking.{settings.namespace}", 1)
     start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
     start_worker(workers, settings, "w1", tmp_path)
     handles = [client.submit("remote.emit", {"topic": out, "fail_first": n % 2 == 0}, tenant="acme")
@@ -229,3 +229,37 @@ def test_a_remote_job_that_waited_for_jobs_reads_their_results(
     outcome = after.wait(60)
     assert outcome.status == "completed", outcome
     assert outcome.result["seen"][first.job_id]["echo"] == {"n": 7}, outcome.result
+
+
+def test_a_forged_remote_result_with_a_record_for_the_namespace_s_events_writes_nothing_there(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A worker (or anyone who can write commands) that knows a running attempt's token cannot have the owner write
+    a record into <ns>.events: the owner refuses the namespace's topics as ctx.produce does in process."""
+    import uuid
+
+    from engine.contract.codec import encode_command
+    from engine.domain.fence import fencing_token
+    from engine.runtime import kafka
+    from engine.runtime.remote.dispatch import encode_records
+    from engine.runtime.execution.outputs import OutputRecord
+
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    start_worker(workers, settings, "w1", tmp_path)
+    handle = client.submit("remote.slow", {"seconds": 20}, tenant="acme")
+    started = eventually(lambda: next((lg.event for lg in events_by_job(settings).get(handle.job_id, [])
+                                       if isinstance(lg.event.body, m.JobStarted)), None), 60, "the attempt to start")
+    forged = encode_records([OutputRecord(settings.events_topic, b"forged", handle.job_id.encode())])
+    body = m.ReportAttempt(1, fencing_token(started.epoch, 1), "succeeded", 1, b"{}", records=forged)
+    producer = kafka.command_producer(settings)
+    kafka.produce(producer, settings.commands_topic,
+                  encode_command(m.Command(str(uuid.uuid4()), handle.job_id, "acme", 1, body)), handle.job_id.encode())
+    producer.flush(10)
+    outcome = handle.wait(60)
+    assert outcome.status == "dead" and outcome.reason == "validation_failed", outcome  # never retried
+    assert f"topic {settings.events_topic} is a topic of namespace" in (outcome.error or ""), outcome.error
+    reader = kafka.events_reader(settings, "test-forged")
+    try:
+        values = [v for p in range(3) for _, _, v in kafka.scan_partition(reader, settings.events_topic, p)]
+    finally:
+        reader.close()
+    assert values and b"forged" not in values
