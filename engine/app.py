@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 import pickle
 import typing
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from engine.errors import UnknownTaskError as UnknownTaskError  # its name here 
 ExecutorKind = Literal["thread", "process"]
 EXECUTORS: tuple[str, ...] = ("thread", "process")
 DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_LEASE_S = 30.0
+POOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,100}$")
 H = TypeVar("H")
 
 
@@ -49,6 +52,8 @@ class TaskSpec:
     lane: Lane | None
     executor: ExecutorKind
     breaker: BreakerPolicy | None = None
+    pool: str | None = None  # run by remote workers of this pool (docs/workers.md); None: in the engine's process
+    lease: float = DEFAULT_LEASE_S  # seconds a remote attempt lives without a heartbeat
 
     @property
     def is_class_handler(self) -> bool:
@@ -77,6 +82,8 @@ class App:
         model: type[BaseModel] | None = None,
         executor: str = "thread",
         breaker: BreakerPolicy | None = None,
+        pool: str | None = None,
+        lease: float = DEFAULT_LEASE_S,
     ) -> Callable[[H], H]:
         """A decorator registering a function or a class as the handler of ``name``.
 
@@ -85,7 +92,7 @@ class App:
 
         def decorate(handler: H) -> H:
             self.register(name, handler, retry=retry, timeout=timeout, lane=lane, model=model, executor=executor,
-                          breaker=breaker)
+                          breaker=breaker, pool=pool, lease=lease)
             return handler
 
         return decorate
@@ -101,6 +108,8 @@ class App:
         model: type[BaseModel] | None = None,
         executor: str = "thread",
         breaker: BreakerPolicy | None = None,
+        pool: str | None = None,
+        lease: float = DEFAULT_LEASE_S,
     ) -> TaskSpec:
         """Register ``handler`` for task type ``name``; a ``TaskDefinitionError`` (a ``ValueError``) names any bad
         option."""
@@ -117,6 +126,8 @@ class App:
             lane=_check_lane(name, lane),
             executor=_check_executor(name, executor, resolved),
             breaker=_check_breaker(name, breaker),
+            pool=_check_pool(name, pool),
+            lease=_check_lease(name, lease),
         )
         self._specs[name] = spec
         return spec
@@ -250,6 +261,21 @@ def _check_timeout(name: str, timeout: object) -> float:
     if not ok or not math.isfinite(timeout) or timeout <= 0:  # type: ignore[arg-type, operator]
         raise TaskDefinitionError(f"task {name!r}: timeout must be a finite number of seconds > 0, got {timeout!r}")
     return float(timeout)  # type: ignore[arg-type]
+
+
+def _check_pool(name: str, pool: object) -> str | None:
+    if pool is None:
+        return None
+    if not isinstance(pool, str) or not POOL_NAME.match(pool):
+        raise TaskDefinitionError(f"task {name!r}: pool must be 1-100 letters, digits, '_' or '-', got {pool!r}")
+    return pool
+
+
+def _check_lease(name: str, lease: object) -> float:
+    ok = isinstance(lease, (int, float)) and not isinstance(lease, bool)
+    if not ok or not math.isfinite(lease) or lease < 1:  # type: ignore[arg-type, operator]
+        raise TaskDefinitionError(f"task {name!r}: lease must be a finite number of seconds >= 1, got {lease!r}")
+    return float(lease)  # type: ignore[arg-type]
 
 
 def _check_lane(name: str, lane: Lane | str | None) -> Lane | None:

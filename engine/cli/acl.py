@@ -1,4 +1,4 @@
-"""``epochq acl apply|list``: the Kafka ACLs of a namespace's roles (engine, service, auditor)."""
+"""``epochq acl apply|list``: the Kafka ACLs of a namespace's roles (engine, service, auditor, worker)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import argparse
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.config import Settings
 from engine.errors import ConfigError, EpochqError
-from engine.runtime.acls import TIMEOUT_S, apply_acls, list_acls, revoke_acls, revoked_acls, wanted_acls
+from engine.runtime.acls import (
+    TIMEOUT_S, apply_acls, list_acls, revoke_acls, revoked_acls, wanted_acls, worker_role,
+)
 from engine.runtime.kafka.admin import ConfigResource, ResourceType, admin_for
 from engine.runtime.kafka.errors import translated
 
@@ -27,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     apply.add_argument("--output-topic", action="append", metavar="PATTERN", default=[],
                        help="a topic the engines' handlers produce to (ctx.produce): a name, or a prefix ending "
                             "in * (e.g. 'billing.*'); repeat for several")
+    apply.add_argument("--worker", action="append", metavar="USER=POOL", default=[],
+                       help="a remote worker principal and the pool it serves (docs/workers.md); repeat for several")
     apply.add_argument("--dry-run", action="store_true", help="print the rules, write nothing")
     apply.set_defaults(func=_apply)
     show = verbs.add_parser("list", help="the ACLs on the namespace's topics, groups and transactional ids")
@@ -41,7 +45,7 @@ def _apply(args: argparse.Namespace) -> int:
     if not args.dry_run:
         _require_authorizer(settings)  # before any rule is printed: a broker without an authorizer keeps none
     rules = wanted_acls(settings.namespace, args.engine or ["engine"], args.service or ["service"],
-                        args.auditor or ["auditor"], args.output_topic)
+                        args.auditor or ["auditor"], args.output_topic, [worker_role(w) for w in args.worker])
     for rule in rules:
         print(rule.row())
     if args.dry_run:

@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     listing.add_argument("--json", action="store_true")
     add_connection_flags(listing)
     listing.set_defaults(func=_list)
-    workers = sub.add_parser("workers", help="engine instances: partitions, slots per lane, running jobs")
+    workers = sub.add_parser("workers", help="engine instances and remote workers: partitions, pools, slots, running "
+                                             "jobs")
     workers.add_argument("--json", action="store_true")
     add_connection_flags(workers)
     workers.set_defaults(func=_workers)
@@ -115,13 +116,16 @@ def _workers(args: argparse.Namespace) -> int:
     for row in rows:
         age = now - row.seen_at_us / 1e6
         state = "LOST" if row.lost else "alive"
-        print(f"{row.instance} on {row.host} pid {row.pid}: {state}, seen {age:.1f} s ago, "
+        kind = f"worker of pool {row.pool}" if row.pool is not None else "engine"
+        print(f"{row.instance} ({kind}) on {row.host} pid {row.pid}: {state}, seen {age:.1f} s ago, "
               f"up since {_iso(row.started_at_us)}")
         for p in row.partitions:
             print(f"  partition {p.partition:>3}  epoch {p.epoch:>4}  {p.phase}")
         print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
         if row.task_types is not None:
             print(f"  task types: {' '.join(row.task_types) or '(none)'}")
+        if row.pools:
+            print("  sent to pools: " + ", ".join(f"{t} -> {p}" for t, p in sorted(row.pools.items())))
         print(f"  running ({len(row.running)}): {' '.join(row.running[:20])}{' ...' if len(row.running) > 20 else ''}")
     return 0
 
@@ -133,7 +137,7 @@ def worker_json(row: WorkerRow) -> dict[str, Any]:
             "partitions": [{"partition": p.partition, "epoch": p.epoch, "phase": p.phase, "owner": p.owner}
                            for p in row.partitions],
             "slots": [{"lane": s.lane, "used": s.used, "free": s.free} for s in row.slots], "running": row.running,
-            "task_types": row.task_types}
+            "task_types": row.task_types, "pool": row.pool, "pools": row.pools}
 
 
 def _iso(us: int) -> str:

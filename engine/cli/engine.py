@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("app", help="where the App lives, as module:attribute (e.g. myapp:app)")
     add_connection_flags(run)
     run.add_argument("--owner-id", help="this instance's name (default host-pid)")
+    run.add_argument("--no-execute", action="store_true",
+                     help="decide only: every task type goes to remote workers (pool 'default' unless it names one; "
+                          "`epochq worker run`, docs/workers.md)")
     run.add_argument("--processes", default="1", metavar="N",
                      help="engine processes sharing the partitions (a consumer group of N members); 'auto': one per "
                           "core. One SIGTERM stops them all. With --metrics-port P, process i serves P+i")
@@ -181,7 +184,7 @@ def _run_one(args: argparse.Namespace) -> int:
                             windows=windows(args.horizon, args.sweep_interval, args.overdue_interval),
                             standby=args.standby, bulk_restore_min=args.restore_process_min,
                             checkpoint_min_events=args.checkpoint_every,
-                            cancel_grace_s=args.cancel_grace)
+                            cancel_grace_s=args.cancel_grace, execute=not args.no_execute)
     engine = Engine(load_app(args.app), settings, options, owner_id=args.owner_id)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())

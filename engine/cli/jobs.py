@@ -18,7 +18,9 @@ from engine.client import Client, Outcome
 from engine.contract import messages as m
 from engine.contract.ids import job_id_for_key
 from engine.errors import NotFoundError
-from engine.questions.holdups import clock
+from engine.clock import now_us
+from engine.contract.partitioner import partition_for
+from engine.questions.holdups import Holdups, clock, projection_source
 from engine.questions.history import job_history
 from engine.questions.logged import event_json, iso_time
 from engine.questions.traces import trace_id
@@ -161,15 +163,20 @@ def _why_waiting(outcome: Outcome) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    with Client(settings_from(args)) as client:
+    settings = settings_from(args)
+    with Client(settings) as client:
         outcome = client.status(args.job_id, tenant=args.tenant)
+        if outcome.status == "queued" and outcome.task_type is not None and outcome.held is None:
+            partition = partition_for(outcome.job_id, client._partition_count())
+            outcome.held = Holdups(projection_source(settings)).why(outcome.task_type, partition, now_us())
     if not outcome.known:
         raise NotFoundError(f"unknown job {args.job_id}: no events in the log (a mistyped id, "
                             "or a command no engine has decided yet)")
     if args.json:
         print_json(outcome_json(outcome))
     else:
-        print(f"job {outcome.job_id}: {outcome.status} after {outcome.attempts} attempt(s){_requeued(outcome)}")
+        held = f" ({outcome.held})" if outcome.held else ""
+        print(f"job {outcome.job_id}: {outcome.status}{held} after {outcome.attempts} attempt(s){_requeued(outcome)}")
         _print_outcome(outcome)
         for tenant, child in sorted(outcome.children.items()):
             print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")

@@ -23,7 +23,7 @@ from engine.runtime.reach import check_reachable
 
 SUBCOMMAND_MODULES = ("broker", "topics", "engine", "jobs", "dlq", "projections", "tenants", "policy", "audit",
                       "schedules", "lateness", "acl", "control", "purge", "quarantine", "limits", "catalog",
-                      "console", "schemas", "view", "simulate")
+                      "console", "schemas", "view", "simulate", "worker")
 EXIT_NOT_FOUND = 1
 """What was named does not exist (the same status as a job that ended dead, or a refused command)."""
 EXIT_ERROR = 2

@@ -78,6 +78,9 @@ BODIES: dict[type, tuple[tuple[str, int], ...]] = {
     m.AwaitJob: (("dependent_job_id", MAX_JOB_ID_LENGTH),),
     m.ReportDependency: (("dependency_job_id", MAX_JOB_ID_LENGTH), ("status", MAX_CHOICE_LENGTH),
                          ("error", MAX_CHILD_ERROR_LENGTH)),
+    m.ReportAttempt: (("outcome", MAX_CHOICE_LENGTH), ("error_type", MAX_TEXT_LENGTH),
+                      ("message", MAX_CHILD_ERROR_LENGTH), ("traceback", MAX_CHILD_ERROR_LENGTH),
+                      ("worker", MAX_NAME_LENGTH), ("pool", MAX_NAME_LENGTH)),
 }
 """Each command body's string fields and their bounds (a payload's and labels' are checked apart)."""
 

@@ -1,7 +1,9 @@
 """The heartbeat record engines publish about themselves on the compacted ``<ns>.workers`` topic.
 
 One small JSON record keyed by the instance id: its owned partitions with epoch and phase, its
-slots per lane, the jobs running now. The writer (``engine.runtime.loop.heartbeat``) and the
+slots per lane, the jobs running now. A remote worker (docs/workers.md) publishes the same record with
+its ``pool`` and its attempts' fencing tokens (``jobs``): the owners read it to renew those leases.
+The writer (``engine.runtime.loop.heartbeat``) and the
 reader (``engine.questions.workers``) share this format and nothing else. Pure.
 """
 
@@ -36,6 +38,16 @@ class LaneSlots:
 
 
 @dataclass(frozen=True)
+class LeasedJob:
+    """One attempt a remote worker runs: its fencing token (what its heartbeat renews), its latest progress."""
+
+    job_id: str
+    token: int
+    progress: float | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class WorkerRow:
     """One engine instance as its newest heartbeat describes it."""
 
@@ -50,6 +62,9 @@ class WorkerRow:
     interval_s: float = 5.0
     lost: bool = field(default=False)  # no heartbeat for LOST_AFTER intervals: the process is gone or stuck
     task_types: list[str] | None = None  # the task types its app has handlers for; None: an engine that predates them
+    pool: str | None = None  # a remote worker's pool (docs/workers.md); None: an engine
+    jobs: list[LeasedJob] = field(default_factory=list)  # a remote worker's attempts, each renewed by this beat
+    pools: dict[str, str] = field(default_factory=dict)  # an engine's task types that remote pools run: type -> pool
 
 
 def encode_heartbeat(row: WorkerRow) -> bytes:
@@ -60,6 +75,9 @@ def encode_heartbeat(row: WorkerRow) -> bytes:
         "partitions": [[p.partition, p.epoch, p.phase, p.owner] for p in row.partitions],
         "slots": [[s.lane, s.used, s.free] for s in row.slots], "running": row.running,
         **({"task_types": row.task_types} if row.task_types is not None else {}),
+        **({"pool": row.pool, "jobs": [[j.job_id, j.token, j.progress, j.message] for j in row.jobs]}
+           if row.pool is not None else {}),
+        **({"pools": row.pools} if row.pools else {}),
     }, separators=(",", ":"), sort_keys=True).encode()
 
 
@@ -73,7 +91,11 @@ def decode_heartbeat(raw: bytes, now_us: int) -> WorkerRow | None:
                                                for p, e, ph, o in d["partitions"]],
                         [LaneSlots(str(ln), int(u), int(f)) for ln, u, f in d["slots"]],
                         [str(j) for j in d["running"]], interval,
-                        task_types=[str(t) for t in d["task_types"]] if "task_types" in d else None)
+                        task_types=[str(t) for t in d["task_types"]] if "task_types" in d else None,
+                        pool=str(d["pool"]) if d.get("pool") is not None else None,
+                        jobs=[LeasedJob(str(j), int(t), None if p is None else float(p), str(msg))
+                              for j, t, p, msg in d.get("jobs", [])],
+                        pools={str(t): str(p) for t, p in d.get("pools", {}).items()})
     except (ValueError, KeyError, TypeError):
         return None
     lost = now_us - row.seen_at_us > LOST_AFTER * interval * 1_000_000

@@ -187,10 +187,28 @@ class ReportDependency:
     error: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ReportAttempt:
+    """A remote worker's result for the envelope's job, fenced by the attempt's token (v6, docs/workers.md)."""
+
+    attempt: int
+    fencing_token: int
+    outcome: str  # succeeded | failed | invalid | cancelled
+    duration_us: int = 0
+    result: bytes | None = None
+    error_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    retryable: bool = True
+    worker: str = ""
+    pool: str = ""
+    records: bytes | None = None  # what the handler produced (ctx.produce), JSON (engine.runtime.remote.dispatch)
+
+
 CommandBody: TypeAlias = (SubmitJob | CancelJob | ReplayDeadJob | ReportChild | RescheduleJob | UpsertSchedule
                           | PauseSchedule | ResumeSchedule | RemoveSchedule | ReportOccurrence | PauseTaskType
                           | ResumeTaskType | SetRateLimit | ClearRateLimit | ReprioritizeJob | AwaitJob
-                          | ReportDependency)
+                          | ReportDependency | ReportAttempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,7 +560,7 @@ COMMAND_BODIES: dict[str, type] = {
     c.__name__: c
     for c in (SubmitJob, CancelJob, ReplayDeadJob, ReportChild, RescheduleJob, UpsertSchedule, PauseSchedule,
               ResumeSchedule, RemoveSchedule, ReportOccurrence, PauseTaskType, ResumeTaskType, SetRateLimit,
-              ClearRateLimit, ReprioritizeJob, AwaitJob, ReportDependency)
+              ClearRateLimit, ReprioritizeJob, AwaitJob, ReportDependency, ReportAttempt)
 }
 EVENT_BODIES: dict[str, type] = {
     c.__name__: c

@@ -15,6 +15,7 @@ ReplayDeadJob,
 RescheduleJob,
 ReprioritizeJob
 ReportChild             job         engine    (a child's end, to its scoped parent)
+ReportAttempt           job         service   (a remote worker's result, fenced by its token)
 UpsertSchedule,         schedule    service   ``engine.domain.schedules`` for the schedule
 PauseSchedule,
 ResumeSchedule,
@@ -71,6 +72,7 @@ COMMANDS: dict[type, Kind] = {
     m.ReportChild: Kind(Route.JOB, Sender.ENGINE),
     m.AwaitJob: Kind(Route.JOB, Sender.ENGINE),
     m.ReportDependency: Kind(Route.JOB, Sender.ENGINE),
+    m.ReportAttempt: Kind(Route.JOB, Sender.SERVICE),  # a remote worker's result (docs/workers.md)
     m.UpsertSchedule: _SCHEDULE,
     m.PauseSchedule: _SCHEDULE,
     m.ResumeSchedule: _SCHEDULE,

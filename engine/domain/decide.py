@@ -5,14 +5,14 @@ not-yet-read-back events) knows it, writes the returned events, and acts only on
 what it has written. This module routes each input to its rules, one module per concern:
 ``admission`` (SubmitJob), ``controls`` (an operator's commands on one job),
 ``children`` (scoped jobs), ``dependencies`` (jobs that wait for jobs), ``attempts`` (timers, starts,
-results, orphans, progress).
+results, orphans, progress), ``remote`` (a remote worker's result, fenced by its token).
 """
 
 from __future__ import annotations
 
 from engine.contract import messages as m
 from engine.contract.validation import check_job_command
-from engine.domain import admission, attempts, children, controls, dependencies
+from engine.domain import admission, attempts, children, controls, dependencies, remote
 from engine.domain.inputs import (
     AttemptFinished, CommandInput, DecideContext, Decision, Emit, HandBack, Input, Limits, ProgressReported,
     RequeueOrphan, RequeueReason, Send, StartAttempt, TaskPolicy, TimerFired, tenant_of,
@@ -67,7 +67,7 @@ def _command(body: object, given: CommandInput, job: JobView | None, ctx: Decide
 
 
 for _rule in (admission.submit, controls.cancel, controls.replay, controls.reschedule, controls.reprioritize,
-              children.report_child, dependencies.await_job, dependencies.report_dependency):
+              children.report_child, dependencies.await_job, dependencies.report_dependency, remote.reported):
     _command.register(_rule)
 for _step in (attempts.timer_fired, attempts.start, attempts.finished, attempts.requeue_orphan, attempts.hand_back,
               attempts.progress):

@@ -25,3 +25,13 @@ def claim_counts(claim_epoch: int, newest_epoch: int) -> bool:
 def older(epoch: int, current_epoch: int) -> bool:
     """Whether work recorded at ``epoch`` was left by an owner before ``current_epoch`` (re-queue it)."""
     return epoch < current_epoch
+
+
+def fencing_token(epoch: int, attempt: int, replays: int = 0) -> int:
+    """The token of ``attempt`` under ``epoch`` after ``replays`` replays from the dead-letter queue: the epoch in
+    the high bits, then the replays (16 bits), then the attempt (16 bits: at most 1,000 attempts are allowed).
+
+    A replay counts attempts from 1 again, so the replays come before the attempt: a replayed job's tokens
+    stay above those of its attempts before the replay, in the same epoch. A remote worker's result counts only
+    with the token of the job's running attempt (``engine.domain.remote``)."""
+    return (epoch << 32) | ((replays & 0xFFFF) << 16) | (attempt & 0xFFFF)

@@ -1,5 +1,5 @@
 """What keeps a queued job from starting, as someone waiting for it can tell: its task type's open breaker, a pause,
-or a rate limit.
+a rate limit, or a remote pool no worker serves (the heartbeats on ``<ns>.workers`` say which).
 
 A waiter learns it from two sources. The projections of the state directory, when there are
 any (an engine's or a standby's on this machine), say how every breaker and pause stands now;
@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from engine.config import Settings
+from engine.errors import EpochqError
 from engine.contract import messages as m
+from engine.contract.heartbeat import WorkerRow
 from engine.domain.breaker import BreakerStatus
 
 REFRESH_S = 2.0
@@ -40,6 +42,7 @@ class Snapshot:
     paused: dict[tuple[int, str], str] = field(default_factory=dict)  # (partition, task type) -> reason
     partitions: frozenset[int] = frozenset()  # the partitions the projections read cover
     limited: dict[tuple[int, str], float] = field(default_factory=dict)  # (partition, task type) -> starts/s
+    unserved: dict[str, str] = field(default_factory=dict)  # task type -> its remote pool, which no live worker serves
 
 
 Source = Callable[[], Snapshot]
@@ -73,7 +76,7 @@ class Holdups:
         paused = {key: why for key, why in self.now.paused.items() if key[0] not in fresh.partitions}
         limited = {key: rate for key, rate in self.now.limited.items() if key[0] not in fresh.partitions}
         new = Snapshot(breakers, {**paused, **fresh.paused}, self.now.partitions | fresh.partitions,
-                       {**limited, **fresh.limited})
+                       {**limited, **fresh.limited}, fresh.unserved)
         changed, self.now = new != self.now, new
         return changed
 
@@ -109,6 +112,9 @@ class Holdups:
         rate = self.now.limited.get((partition, task_type))
         if rate is not None:
             return f"rate limited: task type {task_type} starts at most {rate:g}/s"
+        pool = self.now.unserved.get(task_type)
+        if pool is not None:
+            return f"waiting for a worker of pool {pool}"
         return None
 
     def _breaker(self, task_type: str, seen: OpenBreaker) -> None:
@@ -136,13 +142,27 @@ def from_records(breakers: list[tuple[str, BreakerStatus, int, int | None]],
                     {(p, t): rate for p, t, rate in limited})
 
 
+def unserved(rows: Sequence[WorkerRow]) -> dict[str, str]:
+    """The task types the live engines send to a remote pool that no live worker serves: type -> pool. Pure."""
+    live = [r for r in rows if not r.lost]
+    served = {r.pool for r in live if r.pool is not None and any(s.used + s.free for s in r.slots)}
+    return {t: p for r in live if r.pool is None for t, p in r.pools.items() if p not in served}
+
+
 def projection_source(settings: Settings) -> Source:
-    """The ``Source`` reading the projections of ``settings.state_dir`` (an empty snapshot without any)."""
+    """The ``Source`` reading the projections of ``settings.state_dir`` (an empty snapshot without any), and the
+    heartbeats for the pools no worker serves."""
     from engine.questions.holdup_rows import holdup_rows
+    from engine.questions.workers import list_workers
 
     def read() -> Snapshot:
         rows = holdup_rows(settings)
-        return from_records([(r.task_type, r.status, r.since, r.reopen_at) for r in rows.breakers],
-                            [(p, r.task_type, r.reason) for p, r in rows.paused], rows.partitions,
-                            [(p, r.task_type, r.bucket.rate) for p, r in rows.limited])
+        snapshot = from_records([(r.task_type, r.status, r.since, r.reopen_at) for r in rows.breakers],
+                                [(p, r.task_type, r.reason) for p, r in rows.paused], rows.partitions,
+                                [(p, r.task_type, r.bucket.rate) for p, r in rows.limited])
+        try:
+            snapshot.unserved = unserved(list_workers(settings))
+        except EpochqError:  # the heartbeats cannot be read: nothing known holds a job for want of a worker
+            pass
+        return snapshot
     return read

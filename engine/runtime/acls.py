@@ -12,7 +12,12 @@ Roles (docs/security.md):
 - **service**: writes commands, and may ask where the events log ends (DESCRIBE, no records),
   which a client does so that a job's handle can follow its events later; it reads the writer
   schemas but never writes them;
-- **auditor**: reads events and the engines' heartbeats (``epochq workers``), with the reader groups.
+- **auditor**: reads events and the engines' heartbeats (``epochq workers``), with the reader groups;
+- **worker** of a pool (docs/workers.md): reads its pool's dispatch topic in its pool's group, writes its results
+  to commands and its heartbeats to workers, reads the writer schemas, and checks (DESCRIBE, DESCRIBE_CONFIGS) the
+  output topics its handlers produce to (the engines write those records). With workers, engines also create and
+  write every pool's dispatch topic (``<ns>.dispatch.`` prefix) and read the heartbeats (the workers' slots and
+  leases).
 
 Nothing else is granted: with the standard authorizer and ``allow.everyone.if.no.acl.found=false``
 no other principal (super users aside) writes events, and only engines write ``<ns>.schemas``: a
@@ -44,7 +49,7 @@ from engine.runtime.kafka.admin import (
 from engine.runtime.kafka.errors import translated
 
 TIMEOUT_S = 30.0
-ROLES = ("engine", "service", "auditor")
+ROLES = ("engine", "service", "auditor", "worker")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -72,12 +77,19 @@ def principal(name: str) -> str:
 
 
 def wanted_acls(namespace: str, engines: Sequence[str], services: Sequence[str],
-                auditors: Sequence[str], output_topics: Sequence[str] = ()) -> list[AclRule]:
+                auditors: Sequence[str], output_topics: Sequence[str] = (),
+                workers: Sequence[tuple[str, str]] = ()) -> list[AclRule]:
     """Every ALLOW rule the namespace's roles need, sorted; principals as given to :func:`principal`.
 
     ``output_topics``: the topics engines' handlers produce to (``ctx.produce``), each a name or a
-    prefix ending in ``*`` (:func:`output_topic`)."""
+    prefix ending in ``*`` (:func:`output_topic`). ``workers``: (principal, pool) of each remote worker."""
     rules = [r for p in engines for r in _engine(namespace, principal(p))]
+    if workers:
+        rules += [r for p in engines for r in _engine_with_workers(namespace, principal(p))]
+    rules += [r for p, pool in workers for r in _worker(namespace, principal(p), pool)]
+    rules += [AclRule(principal(p), "TOPIC", pattern, name, op) for p, _ in workers
+              for pattern, name in map(output_topic, output_topics) for op in ("DESCRIBE", "DESCRIBE_CONFIGS")]
+    rules += [r for p, _ in workers for r in _topic(principal(p), f"{namespace}.schemas", "READ", "DESCRIBE")]
     rules += [AclRule(principal(p), "TOPIC", pattern, name, op) for p in engines
               for pattern, name in map(output_topic, output_topics) for op in OUTPUT_OPERATIONS]
     rules += [r for p in services for r in _service(namespace, principal(p))]
@@ -127,6 +139,29 @@ def _engine(ns: str, who: str) -> list[AclRule]:
         AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "WRITE"),
         AclRule(who, "TRANSACTIONAL_ID", "PREFIXED", f"{ns}.owner.", "DESCRIBE"),
     ]
+
+
+def _engine_with_workers(ns: str, who: str) -> list[AclRule]:
+    """What an engine needs besides when remote workers run some of its task types."""
+    return [*(AclRule(who, "TOPIC", "PREFIXED", f"{ns}.dispatch.", op) for op in ("CREATE", "WRITE", "DESCRIBE")),
+            *_topic(who, f"{ns}.workers", "READ")]
+
+
+def _worker(ns: str, who: str, pool: str) -> list[AclRule]:
+    """A remote worker of ``pool``: its dispatch topic and group, results as commands, heartbeats."""
+    return [*_topic(who, f"{ns}.dispatch.{pool}", "READ", "DESCRIBE"),
+            AclRule(who, "GROUP", "LITERAL", f"{ns}.pool.{pool}", "READ"),
+            AclRule(who, "GROUP", "PREFIXED", f"{ns}.reader.", "READ"),
+            *_topic(who, f"{ns}.commands", "WRITE", "DESCRIBE"),
+            *_topic(who, f"{ns}.workers", "WRITE", "DESCRIBE")]
+
+
+def worker_role(value: str) -> tuple[str, str]:
+    """``USER=POOL`` (``acl apply --worker``) as (principal, pool); ValidationError naming what is wrong."""
+    who, sep, pool = value.rpartition("=")
+    if not sep or not who or not pool or not all(c.isalnum() or c in "_-" for c in pool):
+        raise ValidationError(f"--worker: {value!r} is not USER=POOL (a pool: letters, digits, '_' or '-')", "worker")
+    return who, pool
 
 
 def _service(ns: str, who: str) -> list[AclRule]:

@@ -97,6 +97,24 @@ def ensure_schemas_topic(settings: Settings) -> None:
     schemas.publish_shipped(settings)
 
 
+DISPATCH_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(24 * 3600 * 1000)}
+"""A pool's dispatch topic (docs/workers.md): an attempt's record matters for its lease only, a day is plenty."""
+
+
+def ensure_dispatch_topic(settings: Settings, topic: str) -> None:
+    """Create a pool's dispatch topic if it is missing, with as many partitions as the commands topic (one
+    worker per partition at most reads it) and the events topic's replication."""
+    admin = admin_for(settings)
+    if topic in _list(admin):
+        return
+    infos = {i.name: i for i in describe_topics(settings, admin)}
+    events = infos.get(settings.events_topic)
+    commands = infos.get(settings.commands_topic)
+    _create(admin, [NewTopic(topic, commands.partitions if commands else 6, events.replication if events else 1,
+                             config=dict(DISPATCH_CONFIG))])  # one created meanwhile is left as it is
+    _await_metadata(admin, [topic])
+
+
 def check_asked(settings: Settings, infos: list[TopicInfo], partitions: int | None, replication: int | None) -> None:
     """Refuse existing topics whose partition count or replication differs from what was asked for."""
     problems = []

@@ -12,6 +12,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.domain.fence import fencing_token as fencing_token
 from engine.runtime.execution.outputs import (
     Headers,
     OutputRecord,
@@ -210,15 +211,6 @@ class JobContext:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild, (self.fields(),))
-
-
-def fencing_token(epoch: int, attempt: int, replays: int = 0) -> int:
-    """The token of ``attempt`` under ``epoch`` after ``replays`` replays from the dead-letter queue: the epoch in
-    the high bits, then the replays (16 bits), then the attempt (16 bits: at most 1,000 attempts are allowed).
-
-    A replay counts attempts from 1 again, so the replays come before the attempt: a replayed job's tokens
-    stay above those of its attempts before the replay, in the same epoch."""
-    return (epoch << 32) | ((replays & 0xFFFF) << 16) | (attempt & 0xFFFF)
 
 
 def _rebuild(fields: dict[str, Any]) -> JobContext:

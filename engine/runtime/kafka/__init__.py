@@ -397,3 +397,40 @@ class KafkaLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def heartbeats_reader(settings: Settings, topic: str) -> Consumer:
+    """A consumer of the compacted heartbeats topic, assigned its one partition from the start, never committing:
+    how owners learn the remote workers of each pool and renew their leases (``engine.runtime.remote.pools``)."""
+    consumer = Consumer({
+        **settings.kafka_config(),
+        "group.id": f"{settings.namespace}.reader.heartbeats",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100,
+    })
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    return consumer
+
+
+def dispatch_consumer(settings: Settings, topic: str, group: str, session_timeout_ms: int = 6000) -> Consumer:
+    """A remote worker's group consumer of its pool's dispatch topic: read_committed (a dispatch whose
+    ``JobStarted`` aborted is never run), offsets committed as attempts are taken (the owner's lease, not the
+    offset, decides whether an attempt runs again)."""
+    read_through(settings)
+    consumer = Consumer({
+        **settings.kafka_config(),
+        "group.id": group,
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": 1000,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "session.timeout.ms": session_timeout_ms,
+        "heartbeat.interval.ms": max(500, session_timeout_ms // 4),
+        "max.poll.interval.ms": 300_000,
+        "fetch.wait.max.ms": 100,
+        "queued.max.messages.kbytes": 1024,
+    })
+    consumer.subscribe([topic])
+    return consumer

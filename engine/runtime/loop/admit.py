@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from engine.contract import messages as m
 from engine.contract.bounds import ENVELOPE, check_bounds, tenant_bound
@@ -27,9 +27,12 @@ from engine.domain import tasktypes
 from engine.domain.commands import COMMANDS, Route, Sender, route_of
 from engine.domain.ratelimits import Bucket
 from engine.errors import DecodeError, ValidationError
+from engine.runtime.execution.outputs import OutputRecord, reserved_refusal
 from engine.runtime.loop.draft import Draft
+from engine.runtime.loop.effects import Output
 from engine.runtime.loop.poison import PoisonDesk, quarantined
 from engine.runtime.loop.schedules import ScheduleDesk
+from engine.runtime.remote.dispatch import decode_records
 from projections.views.counters import lane_depth, tenant_backlog
 from projections.views.dependencies import read_report
 from projections.views.pauses import is_paused
@@ -54,6 +57,12 @@ class Admission:
     poison: PoisonDesk
     authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
     """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
+    namespace: str | None = None
+    """The engine's namespace: a remote result's record for one of its topics (or an internal one) is refused, as
+    ``ctx.produce`` refuses it in process (``engine.runtime.execution.outputs.reserved_refusal``)."""
+    refused_outputs: dict[tuple[str, int], str] = field(default_factory=dict)
+    """Remote attempts (job id, attempt) whose records the brokers refused in a transaction that then aborted: decided
+    again as failures (``OutputRefusedError``), never written again (the loop fills it; loop/effects.py)."""
 
     def admit(self, draft: Draft, offset: int, raw: bytes, ctx: DecideContext,
               signature: bytes | None = None, desk: ScheduleDesk | None = None) -> tuple[m.Event, ...]:
@@ -188,11 +197,40 @@ class Admission:
             scoped = self.scope(body.scope) if body.scope not in (None, "tenant") else ()
             if limits is not NO_LIMITS or scoped:
                 ctx = replace(ctx, limits=limits, scope_tenants=scoped)
+        outputs: tuple[OutputRecord, ...] = ()
+        if isinstance(body, m.ReportAttempt) and body.records is not None:
+            command, outputs = self._remote_outputs(command, body)
         start = len(draft.staged.events)
         draft.decide(command.job_id, CommandInput(command, offset), ctx, command.command_id,
                          command.correlation_id)
+        if outputs and any(isinstance(e.body, m.JobSucceeded) for e in draft.staged.events[start:]):
+            draft.staged.outputs.append(Output(command.job_id, body.attempt, outputs))  # type: ignore[union-attr]
         if isinstance(body, m.SubmitJob) and body.traceparent:  # a job refused or fanned out is traced too
             draft.staged.trace(start, body.traceparent, replace=False)
+
+    def _remote_outputs(self, command: m.Command,
+                        body: m.ReportAttempt) -> tuple[m.Command, tuple[OutputRecord, ...]]:
+        """A remote success's records, to write with its ``JobSucceeded``; or, for records that cannot be read or
+        that the brokers refused before, the command as the attempt's failure (retried by its policy)."""
+        why = self.refused_outputs.pop((command.job_id, body.attempt), None)
+        try:
+            records = decode_records(body.records or b"[]") if why is None else ()
+        except DecodeError as e:
+            why = e.reason
+        reserved = next((r for record in records if self.namespace is not None
+                         and (r := reserved_refusal(self.namespace, record.topic)) is not None), None)
+        if reserved is not None:  # never a retry: the handler asked for a topic it may never write
+            log.warning("job %s attempt %d: %s", command.job_id, body.attempt, reserved)
+            invalid = replace(body, outcome="invalid", result=None, error_type="ValidationError", retryable=False,
+                              message=reserved, records=None)
+            return replace(command, body=invalid), ()
+        if why is None:
+            return command, records
+        log.warning("job %s attempt %d: a record its remote handler produced was refused (%s); recorded as failed",
+                    command.job_id, body.attempt, why)
+        failed = replace(body, outcome="failed", result=None, error_type="OutputRefusedError", retryable=True,
+                         message=f"a record it produced was refused: {why}", records=None)
+        return replace(command, body=failed), ()
 
     def _task_type(self, draft: Draft, command: m.Command, ctx: DecideContext) -> None:
         """A pause, resume or rate limit of a task type in this partition (``engine.domain.tasktypes``)."""

@@ -60,6 +60,8 @@ class Decider:
     free_slots: Callable[[Lane], int]
     base_ctx: DecideContext
     turn: int = 0
+    pools_free: Callable[[], dict[str, int]] = dict
+    """Per remote pool, how many more attempts its workers take from this engine now (engine.runtime.remote)."""
 
     def decide(self, partitions: Mapping[int, Partition], timers: Mapping[int, PartitionTimers],
                progress: list[tuple[RunRequest, float | None, str]], writing: Iterable[Written], now: int,
@@ -118,8 +120,15 @@ class Decider:
         self.turn += 1
         held = list(partitions.values())
         taken = slots_spoken_for([p.draft.staged for p in held] + [w.staged for w in writing],
-                                 [p.inbound.results for p in held])
+                                 [p.inbound.results for p in held], self.dispatcher.pool_of)
         for lane in RUNNABLE_LANES:
             free = self.free_slots(lane) - taken[lane.value]
             if free > 0:
                 self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])
+        for pool, free in self.pools_free().items():
+            free -= taken[f"pool:{pool}"]
+            for lane in RUNNABLE_LANES:  # a pool's slots serve every lane, the most urgent first
+                if free <= 0:
+                    break
+                free -= self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number],
+                                             pool)

@@ -61,6 +61,8 @@ class Dispatcher:
     set_aside: SetAside
     fair: bool = True
     wake: TokenWake = field(default_factory=TokenWake)
+    pool_of: Callable[[str], str | None] = field(default=lambda task_type: None)
+    """The remote pool that runs a task type (None: the engine's own executor; engine.runtime.remote)."""
 
     def rate_allows(self, draft: Draft, task_type: str, now: int) -> bool:
         """Whether the task type's rate limit in ``draft``'s partition lets one of its jobs start at ``now``.
@@ -72,9 +74,11 @@ class Dispatcher:
         self.wake.note(record.bucket.ready_at())
         return False
 
-    def deal(self, lane: str, free: int, drafts: list[Draft], ctx_of: Callable[[Draft], DecideContext]) -> int:
-        """Hand ``free`` slots of ``lane`` to the partitions' drafts one at a time, in turn; how many started."""
-        rounds = [LaneRound(self, d, lane, ctx_of(d)) for d in drafts]
+    def deal(self, lane: str, free: int, drafts: list[Draft], ctx_of: Callable[[Draft], DecideContext],
+             pool: str | None = None) -> int:
+        """Hand ``free`` slots of ``lane`` (of ``pool``'s workers; None: of this engine) to the partitions' drafts one
+        at a time, in turn; how many started."""
+        rounds = [LaneRound(self, d, lane, ctx_of(d), pool) for d in drafts]
         started = 0
         while started < free and rounds:
             still = []
@@ -89,8 +93,8 @@ class Dispatcher:
 class LaneRound:
     """One dispatch round of one lane in one partition (its draft)."""
 
-    def __init__(self, dispatcher: Dispatcher, draft: Draft, lane: str, ctx: DecideContext):
-        self.d, self.draft, self.lane, self.ctx = dispatcher, draft, lane, ctx
+    def __init__(self, dispatcher: Dispatcher, draft: Draft, lane: str, ctx: DecideContext, pool: str | None = None):
+        self.d, self.draft, self.lane, self.ctx, self.pool = dispatcher, draft, lane, ctx, pool
         self.positions: dict[str, bytes] = {}  # tenant -> key of the last entry looked at (the view may change)
         self.heads: dict[str, tuple[TenantHead, str]] = {}
         self.free_types: set[str] = set()  # neither paused nor rate-limited here (no command changes it in a round)
@@ -167,9 +171,8 @@ class LaneRound:
         """The job as its tenant's head, if it can start now; a job whose head raises is set aside."""
         try:
             job = self.draft.job(job_id)
-            if job is None or job.state is not JobState.QUEUED or not self.d.board.startable(job.task_type,
-                                                                                              self.ctx.now) \
-                    or self._held(job.task_type):
+            if job is None or job.state is not JobState.QUEUED or self.d.pool_of(job.task_type) != self.pool \
+                    or not self.d.board.startable(job.task_type, self.ctx.now) or self._held(job.task_type):
                 return None
             weight = self.d.weight(tenant)
             return TenantHead.from_order(tenant, weight, units_of(weight), order)
@@ -197,10 +200,17 @@ def rotate(items: list[T], turn: int) -> list[T]:
     return items[n:] + items[:n]
 
 
-def slots_spoken_for(staged: Iterable[Staged], waiting: Iterable[list[RunResult]]) -> Counter[str]:
+def slots_spoken_for(staged: Iterable[Staged], waiting: Iterable[list[RunResult]],
+                     pool_of: Callable[[str], str | None] = lambda task_type: None) -> Counter[str]:
     """Per lane, the slots the executor counts free that are spoken for: starts ``staged`` (drafts' and
     transactions' under way), and handlers that returned whose results are ``waiting`` for their partition's
-    transaction (a slot stays taken until its result is recorded, or a breaker would open one start too late)."""
-    taken = Counter(job.lane for s in staged for _, job in s.starts)
-    taken.update(result.request.lane.value for results in waiting for result in results)
+    transaction (a slot stays taken until its result is recorded, or a breaker would open one start too late).
+    Per remote pool (keyed ``pool:<name>``), the starts staged for its workers and not yet leased."""
+    taken: Counter[str] = Counter()
+    for s in staged:
+        for _, job in s.starts:
+            pool = pool_of(job.task_type)
+            taken[job.lane if pool is None else f"pool:{pool}"] += 1
+    taken.update(result.request.lane.value for results in waiting for result in results
+                 if pool_of(result.request.task_type) is None)
     return taken

@@ -40,6 +40,7 @@ from engine.app import App
 from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.decide import DecideContext, RequeueReason
+from engine.domain.lanes import Lane
 from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
@@ -63,6 +64,7 @@ from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
 from engine.runtime.outputgate import KafkaTopicGate
+from engine.runtime.remote.owner import Remote, remote_refusals
 from engine.runtime.signatures import CommandChecker, engine_signer
 from engine.runtime.tenants import LOAD_TIMEOUT_S, TenantDirectory
 from engine.runtime.topics import checkpoints_topic, ensure_schemas_topic, partition_count, topic_exists
@@ -116,9 +118,14 @@ class Engine:
                                    base_ctx)
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
-                              CommandChecker(settings, self.tenants.public_keys, signer))
-        dispatcher = Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair)
-        self.decider = Decider(admission, dispatcher, board, self.poison, self.executor.free_slots, base_ctx)
+                              CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace)
+        self.remote = remote = Remote(app, settings, no_execute=not options.execute)
+        dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
+                                 pool_of=remote.pool_of) if remote.active
+                      else Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair))
+        local_slots = self.executor.free_slots if options.execute else _none  # --no-execute: every type is remote
+        self.decider = Decider(admission, dispatcher, board, self.poison, local_slots, base_ctx,
+                               pools_free=partial(self._pools_free, count) if remote.active else dict)
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
@@ -126,7 +133,8 @@ class Engine:
         self._next_tenants = self._next_metrics = 0.0
         self._timeout_of = partial(attempt_timeout, app)
         self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
-        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types)
+        self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types,
+                                   pools={t: p for t in app.task_types if (p := remote.pool_of(t)) is not None})
 
     @property
     def partitions(self) -> dict[int, Partition]:
@@ -169,8 +177,10 @@ class Engine:
         if starts:
             self.executor.submit_many(starts)  # start
         t1 = time.perf_counter()
-        decided = self.decider.decide(self.partitions, self.lifecycle.timers, self.executor.take_progress(),
-                                      self._writing, now, taking)  # decide
+        progress = self.executor.take_progress() + self.remote.renew() if self.remote.active \
+            else self.executor.take_progress()
+        decided = self.decider.decide(self.partitions, self.lifecycle.timers, progress, self._writing, now,
+                                      taking)  # decide
         self._decided(decided)
         t2 = time.perf_counter()
         self._writing += self._launch()  # write
@@ -189,7 +199,8 @@ class Engine:
         soonest = min((d for d in [*dues, token] if d is not None), default=None)
         if soonest is not None:
             wait = min(wait, max(0.0, soonest / 1e6 - time.time()))
-        return min(wait, max(0.0, self.executor.next_deadline() - time.time()))
+        deadline = min(self.executor.next_deadline(), self.remote.leases.next_deadline())
+        return min(wait, max(0.0, deadline - time.time()))
 
     # --- hold and route ------------------------------------------------------------------------
 
@@ -207,7 +218,7 @@ class Engine:
         """The attempts that finished: ``results`` as the executor reported them (None: a wake-up), and those whose
         deadline passed."""
         settled = [r for r in (self.executor.settle(item) for item in results if item) if r]
-        return settled + self.executor.expire()
+        return settled + self.executor.expire() + self.remote.expire()
 
     def _routed(self, routed: Routed) -> None:
         """Carry out what the route step could not place: count the records dropped, rewind the reader."""
@@ -237,6 +248,8 @@ class Engine:
                 starts += run_requests(w, self._timeout_of, time.time())
                 continue
             step = followup(w, verdict, w.partition.state)
+            if w.refused and not step.counted:  # remote results' records refused: decided again as failures
+                self.decider.admission.refused_outputs.update(remote_refusals(w))
             if step.counted:
                 for event, folded in zip(w.staged.events, w.staged.folds):
                     self.metrics.observe(event, folded.status, folded.before, folded.after)
@@ -244,7 +257,7 @@ class Engine:
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._follow(w, step, now)
-        return starts
+        return self.remote.grant(starts)
 
     def _follow(self, w: Written, step: Followup, now: int) -> None:
         """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the
@@ -284,8 +297,12 @@ class Engine:
         started: list[Written] = []
         for partition in self.partitions.values():
             if partition.draft.staged and partition.writing is None and partition.state in WRITING:
-                partition.writing = self.writer.launch(partition, partition.draft.take_staged(),
-                                                       self.reader.group_metadata(), self.inbox.wake)
+                staged = partition.draft.take_staged()
+                self.remote.stage(staged, partition.number, partition.draft.batch)  # dispatches: same transaction
+                self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
+                self.remote.stage_cancels(staged, self.options.cancel_grace_s)  # told to the worker that runs it
+                partition.writing = self.writer.launch(partition, staged, self.reader.group_metadata(),
+                                                       self.inbox.wake)
             elif self.checkpointer.due(partition):
                 partition.writing = self.checkpointer.launch(partition, self.inbox.wake)  # woken when committed
             else:
@@ -299,6 +316,8 @@ class Engine:
         """Close revoking partitions whose handlers are done (re-queue what outlived the grace period first); fold
         the standbys; tenants, metrics, heartbeat."""
         self.lifecycle.settle_revoking(self.executor.in_flight, now)
+        if self.remote.active:  # a partition no longer ours: its new owner re-queues what its workers run
+            self.remote.leases.keep({n for n, p in self.partitions.items() if p.deciding or p.resuming})
         if self.standbys is not None and taking:
             self.standbys.step(STANDBY_BUDGET_S)
         self._housekeeping()
@@ -315,7 +334,12 @@ class Engine:
         if clock >= self._next_metrics:
             self._next_metrics = clock + METRICS_EVERY_S
             sampling.sample(self.metrics, self.partitions.values(), self.standbys)
+            self.metrics.set_pools(self.remote.gauges())
         self.heartbeat.beat(self.partitions.values(), self.executor, self.options.lane_slots)
+
+    def _pools_free(self, count: int) -> dict[str, int]:
+        """Per remote pool, how many attempts its workers take from this instance now."""
+        return self.remote.free(sum(1 for p in self.partitions.values() if p.deciding), count)
 
     def drain(self, grace_s: float) -> None:
         """Stop taking work; record in-flight results until every handler is done or ``grace_s`` passed."""
@@ -341,6 +365,12 @@ class Engine:
         self.executor.shutdown(0)
         self.writer.close()
         self.heartbeat.close()
+        self.remote.close()
+
+
+def _none(lane: Lane) -> int:
+    """No local slot: an engine run with ``--no-execute`` runs nothing itself."""
+    return 0
 
 
 def attempt_timeout(app: App, task_type: str) -> float:

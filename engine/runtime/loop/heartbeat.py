@@ -32,7 +32,7 @@ MAX_RUNNING_LISTED = 1000
 
 def snapshot(instance: str, started_at_us: int, partitions: Iterable[Partition], slots: Mapping[Lane, int],
              free: Mapping[Lane, int], running: list[str], at_us: int, interval_s: float = EVERY_S,
-             task_types: Iterable[str] = ()) -> WorkerRow:
+             task_types: Iterable[str] = (), pools: Mapping[str, str] | None = None) -> WorkerRow:
     """The heartbeat of an instance holding ``partitions`` with ``free`` slots of ``slots`` per lane, whose app
     has handlers for ``task_types``. Pure."""
     ordered = sorted(partitions, key=lambda p: p.number)
@@ -40,15 +40,18 @@ def snapshot(instance: str, started_at_us: int, partitions: Iterable[Partition],
     lanes = [LaneSlots(lane.value, max(0, n - free.get(lane, 0)), free.get(lane, 0))
              for lane, n in slots.items() if n > 0]
     return WorkerRow(instance, socket.gethostname(), os.getpid(), started_at_us, at_us, held, lanes,
-                     sorted(running)[:MAX_RUNNING_LISTED], interval_s, task_types=sorted(task_types))
+                     sorted(running)[:MAX_RUNNING_LISTED], interval_s, task_types=sorted(task_types),
+                     pools=dict(pools or {}))
 
 
 class Heartbeat:
     """Publishes this instance's heartbeats; made with the engine, closed (with a tombstone) when it stops."""
 
-    def __init__(self, settings: Settings, instance: str, every_s: float = EVERY_S, task_types: Iterable[str] = ()):
+    def __init__(self, settings: Settings, instance: str, every_s: float = EVERY_S, task_types: Iterable[str] = (),
+                 pools: Mapping[str, str] | None = None):
         self.instance, self.every_s, self.topic = instance, every_s, workers_topic(settings)
         self.task_types = sorted(task_types)
+        self.pools = dict(pools or {})  # the task types remote pools run: what a waiter names (docs/workers.md)
         self.started_at_us = now_us()
         self._next = 0.0
         self._failed = False
@@ -64,7 +67,7 @@ class Heartbeat:
         running = [r.job_id for p in held for r in executor.in_flight_requests(p.number)]
         free = {lane: executor.free_slots(lane) for lane in lane_slots}
         self.publish(snapshot(self.instance, self.started_at_us, held, lane_slots, free, running, now_us(),
-                              self.every_s, self.task_types))
+                              self.every_s, self.task_types, self.pools))
 
     def soon(self) -> None:
         """Publish at the next chance (what this instance holds changed)."""

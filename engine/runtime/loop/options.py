@@ -33,3 +33,4 @@ class EngineOptions:
     standby: bool = False  # keep warm copies of the partitions this instance does not own (loop/standby.py)
     bulk_restore_min: int = 100_000  # a store lacking this many events restores in a process of its own; 0: never
     checkpoint_min_events: int = 50_000  # checkpoint a write model after this many events at least; 0: never
+    execute: bool = True  # False (--no-execute): decide only; every task type goes to a remote pool (docs/workers.md)

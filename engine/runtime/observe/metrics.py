@@ -143,6 +143,13 @@ class EngineMetrics:
         self.rocksdb_memory = Gauge("epochq_rocksdb_memory_bytes", "RocksDB memory of this process, by kind: "
                                     "block_cache (the shared cache, memtables charged to it: bounded), memtables, "
                                     "table_readers (outside the cache)", ("kind",), registry=r)
+        self.pool_slots = Gauge("epochq_pool_slots", "Slots of a remote pool's live workers, as their heartbeats "
+                                "announce them (docs/workers.md)", ("pool",), registry=r)
+        self.pool_in_flight = Gauge("epochq_pool_in_flight", "Attempts this instance has out with a remote pool's "
+                                    "workers (leased)", ("pool",), registry=r)
+        self.pool_lease_expiries = Counter("epochq_pool_lease_expiries_total", "Remote attempts whose lease lapsed "
+                                           "(recorded as failed: lease_expired)", ("pool",), registry=r)
+        self._expiries_seen: dict[str, int] = {}
         self._gc_watch = PauseWatch(lambda generation, seconds: self.gc_pause.labels(str(generation)).observe(seconds))
 
     # --- events folded from the log --------------------------------------------------------
@@ -263,6 +270,16 @@ class EngineMetrics:
         """Record RocksDB's memory by kind (projections.store.rocksdb_memory)."""
         for kind, size in by_kind.items():
             self.rocksdb_memory.labels(kind).set(size)
+
+    def set_pools(self, pools: dict[str, tuple[int, int, int]]) -> None:
+        """Per remote pool: (its live workers' slots, attempts out with them, lease expiries so far)."""
+        for pool, (slots, in_flight, expiries) in pools.items():
+            self.pool_slots.labels(pool).set(slots)
+            self.pool_in_flight.labels(pool).set(in_flight)
+            seen = self._expiries_seen.get(pool, 0)
+            if expiries > seen:
+                self.pool_lease_expiries.labels(pool).inc(expiries - seen)
+            self._expiries_seen[pool] = expiries
 
     def set_timers(self, partition: int, held: tuple[int, int] | None) -> None:
         """Record the (job, schedule) timers a partition holds in memory; None: the partition is gone."""

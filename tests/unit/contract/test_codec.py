@@ -40,7 +40,7 @@ from engine.contract.messages import (
     ScheduleUpserted, UpsertSchedule,
 )
 from engine.contract.messages import (
-    AwaitJob, DependenciesAwaited, DependencyReported, DependentAdded, ReportDependency,
+    AwaitJob, DependenciesAwaited, DependencyReported, DependentAdded, ReportDependency, ReportAttempt,
     ClearRateLimit, JobReprioritized, RateLimitCleared, RateLimitSet, ReprioritizeJob, SetRateLimit,
 )
 from engine.contract.partitioner import murmur2, partition_for
@@ -74,6 +74,9 @@ COMMAND_SAMPLES = [
     AwaitJob("job-3"),
     ReportDependency("job-1", "completed", b'{"rows": 3}'),
     ReportDependency("job-2", "unknown", None, "no such job"),
+    ReportAttempt(2, (3 << 32) | 2, "succeeded", 1200, b'{"ok": true}', worker="w-1", pool="gpu",
+                  records=b'[{"topic":"out","key":"az0=","value":null,"headers":[]}]'),
+    ReportAttempt(1, (3 << 32) | 1, "failed", 50, None, "RuntimeError", "boom", "Traceback...", True, "w-2", "gpu"),
 ]
 
 EVENT_SAMPLES = [

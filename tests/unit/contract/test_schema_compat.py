@@ -110,10 +110,17 @@ def test_v5_dependencies_read_as_none_by_older_readers_and_older_submits_read_as
     assert decoded.body.task_type == "echo" and decoded.body.depends_on == {}  # v4 has no such field
     skipped = skipped_types(VERSIONS["event"][-1][1], VERSIONS["event"][3][1])
     assert set(skipped) == {"DependenciesAwaited", "DependentAdded", "DependencyReported"}
-    skipped = skipped_types(VERSIONS["command"][-1][1], VERSIONS["command"][3][1])
+    skipped = skipped_types(VERSIONS["command"][4][1], VERSIONS["command"][3][1])
     assert set(skipped) == {"AwaitJob", "ReportDependency"}
     older = v4.encode(Event("e-2", "j-2", "acme", 3, "o", 5, JobSubmitted("echo", Payload(b"{}"), 5, "NORMAL", 3)))
     assert codec.decode_event(older).body.depends_on == {}
+
+
+def test_v6_a_remote_worker_s_result_is_a_body_older_readers_skip() -> None:
+    """v6 adds one command body, ``ReportAttempt`` (a remote worker's result, docs/workers.md), and nothing else."""
+    assert [v for v, _ in VERSIONS["command"]][-1] == 6
+    skipped = skipped_types(VERSIONS["command"][-1][1], VERSIONS["command"][4][1])
+    assert set(skipped) == {"ReportAttempt"}
 
 
 def test_growth_outside_the_body_union_is_a_reader_problem() -> None:

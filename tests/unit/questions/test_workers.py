@@ -68,3 +68,17 @@ def test_an_unannounced_task_type_is_refused_with_a_suggestion() -> None:
     assert unannounced("zzz", {"a.b"}) == ("no running engine handles task type 'zzz': the running engines handle "
                                           "a.b; give --force to go ahead anyway")
     assert "none is running?" in (unannounced("x", set()) or "")
+
+
+def test_a_remote_worker_s_heartbeat_carries_its_pool_and_tokens_and_an_engine_s_its_pools() -> None:
+    from engine.contract.heartbeat import LeasedJob
+    from engine.questions.holdups import unserved
+
+    worker = WorkerRow("w", "host", 7, 0, 10 * S, [], [LaneSlots("ANY", 1, 3)], ["job-1"], 1.0, pool="gpu",
+                       jobs=[LeasedJob("job-1", (2 << 32) | 1, 0.5, "half")])
+    engine = WorkerRow(**{**row("e", 10).__dict__, "pools": {"render": "gpu", "train": "tpu"}})
+    assert decode_heartbeat(encode_heartbeat(worker), 10 * S) == worker
+    assert decode_heartbeat(encode_heartbeat(engine), 10 * S) == engine
+    assert unserved([engine, worker]) == {"train": "tpu"}
+    assert unserved([engine, WorkerRow(**{**worker.__dict__, "lost": True})]) == {"render": "gpu", "train": "tpu"}
+    assert worker_json(worker)["pool"] == "gpu" and worker_json(engine)["pools"] == {"render": "gpu", "train": "tpu"}

@@ -179,3 +179,24 @@ def test_output_topics_are_granted_to_engines_only_by_name_or_prefix() -> None:
 def test_an_output_topic_that_is_no_name_or_prefix_is_refused_naming_the_flag(pattern: str) -> None:
     with pytest.raises(ValidationError, match="--output-topic"):
         wanted_acls("ns", ["engine"], [], [], [pattern])
+
+
+def test_a_worker_reads_its_pool_s_dispatch_only_and_never_writes_events_and_engines_then_write_dispatches() -> None:
+    from engine.runtime.acls import worker_role
+
+    plain = wanted_acls("ns", ["engine"], [], [])
+    rules = wanted_acls("ns", ["engine"], [], [], ["billing.*"], [worker_role("gpu-box=gpu")])
+    worker = {(r.resource_type, r.pattern, r.name, r.operation) for r in rules if r.principal == "User:gpu-box"}
+    assert ("TOPIC", "LITERAL", "ns.dispatch.gpu", "READ") in worker
+    assert ("GROUP", "LITERAL", "ns.pool.gpu", "READ") in worker
+    assert ("TOPIC", "LITERAL", "ns.commands", "WRITE") in worker
+    assert ("TOPIC", "LITERAL", "ns.workers", "WRITE") in worker
+    assert not any(name == "ns.events" or (name.startswith("ns.dispatch.") and name != "ns.dispatch.gpu")
+                   for _, _, name, _ in worker)
+    assert not any(op == "WRITE" and name.startswith("billing") for _, _, name, op in worker)  # engines write those
+    engine = {(r.resource_type, r.pattern, r.name, r.operation) for r in rules if r.principal == "User:engine"}
+    assert ("TOPIC", "PREFIXED", "ns.dispatch.", "WRITE") in engine
+    assert ("TOPIC", "LITERAL", "ns.workers", "READ") in engine
+    assert not any(r.name.startswith("ns.dispatch.") for r in plain)  # no workers: the engine's rules as before
+    with pytest.raises(ValidationError, match="USER=POOL"):
+        worker_role("gpu-box")

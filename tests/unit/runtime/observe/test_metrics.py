@@ -215,6 +215,8 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     metrics.set_ownership({0: 1})
     metrics.set_timers(0, (3, 1))
     metrics.set_rocksdb_memory({"block_cache": 3 << 20, "memtables": 1 << 20, "table_readers": 0})
+    metrics.set_pools({"gpu": (8, 3, 1)})
+    metrics.set_pools({"gpu": (8, 2, 4)})  # lease expiries so far: the counter moves by the difference
     metrics.watch_gc()
     gc.collect(0)
     metrics.serve(0)
@@ -230,6 +232,8 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     assert 'epochq_jobs_dead_lettered_total{lane="NORMAL",task_type="email.send"} 2.0' in body
     assert "epochq_dead_letter_depth 2.0" in body
     assert 'epochq_rocksdb_memory_bytes{kind="memtables"} 1.048576e+06' in body
+    assert 'epochq_pool_in_flight{pool="gpu"} 2.0' in body
+    assert 'epochq_pool_lease_expiries_total{pool="gpu"} 4.0' in body
 
 
 # --- log formats ----------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""A remote worker's result: counted only with the running attempt's fencing token, refused otherwise. Pure."""
+
+from __future__ import annotations
+
+from engine.contract import messages as m
+from engine.domain.decide import AttemptFinished, CommandInput, StartAttempt
+from engine.domain.fence import fencing_token
+from engine.domain.jobs import JobView
+from engine.domain.lifecycle import JobState
+from tests.unit.domain.test_decide import CTX, queued_job, run
+from tests.unit.factories import command
+
+
+def running() -> JobView:
+    job, _ = run(queued_job(), StartAttempt("job-1", "w"))
+    assert job is not None and job.state is JobState.RUNNING and job.attempt == 1
+    return job
+
+
+def report(attempt: int, token: int, outcome: str = "succeeded", **fields: object) -> CommandInput:
+    return CommandInput(command("job-1", m.ReportAttempt(attempt, token, outcome, 10, **fields)), 9)  # type: ignore[arg-type]
+
+
+def test_a_result_with_the_running_attempt_s_token_is_decided_like_a_local_one() -> None:
+    job = running()
+    done, bodies = run(job, report(1, fencing_token(CTX.epoch, 1), result=b"{}"))
+    assert bodies == [m.JobSucceeded(1, 10, b"{}")] and done is not None and done.state is JobState.COMPLETED
+    failed, bodies = run(job, report(1, fencing_token(CTX.epoch, 1), "failed", error_type="IOError", message="x"))
+    assert [type(b).__name__ for b in bodies] == ["JobFailed", "JobRetryScheduled"]
+
+
+def test_a_result_with_another_token_is_refused_as_stale_and_changes_nothing() -> None:
+    job = running()
+    for attempt, token in ((1, fencing_token(CTX.epoch - 1, 1)), (1, fencing_token(CTX.epoch, 1, replays=1)),
+                           (2, fencing_token(CTX.epoch, 2))):
+        same, bodies = run(job, report(attempt, token))
+        assert len(bodies) == 1 and isinstance(bodies[0], m.CommandRefused), bodies
+        assert bodies[0].command == "ReportAttempt" and bodies[0].reason.startswith("stale_token"), bodies
+        assert same == job
+
+
+def test_a_second_result_for_an_attempt_that_ended_is_refused_so_it_ends_once() -> None:
+    token = fencing_token(CTX.epoch, 1)
+    done, _ = run(running(), report(1, token))
+    again, bodies = run(done, report(1, token))
+    assert isinstance(bodies[0], m.CommandRefused) and bodies[0].reason.startswith("stale_token") and again == done
+
+
+def test_a_lapsed_lease_fails_the_attempt_and_the_retry_policy_decides() -> None:
+    job, bodies = run(running(), AttemptFinished("job-1", 1, "failed", 5, error_type="lease_expired"))
+    assert isinstance(bodies[0], m.JobFailed) and bodies[0].error_type == "lease_expired"
+    assert isinstance(bodies[1], m.JobRetryScheduled) and job is not None and job.state is JobState.RETRYING
+    late, bodies = run(job, report(1, fencing_token(CTX.epoch, 1)))
+    assert isinstance(bodies[0], m.CommandRefused) and bodies[0].reason.startswith("stale_token") and late == job
+
+
+def test_an_unknown_outcome_is_refused() -> None:
+    job = running()
+    _, bodies = run(job, report(1, fencing_token(CTX.epoch, 1), "exploded"))
+    assert isinstance(bodies[0], m.CommandRefused) and "exploded" in bodies[0].reason
