@@ -10,16 +10,26 @@ hand-back the owner does it itself for the attempts of its own epoch that outliv
 period (:func:`hand_back`: ``owner_stopped`` or ``handover``), so the next owner starts them at
 once and knows why. A job a decision raises for is set aside by the poison desk. Each returns
 the events staged.
+
+An attempt dispatched to a remote pool is neither: its worker runs on whoever owns the partition.
+The new owner adopts it (:func:`adopt`, ``engine.domain.remote.adopted``) with a fresh lease from
+the activation (:func:`lease_request`: one full lease for the worker's heartbeats to reach it), and
+its result counts by its token, which names the epoch it started at. Nothing is written for it; a
+lease that lapses after the adoption fails it (``lease_expired``) as before.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.decide import DecideContext, HandBack, Input, RequeueOrphan, RequeueReason
+from engine.domain.jobs import JobView
+from engine.domain.lanes import Lane
+from engine.domain.remote import adopted, attempt_epoch
+from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.poison import PoisonDesk
 
@@ -39,6 +49,30 @@ def ours(running: Iterable[tuple[str, int]], own: set[int]) -> tuple[list[tuple[
     of ``own``, the epochs this process held the partition at (its producer was replaced since). Pure."""
     pairs = list(running)
     return [p for p in pairs if p[1] not in own], [p for p in pairs if p[1] in own]
+
+
+def adopt(running: Iterable[tuple[str, int]], job_of: Callable[[str], JobView | None],
+          pool_of: Callable[[str], str | None]) -> tuple[list[tuple[str, int]], list[JobView]]:
+    """``running`` split: the attempts that ran in an engine's process (re-queued or handed back as before), and the
+    jobs whose attempts are out with a remote pool's workers (adopted: kept running). Pure, given its lookups."""
+    kept, adopted_jobs = [], []
+    for job_id, epoch in running:
+        job = job_of(job_id)
+        if job is not None and adopted(job, pool_of(job.task_type)):
+            adopted_jobs.append(job)
+        else:
+            kept.append((job_id, epoch))
+    return kept, adopted_jobs
+
+
+def lease_request(partition: int, job: JobView, now: float) -> RunRequest:
+    """The attempt an adopted ``job`` has out, to lease from ``now`` (s): its token that of the epoch it started at.
+    Pure."""
+    return RunRequest(partition=partition, epoch=attempt_epoch(job), job_id=job.job_id, tenant=job.tenant_id,
+                      task_type=job.task_type, attempt=job.attempt, lane=Lane(job.lane), payload=job.payload,
+                      idempotency_key=job.idempotency_key, deadline=now,  # not timed here: its lease decides
+                      queued_at_us=job.queued_at or job.submitted_at, traceparent=job.traceparent,
+                      replays=job.replays)
 
 
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,
