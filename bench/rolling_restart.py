@@ -218,7 +218,7 @@ def report(seconds: float, grace: float, deploy_s: float, stop_a: float, stop_b:
     print(f"\n--grace {grace:g}: jobs of {seconds:g} s, max_attempts {max_attempts}; the rolling restart{what} took "
           f"{deploy_s:.1f} s (SIGTERM of the first exited after {stop_a:.1f} s, of the second after {stop_b:.1f} s); "
           f"partitions moved: {moved}")
-    print(f"{'partition':>9} {'starts':>6} {'owners':14} {'re-queued as':28} {'counted':>7} {'before':>6} "
+    print(f"{'partition':>9} {'starts':>6} {'owners':14} {'re-queued or failed as':28} {'counted':>7} {'before':>6} "
           f"{'total s':>7} {'lost s':>6}")
     for job in jobs:
         owners = ",".join(owner for owner, _ in job.starts)
