@@ -299,7 +299,8 @@ def survived_takeover(settings: Settings, client: Client, engines, workers,  # t
     eventually(lambda: p in b.owned(), 60, "b to take a's partition")
     outcome = handle.wait(90)
     found = bodies(settings, handle.job_id)
-    assert (outcome.status, outcome.attempts, outcome.requeues) == ("completed", 1, 0), [type(f).__name__ for f in found]
+    assert (outcome.status, outcome.attempts, outcome.requeues) == ("completed", 1, 0), \
+        [type(f).__name__ for f in found]
     assert outcome.result == {"attempt": 1, "pid": w1.proc.pid}
     assert requeues(settings, handle.job_id) == [] and starters(settings, handle.job_id) == ["a"]
     assert not [f for f in found if isinstance(f, m.CommandRefused)], found  # the worker's result counted
