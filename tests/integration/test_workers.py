@@ -308,3 +308,31 @@ def survived_takeover(settings: Settings, client: Client, engines, workers,  # t
     assert f"partition {p}: adopted 1 attempt(s) out with remote workers" in b.logs()
     one_end_per_attempt(found)
     return a, b
+
+
+def test_an_adopted_attempt_whose_worker_stops_heartbeating_lapses_under_the_new_owner_and_is_retried(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_handover import keys_in, requeues
+
+    a = start_engine(engines, settings, "a", tmp_path, app=APP)
+    a.wait_active(3)
+    b = start_engine(engines, settings, "b", tmp_path, app=APP)
+    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
+    w1 = start_worker(workers, settings, "w1", tmp_path)
+    p = min(a.owned())
+    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme",
+                           idempotency_key=keys_in({p}, "acme", "adopt-lapse")[p][0])
+    eventually(lambda: any(line[:2] == [handle.job_id, "1"] and line[3] == "started" for line in marks(tmp_path)),
+               60, "attempt 1 to start on w1")
+    a.signal(signal.SIGTERM)
+    eventually(lambda: f"partition {p}: adopted 1 attempt(s)" in b.logs(), 60, "b to adopt the attempt")
+    w1.proc.send_signal(signal.SIGSTOP)  # no more heartbeats: the adopted lease lapses under b
+    w2 = start_worker(workers, settings, "w2", tmp_path)
+    outcome = handle.wait(90)
+    assert outcome.status == "completed" and outcome.result["pid"] == w2.proc.pid, outcome
+    found = bodies(settings, handle.job_id)
+    lapsed(found, outcome.attempts)
+    assert [e.event.owner for e in outcome.events if e.event.type == "JobFailed"][:1] == ["b"]
+    assert requeues(settings, handle.job_id) == []
+    one_end_per_attempt(found)
+    w1.proc.send_signal(signal.SIGCONT)

@@ -261,11 +261,10 @@ class Engine:
         return self.remote.grant(starts)
 
     def _adopt(self) -> None:
-        """Lease the remote attempts the partitions activated since the last call adopted (``loop/orphans.py``), but
-        those leased here already (a resync under the same epoch)."""
+        """Lease the remote attempts the partitions activated since the last call adopted (``loop/orphans.py``)."""
         adopted = self.lifecycle.take_adopted()
         if adopted:
-            self.remote.grant([r for r in adopted if not self.remote.leases.holds(r.job_id)])
+            self.remote.adopt(adopted)
 
     def _follow(self, w: Written, step: Followup, now: int) -> None:
         """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the

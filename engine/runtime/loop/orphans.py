@@ -13,7 +13,7 @@ the events staged.
 
 An attempt dispatched to a remote pool is neither: its worker runs on whoever owns the partition.
 The new owner adopts it (:func:`adopt`, ``engine.domain.remote.adopted``) with a fresh lease from
-the activation (:func:`lease_request`: one full lease for the worker's heartbeats to reach it), and
+the activation (:func:`adoption`: one full lease for the worker's heartbeats to reach it), and
 its result counts by its token, which names the epoch it started at. Nothing is written for it; a
 lease that lapses after the adoption fails it (``lease_expired``) as before.
 """
@@ -28,7 +28,7 @@ from engine.domain import fence
 from engine.domain.decide import DecideContext, HandBack, Input, RequeueOrphan, RequeueReason
 from engine.domain.jobs import JobView
 from engine.domain.lanes import Lane
-from engine.domain.remote import adopted, attempt_epoch
+from engine.domain.remote import adopted, current_token
 from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.poison import PoisonDesk
@@ -65,14 +65,16 @@ def adopt(running: Iterable[tuple[str, int]], job_of: Callable[[str], JobView | 
     return kept, adopted_jobs
 
 
-def lease_request(partition: int, job: JobView, now: float) -> RunRequest:
-    """The attempt an adopted ``job`` has out, to lease from ``now`` (s): its token that of the epoch it started at.
-    Pure."""
-    return RunRequest(partition=partition, epoch=attempt_epoch(job), job_id=job.job_id, tenant=job.tenant_id,
-                      task_type=job.task_type, attempt=job.attempt, lane=Lane(job.lane), payload=job.payload,
-                      idempotency_key=job.idempotency_key, deadline=now,  # not timed here: its lease decides
-                      queued_at_us=job.queued_at or job.submitted_at, traceparent=job.traceparent,
-                      replays=job.replays)
+def adoption(partition: int, epoch: int, job: JobView, now: float) -> tuple[RunRequest, int]:
+    """The attempt an adopted ``job`` has out, as the owner of ``partition`` at ``epoch`` leases it from ``now`` (s)
+    (its lapse is a result of this owner's epoch, so it counts), and the token that lease is renewed by: the one of
+    the epoch the attempt started at, which its worker holds. Pure."""
+    request = RunRequest(partition=partition, epoch=epoch, job_id=job.job_id, tenant=job.tenant_id,
+                         task_type=job.task_type, attempt=job.attempt, lane=Lane(job.lane), payload=job.payload,
+                         idempotency_key=job.idempotency_key, deadline=now,  # not timed here: its lease decides
+                         queued_at_us=job.queued_at or job.submitted_at, traceparent=job.traceparent,
+                         replays=job.replays)
+    return request, current_token(job)
 
 
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,

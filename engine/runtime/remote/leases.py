@@ -56,10 +56,11 @@ class Leases:
         self._heap: list[tuple[float, str, int]] = []  # (deadline, job id, token); stale entries left lazily
         self.expiries: Counter[str] = Counter()  # per pool: leases that lapsed
 
-    def grant(self, request: RunRequest, pool: str, lease_s: float) -> None:
-        """``request``'s attempt is out with ``pool`` from now, for ``lease_s`` seconds unless renewed."""
+    def grant(self, request: RunRequest, pool: str, lease_s: float, token: int | None = None) -> None:
+        """``request``'s attempt is out with ``pool`` from now, for ``lease_s`` seconds unless renewed by ``token``
+        (its own, unless adopted from an earlier owner: ``Remote.adopt``)."""
         now = self._clock()
-        lease = Lease(request, pool, token_of(request), lease_s, now + lease_s, now)
+        lease = Lease(request, pool, token_of(request) if token is None else token, lease_s, now + lease_s, now)
         self._by_job[request.job_id] = lease
         heapq.heappush(self._heap, (lease.deadline, request.job_id, lease.token))
 
