@@ -61,6 +61,7 @@ class JobView:
     traceparent: str | None = None  # the submitter's W3C trace context (JobSubmitted, v5): each attempt's span joins it
     requeued: int = 0  # attempts since the last replay given up by a re-queue (JobRequeued): not counted
     lost: int = 0  # of those, the ones whose owner was lost while running it (reason owner_lost): capped by max_lost
+    started_epoch: int | None = None  # the epoch of the latest JobStarted: its fencing token's (None: unknown)
 
     def counted_attempts(self) -> int:
         """The attempts that count toward ``max_attempts``: every one started since the last replay but those given
@@ -177,6 +178,8 @@ def evolve(job: JobView | None, event: m.Event) -> JobView | None:
         return _created(event, state)
     changes = _apply(event.body, job, event.occurred_at)
     changes["state"], changes["updated_at"], changes["epoch"] = state, event.occurred_at, event.epoch
+    if trigger is Trigger.START:  # the attempt keeps its epoch whoever owns the partition later (a remote one)
+        changes["started_epoch"] = event.epoch
     return _replacer(tuple(changes))(job, changes)
 
 
@@ -189,7 +192,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
         body.depends_on or None, 0, (),
-        body.traceparent, 0, 0,
+        body.traceparent, 0, 0, None,
     )
 
 

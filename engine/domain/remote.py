@@ -5,7 +5,12 @@ commands topic like any command: it is decided in the owner's partition, in the 
 its offset, so it is applied once. It counts only while the attempt it names is the job's running one,
 proved by the attempt's fencing token (``engine.domain.fence.fencing_token``: epoch, replays, attempt);
 anything else is refused as ``stale_token``: a worker that lost its lease, a duplicate, a result for an
-attempt a new owner re-queued. Exactly one terminal event per attempt, whatever the network did.
+attempt re-queued or retried. Exactly one terminal event per attempt, whatever the network did.
+
+The token's epoch is the one the attempt *started* at (``JobView.started_epoch``), not the owner's: a remote
+attempt outlives a change of owner. A new owner adopts it (:func:`adopted`) with a fresh lease instead of
+re-queueing it, and its worker's heartbeats and result keep counting; only a new start (a retry, a re-queue
+of an in-process attempt) brings a new token.
 """
 
 from __future__ import annotations
@@ -24,9 +29,21 @@ LEASE_EXPIRED = "lease_expired"
 OUTCOMES = ("succeeded", "failed", "invalid", "cancelled")
 
 
+def attempt_epoch(job: JobView) -> int:
+    """The epoch ``job``'s latest attempt started at (a record folded before that was kept: its last event's)."""
+    return job.started_epoch if job.started_epoch is not None else job.epoch
+
+
 def current_token(job: JobView) -> int:
-    """The fencing token of ``job``'s latest attempt."""
-    return fencing_token(job.epoch, job.attempt, job.replays)
+    """The fencing token of ``job``'s latest attempt: its start's epoch, whoever owns the partition now."""
+    return fencing_token(attempt_epoch(job), job.attempt, job.replays)
+
+
+def adopted(job: JobView | None, pool: str | None) -> bool:
+    """Whether a new owner (or one handing its partition back) keeps ``job``'s running attempt rather than re-queue
+    it: the attempt was dispatched to remote ``pool`` (None: it ran in an engine's process, which is gone), so its
+    worker runs on whoever owns the partition; its lease decides its fate (``lease_expired``), never the change."""
+    return pool is not None and job is not None and job.state is JobState.RUNNING and job.scope is None
 
 
 def stale(body: m.ReportAttempt, job: JobView | None) -> str | None:

@@ -263,3 +263,76 @@ def test_a_forged_remote_result_with_a_record_for_the_namespace_s_events_writes_
     finally:
         reader.close()
     assert values and b"forged" not in values
+
+
+def test_sigterm_of_the_engine_hands_a_running_remote_attempt_to_the_next_owner_who_accepts_its_result(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a, b = survived_takeover(settings, client, engines, workers, tmp_path, signal.SIGTERM)
+    assert a.proc.returncode == 0
+    assert "handed back" in a.logs()
+
+
+def test_kill_minus_nine_of_the_engine_leaves_a_running_remote_attempt_to_the_next_owner_who_adopts_it(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    survived_takeover(settings, client, engines, workers, tmp_path, signal.SIGKILL)
+
+
+def survived_takeover(settings: Settings, client: Client, engines, workers,  # type: ignore[no-untyped-def]
+                      tmp: Path, sig: int):
+    """An ~8 s remote job runs on a worker for a partition of engine a; a gets ``sig``; b takes the partition over,
+    adopts the attempt (no re-queue, no new attempt) and decides the worker's result: the job completes once, with
+    attempt 1. Returns (a, b)."""
+    from tests.integration.test_handover import keys_in, requeues, starters
+
+    a = start_engine(engines, settings, "a", tmp, app=APP)
+    a.wait_active(3)
+    b = start_engine(engines, settings, "b", tmp, app=APP)
+    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
+    w1 = start_worker(workers, settings, "w1", tmp)
+    p = min(a.owned())
+    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme",
+                           idempotency_key=keys_in({p}, "acme", f"adopt-{sig}")[p][0])
+    eventually(lambda: any(line[:2] == [handle.job_id, "1"] and line[3] == "started" for line in marks(tmp)), 60,
+               "attempt 1 to start on w1")
+    a.signal(sig)
+    a.proc.wait(30)
+    eventually(lambda: p in b.owned(), 60, "b to take a's partition")
+    outcome = handle.wait(90)
+    found = bodies(settings, handle.job_id)
+    assert (outcome.status, outcome.attempts, outcome.requeues) == ("completed", 1, 0), \
+        [type(f).__name__ for f in found]
+    assert outcome.result == {"attempt": 1, "pid": w1.proc.pid}
+    assert requeues(settings, handle.job_id) == [] and starters(settings, handle.job_id) == ["a"]
+    assert not [f for f in found if isinstance(f, m.CommandRefused)], found  # the worker's result counted
+    assert [e.event.owner for e in outcome.events if e.event.type == "JobSucceeded"] == ["b"]
+    assert f"partition {p}: adopted 1 attempt(s) out with remote workers" in b.logs()
+    one_end_per_attempt(found)
+    return a, b
+
+
+def test_an_adopted_attempt_whose_worker_stops_heartbeating_lapses_under_the_new_owner_and_is_retried(
+        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.integration.test_handover import keys_in, requeues
+
+    a = start_engine(engines, settings, "a", tmp_path, app=APP)
+    a.wait_active(3)
+    b = start_engine(engines, settings, "b", tmp_path, app=APP)
+    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
+    w1 = start_worker(workers, settings, "w1", tmp_path)
+    p = min(a.owned())
+    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme",
+                           idempotency_key=keys_in({p}, "acme", "adopt-lapse")[p][0])
+    eventually(lambda: any(line[:2] == [handle.job_id, "1"] and line[3] == "started" for line in marks(tmp_path)),
+               60, "attempt 1 to start on w1")
+    a.signal(signal.SIGTERM)
+    eventually(lambda: f"partition {p}: adopted 1 attempt(s)" in b.logs(), 60, "b to adopt the attempt")
+    w1.proc.send_signal(signal.SIGSTOP)  # no more heartbeats: the adopted lease lapses under b
+    w2 = start_worker(workers, settings, "w2", tmp_path)
+    outcome = handle.wait(90)
+    assert outcome.status == "completed" and outcome.result["pid"] == w2.proc.pid, outcome
+    found = bodies(settings, handle.job_id)
+    lapsed(found, outcome.attempts)
+    assert [e.event.owner for e in outcome.events if e.event.type == "JobFailed"][:1] == ["b"]
+    assert requeues(settings, handle.job_id) == []
+    one_end_per_attempt(found)
+    w1.proc.send_signal(signal.SIGCONT)

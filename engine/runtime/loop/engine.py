@@ -113,13 +113,13 @@ class Engine:
                                          topic_exists(settings, checkpoints_topic(settings)),
                                          options.checkpoint_min_events or MIN_EVENTS)
         bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
+        self.remote = remote = Remote(app, settings, no_execute=not options.execute)
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
-                                   base_ctx)
+                                   base_ctx, remote.pool_of)  # remote attempts: adopted, not re-queued
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
                               CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace)
-        self.remote = remote = Remote(app, settings, no_execute=not options.execute)
         dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
                                  pool_of=remote.pool_of) if remote.active
                       else Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair))
@@ -257,7 +257,14 @@ class Engine:
                 for job_id, attempt in cancel_requests(w.staged):
                     self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
             self._follow(w, step, now)
+        self._adopt()
         return self.remote.grant(starts)
+
+    def _adopt(self) -> None:
+        """Lease the remote attempts the partitions activated since the last call adopted (``loop/orphans.py``)."""
+        adopted = self.lifecycle.take_adopted()
+        if adopted:
+            self.remote.adopt(adopted)
 
     def _follow(self, w: Written, step: Followup, now: int) -> None:
         """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the
@@ -316,7 +323,7 @@ class Engine:
         """Close revoking partitions whose handlers are done (re-queue what outlived the grace period first); fold
         the standbys; tenants, metrics, heartbeat."""
         self.lifecycle.settle_revoking(self.executor.in_flight, now)
-        if self.remote.active:  # a partition no longer ours: its new owner re-queues what its workers run
+        if self.remote.active:  # a partition no longer ours: its new owner adopts what its workers run
             self.remote.leases.keep({n for n, p in self.partitions.items() if p.deciding or p.resuming})
         if self.standbys is not None and taking:
             self.standbys.step(STANDBY_BUDGET_S)

@@ -3,8 +3,9 @@
 Taking partition p (``loop/restoring.py``) opens its store and producer and folds the log in;
 once p is caught up, the lifecycle stages ``OwnershipClaimed(last epoch + 1)``; once that
 transaction commits, p is ACTIVE: its commands are read, its timers armed, and jobs left
-running by an older epoch are re-queued (``loop/orphans.py``). The lock is let go when the store
-is closed (handed back, dropped, or at exit).
+running by an older epoch are re-queued (``loop/orphans.py``), but for those out with a remote
+pool's workers: adopted, their leases recorded for the loop to grant (:meth:`Lifecycle.take_adopted`).
+The lock is let go when the store is closed (handed back, dropped, or at exit).
 
 After each transaction the lifecycle follows the apply step's verdict (:meth:`Lifecycle.follow`):
 a claim committed activates p; an aborted or out-of-order one resyncs it (restores it from the
@@ -20,7 +21,8 @@ group's committed offset, after a delay that doubles with the set-ups in a row
 Giving p back (revoked, or at shutdown): REVOKING takes no new work but records results
 until p's handlers are done or the grace period ends; the attempts still running then are
 re-queued by p's owner itself, saying why (``JobRequeued reason=handover|owner_stopped``,
-``loop/orphans.py``: no attempt counted, and the next owner starts them at once); then p is
+``loop/orphans.py``: no attempt counted, and the next owner starts them at once; an attempt out
+with a remote worker is left running, for the next owner to adopt); then p is
 CLOSED (checkpointed first, if it folded enough: ``loop/checkpointing.py``) and the rebalance
 callback waiting for it is released. A fenced or lost partition is dropped at once.
 
@@ -39,9 +41,11 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.decide import DecideContext, Emit, RequeueReason
+from engine.domain.jobs import JobView
 from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
+from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.kafka import Consumer
 from engine.runtime.loop import orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
@@ -68,8 +72,11 @@ class Lifecycle:
     def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
                  bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
-                 base_ctx: DecideContext = orphans.NO_POLICIES):
+                 base_ctx: DecideContext = orphans.NO_POLICIES,
+                 pool_of: Callable[[str], str | None] = lambda task_type: None):
         self.settings, self.owner_id = settings, owner_id
+        self.pool_of = pool_of  # the remote pool that runs a task type (None: in process): its attempts are adopted
+        self._adopted: list[tuple[RunRequest, int]] = []  # remote attempts adopted (with their tokens), to lease
         self.base_ctx = base_ctx  # the task policies a re-queue decides with (max_lost)
         self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.reader, self.events = reader, events
@@ -84,6 +91,12 @@ class Lifecycle:
         self.changed = False  # a partition was taken or given back since the loop last looked (metrics)
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
+
+    def take_adopted(self) -> list[tuple[RunRequest, int]]:
+        """The remote attempts adopted since the last call (``loop/orphans.py``), each to lease from now, with the
+        token its worker's heartbeats carry."""
+        adopted, self._adopted = self._adopted, []
+        return adopted
 
     def take_changed(self) -> bool:
         """Whether a partition was taken or given back since the last call."""
@@ -178,7 +191,10 @@ class Lifecycle:
         timers.desk.load(now)
         self.timers[partition.number] = timers
         draft.observer = timers.observe
-        theirs, mine = orphans.ours(running_jobs(store), self._own_epochs.setdefault(partition.number, set()))
+        left = [(job_id, epoch) for job_id, epoch in running_jobs(store) if fence.older(epoch, draft.epoch)]
+        running, adopted = orphans.adopt(left, draft.job, self.pool_of)
+        self._adopt(partition, adopted)
+        theirs, mine = orphans.ours(running, self._own_epochs.setdefault(partition.number, set()))
         orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
         orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
                         RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
@@ -186,6 +202,15 @@ class Lifecycle:
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
+
+    def _adopt(self, partition: Partition, jobs: list[JobView]) -> None:
+        """Record the leases of the remote attempts ``partition``'s new owner adopts (``loop/orphans.py``)."""
+        if not jobs:
+            return
+        now = time.time()
+        self._adopted += [orphans.adoption(partition.number, partition.epoch, job, now) for job in jobs]
+        log.info("partition %d: adopted %d attempt(s) out with remote workers at epoch %d (not re-queued): %s",
+                 partition.number, len(jobs), partition.epoch, ", ".join(j.job_id for j in jobs[:5]))
 
     # --- when a transaction ended -----------------------------------------------------------
 
@@ -294,7 +319,8 @@ class Lifecycle:
         if partition.handed_back or partition.store is None:
             return False
         partition.handed_back = True
-        running = [job_id for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
+        ours = [(job_id, epoch) for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
+        running = [job_id for job_id, _ in orphans.adopt(ours, partition.draft.job, self.pool_of)[0]]  # remote: kept
         reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
         return bool(orphans.hand_back(partition.draft, running, reason, self.poison, now_us, self.base_ctx))
 

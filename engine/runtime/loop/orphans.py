@@ -10,16 +10,26 @@ hand-back the owner does it itself for the attempts of its own epoch that outliv
 period (:func:`hand_back`: ``owner_stopped`` or ``handover``), so the next owner starts them at
 once and knows why. A job a decision raises for is set aside by the poison desk. Each returns
 the events staged.
+
+An attempt dispatched to a remote pool is neither: its worker runs on whoever owns the partition.
+The new owner adopts it (:func:`adopt`, ``engine.domain.remote.adopted``) with a fresh lease from
+the activation (:func:`adoption`: one full lease for the worker's heartbeats to reach it), and
+its result counts by its token, which names the epoch it started at. Nothing is written for it; a
+lease that lapses after the adoption fails it (``lease_expired``) as before.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from engine.contract import messages as m
 from engine.domain import fence
 from engine.domain.decide import DecideContext, HandBack, Input, RequeueOrphan, RequeueReason
+from engine.domain.jobs import JobView
+from engine.domain.lanes import Lane
+from engine.domain.remote import adopted, current_token
+from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.poison import PoisonDesk
 
@@ -39,6 +49,32 @@ def ours(running: Iterable[tuple[str, int]], own: set[int]) -> tuple[list[tuple[
     of ``own``, the epochs this process held the partition at (its producer was replaced since). Pure."""
     pairs = list(running)
     return [p for p in pairs if p[1] not in own], [p for p in pairs if p[1] in own]
+
+
+def adopt(running: Iterable[tuple[str, int]], job_of: Callable[[str], JobView | None],
+          pool_of: Callable[[str], str | None]) -> tuple[list[tuple[str, int]], list[JobView]]:
+    """``running`` split: the attempts that ran in an engine's process (re-queued or handed back as before), and the
+    jobs whose attempts are out with a remote pool's workers (adopted: kept running). Pure, given its lookups."""
+    kept, adopted_jobs = [], []
+    for job_id, epoch in running:
+        job = job_of(job_id)
+        if job is not None and adopted(job, pool_of(job.task_type)):
+            adopted_jobs.append(job)
+        else:
+            kept.append((job_id, epoch))
+    return kept, adopted_jobs
+
+
+def adoption(partition: int, epoch: int, job: JobView, now: float) -> tuple[RunRequest, int]:
+    """The attempt an adopted ``job`` has out, as the owner of ``partition`` at ``epoch`` leases it from ``now`` (s)
+    (its lapse is a result of this owner's epoch, so it counts), and the token that lease is renewed by: the one of
+    the epoch the attempt started at, which its worker holds. Pure."""
+    request = RunRequest(partition=partition, epoch=epoch, job_id=job.job_id, tenant=job.tenant_id,
+                         task_type=job.task_type, attempt=job.attempt, lane=Lane(job.lane), payload=job.payload,
+                         idempotency_key=job.idempotency_key, deadline=now,  # not timed here: its lease decides
+                         queued_at_us=job.queued_at or job.submitted_at, traceparent=job.traceparent,
+                         replays=job.replays)
+    return request, current_token(job)
 
 
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,

@@ -5,7 +5,8 @@ worker heartbeat that names the attempt's fencing token, and released when the a
 the log. One that lapses becomes a failed attempt (``lease_expired``) that the retry policy decides,
 through the same results step as an in-process attempt: the log stays the truth, and a result the
 worker sends later is refused by its token (``engine.domain.remote``). Leases live in memory only: a
-new owner re-queues every job it finds running (``loop/orphans.py``), so it needs none of them.
+new owner adopts the remote attempts it finds running with a fresh lease each (``loop/orphans.py``),
+which its workers' heartbeats renew as before (the token names the epoch the attempt started at).
 """
 
 from __future__ import annotations
@@ -55,10 +56,11 @@ class Leases:
         self._heap: list[tuple[float, str, int]] = []  # (deadline, job id, token); stale entries left lazily
         self.expiries: Counter[str] = Counter()  # per pool: leases that lapsed
 
-    def grant(self, request: RunRequest, pool: str, lease_s: float) -> None:
-        """``request``'s attempt is out with ``pool`` from now, for ``lease_s`` seconds unless renewed."""
+    def grant(self, request: RunRequest, pool: str, lease_s: float, token: int | None = None) -> None:
+        """``request``'s attempt is out with ``pool`` from now, for ``lease_s`` seconds unless renewed by ``token``
+        (its own, unless adopted from an earlier owner: ``Remote.adopt``)."""
         now = self._clock()
-        lease = Lease(request, pool, token_of(request), lease_s, now + lease_s, now)
+        lease = Lease(request, pool, token_of(request) if token is None else token, lease_s, now + lease_s, now)
         self._by_job[request.job_id] = lease
         heapq.heappush(self._heap, (lease.deadline, request.job_id, lease.token))
 
@@ -77,7 +79,7 @@ class Leases:
             self._by_job.pop(job_id, None)
 
     def keep(self, partitions: set[int]) -> None:
-        """Drop the leases of partitions not in ``partitions`` (a newer owner re-queues their jobs)."""
+        """Drop the leases of partitions not in ``partitions`` (their next owner adopts those attempts)."""
         self.release([j for j, lease in self._by_job.items() if lease.request.partition not in partitions])
 
     def expire(self) -> list[RunResult]:

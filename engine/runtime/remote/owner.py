@@ -124,6 +124,14 @@ class Remote:
                 self.leases.grant(request, pool, self.lease_of(request.task_type))
         return local
 
+    def adopt(self, adopted: list[tuple[RunRequest, int]]) -> None:
+        """Lease from now the remote attempts a new owner adopted (``loop/orphans.py``), each renewed by the token its
+        worker holds (the epoch it started at); one leased here already (a resync, same epoch) is left as it is."""
+        for request, token in adopted:
+            pool = self.pool_of(request.task_type)
+            if pool is not None and not self.leases.holds(request.job_id):
+                self.leases.grant(request, pool, self.lease_of(request.task_type), token)
+
     def settle(self, events: Iterable[m.Event]) -> None:
         """Release the leases of attempts whose end is staged in ``events`` (about to be written: their worker's slot
         is free; if the transaction aborts, the partition restores and the result, a command, is decided again)."""
