@@ -1,7 +1,7 @@
 """No-op jobs through one engine that runs them itself against one engine that only decides and two remote
 workers (docs/workers.md), in the same run: jobs/s end to end and the engine process's CPU per job.
 
-Usage: python bench/remote_workers.py [--jobs 5000] [--partitions 6] [--concurrency 50]
+Usage: python bench/remote_workers.py [--jobs 5000] [--partitions 6] [--concurrency 50] [--runs 1]
        python bench/remote_workers.py --burn [--seconds 8] [--rate 50]
 The engine's CPU is its own threads' (from /proc), between the first submit and the last completion;
 the workers' CPU is reported beside it. A figure, not a test: the machine's load moves it.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -129,6 +130,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--concurrency", type=int, default=50, help="slots: the engine's NORMAL lane, each worker's")
+    parser.add_argument("--runs", type=int, default=1, help="pairs of runs, alternating; medians printed")
     parser.add_argument("--burn", action="store_true", help="the decision latency beside a CPU-bound handler")
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rate", type=int, default=50)
@@ -140,11 +142,22 @@ def main() -> None:
                 print(f"{label:30} no-op submit->start p50 {r['p50_ms']:7.1f} ms  p99 {r['p99_ms']:7.1f} ms "
                       f"({r['n']} no-op jobs at {args.rate}/s)")
         return
+    setups = (("in process (1 engine)", 0), ("remote (1 engine --no-execute + 2 workers)", 2))
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in setups}
     with local_broker() as bootstrap:
-        for label, workers in (("in process (1 engine)", 0), ("remote (1 engine --no-execute + 2 workers)", 2)):
-            r = one_run(bootstrap, args.jobs, args.partitions, workers, args.concurrency)
-            print(f"{label:45} {r['jobs_per_s']:7.0f} jobs/s, engine CPU {r['engine_us_per_job']:6.0f} µs/job, "
-                  f"workers' CPU {r['workers_us_per_job']:6.0f} µs/job ({r['elapsed_s']:.1f} s, {args.jobs} jobs)")
+        for _ in range(args.runs):
+            for label, workers in setups:  # alternating: the machine's load moves both alike
+                r = one_run(bootstrap, args.jobs, args.partitions, workers, args.concurrency)
+                r["load"] = os.getloadavg()[0]
+                runs[label].append(r)
+                print(f"{label:45} {r['jobs_per_s']:7.0f} jobs/s, engine CPU {r['engine_us_per_job']:6.0f} µs/job, "
+                      f"workers' CPU {r['workers_us_per_job']:6.0f} µs/job ({r['elapsed_s']:.1f} s, {args.jobs} jobs, "
+                      f"load {r['load']:.1f})", flush=True)
+    if args.runs > 1:
+        for label, rs in runs.items():
+            print(f"median of {len(rs)}: {label:45} " + ", ".join(
+                f"{key} {statistics.median(r[key] for r in rs):.0f}"
+                for key in ("jobs_per_s", "engine_us_per_job", "workers_us_per_job", "load")))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ class Leases:
         self._clock = clock
         self._by_job: dict[str, Lease] = {}
         self._heap: list[tuple[float, str, int]] = []  # (deadline, job id, token); stale entries left lazily
+        self._per_pool: Counter[str] = Counter()  # leases out per pool, per partition: asked every tick, so counted
+        self._per_partition: Counter[int] = Counter()
         self.expiries: Counter[str] = Counter()  # per pool: leases that lapsed
 
     def grant(self, request: RunRequest, pool: str, lease_s: float, token: int | None = None) -> None:
@@ -61,7 +63,10 @@ class Leases:
         (its own, unless adopted from an earlier owner: ``Remote.adopt``)."""
         now = self._clock()
         lease = Lease(request, pool, token_of(request) if token is None else token, lease_s, now + lease_s, now)
+        self._drop(request.job_id)
         self._by_job[request.job_id] = lease
+        self._per_pool[pool] += 1
+        self._per_partition[request.partition] += 1
         heapq.heappush(self._heap, (lease.deadline, request.job_id, lease.token))
 
     def renew(self, job_id: str, token: int) -> bool:
@@ -76,10 +81,19 @@ class Leases:
     def release(self, job_ids: Iterable[str]) -> None:
         """These jobs' attempts ended in the log (or their partition is gone): no lease any more."""
         for job_id in job_ids:
-            self._by_job.pop(job_id, None)
+            self._drop(job_id)
+
+    def _drop(self, job_id: str) -> Lease | None:
+        lease = self._by_job.pop(job_id, None)
+        if lease is not None:
+            self._per_pool[lease.pool] -= 1
+            self._per_partition[lease.request.partition] -= 1
+        return lease
 
     def keep(self, partitions: set[int]) -> None:
         """Drop the leases of partitions not in ``partitions`` (their next owner adopts those attempts)."""
+        if all(n in partitions for n, count in self._per_partition.items() if count):
+            return
         self.release([j for j, lease in self._by_job.items() if lease.request.partition not in partitions])
 
     def expire(self) -> list[RunResult]:
@@ -90,7 +104,7 @@ class Leases:
             lease = self._by_job.get(job_id)
             if lease is None or lease.token != token or lease.deadline != deadline:
                 continue  # renewed, released or granted again since
-            del self._by_job[job_id]
+            self._drop(job_id)
             self.expiries[lease.pool] += 1
             out.append(RunResult(lease.request, expired_outcome(lease, now)))
         return out
@@ -116,9 +130,7 @@ class Leases:
 
     def in_flight(self, pool: str | None = None) -> int:
         """How many attempts are out (with ``pool``'s workers, or with any)."""
-        if pool is None:
-            return len(self._by_job)
-        return sum(1 for lease in self._by_job.values() if lease.pool == pool)
+        return len(self._by_job) if pool is None else self._per_pool[pool]
 
     def requests(self) -> list[RunRequest]:
         """The attempts out, for the heartbeat and ``epochq workers``."""

@@ -43,6 +43,7 @@ class Remote:
     def __init__(self, app: App, settings: Settings, no_execute: bool = False) -> None:
         self._app, self._namespace, self._no_execute = app, settings.namespace, no_execute
         self._pool_of: dict[str, str | None] = {}  # asked per job head by the dispatch step: worked out once per type
+        self._terms_of: dict[str, tuple[float, float]] = {}
         self.pools = sorted({p for t in app.task_types if (p := self.pool_of(t)) is not None}
                             | ({DEFAULT_POOL} if no_execute else set()))
         self.leases = Leases()
@@ -74,12 +75,19 @@ class Remote:
 
     def lease_of(self, task_type: str) -> float:
         """Seconds an attempt of ``task_type`` lives without a heartbeat."""
-        spec = self._spec(task_type)
-        return spec.lease if spec is not None else 30.0
+        return self._terms(task_type)[0]
 
     def timeout_of(self, task_type: str) -> float:
-        spec = self._spec(task_type)
-        return spec.timeout if spec is not None else 300.0
+        return self._terms(task_type)[1]
+
+    def _terms(self, task_type: str) -> tuple[float, float]:
+        """``task_type``'s lease and timeout, asked per dispatch: worked out once per type."""
+        try:
+            return self._terms_of[task_type]
+        except KeyError:
+            spec = self._spec(task_type)
+            terms = self._terms_of[task_type] = (spec.lease, spec.timeout) if spec is not None else (30.0, 300.0)
+            return terms
 
     def stage(self, staged: Staged, partition: int, batch: Any = None) -> None:
         """Stage the dispatch of each remote start in ``staged`` with it, in the same transaction (``batch``: the
@@ -104,8 +112,11 @@ class Remote:
         if not self.leases.in_flight():
             return
         for event in staged.events:
-            body, lease = event.body, self.leases.lease(event.job_id or "")
-            if isinstance(body, m.JobCancelRequested) and lease is not None and lease.request.attempt == body.attempt:
+            body = event.body
+            if not isinstance(body, m.JobCancelRequested):
+                continue
+            lease = self.leases.lease(event.job_id or "")
+            if lease is not None and lease.request.attempt == body.attempt:
                 record = OutputRecord(dispatch_topic(self._namespace, lease.pool),
                                       encode_cancel(CancelAttempt(lease.request.job_id, body.attempt, lease.token,
                                                                   grace_s)), lease.request.job_id.encode())

@@ -31,11 +31,6 @@ class Renewal:
     job: LeasedJob
 
 
-def pool_slots(rows: list[WorkerRow], pool: str) -> int:
-    """The slots of ``pool``'s live workers (rows not lost). Pure."""
-    return sum(s.used + s.free for r in rows if r.pool == pool and not r.lost for s in r.slots)
-
-
 class PoolDirectory:
     """The newest heartbeat of each remote worker, read on a thread of its own; and the renewals they bring."""
 
@@ -80,8 +75,12 @@ class PoolDirectory:
         return [replace(r, lost=now - r.seen_at_us > LOST_AFTER * r.interval_s * 1_000_000) for r in rows]
 
     def slots(self, pool: str) -> int:
-        """How many attempts the live workers of ``pool`` run at once."""
-        return pool_slots(self.rows(), pool)
+        """How many attempts the live workers of ``pool`` run at once (asked every tick: no rows copied)."""
+        now = now_us()
+        with self._lock:
+            return sum(s.used + s.free for r in self._rows.values()
+                       if r.pool == pool and now - r.seen_at_us <= LOST_AFTER * r.interval_s * 1_000_000
+                       for s in r.slots)
 
     def take_renewals(self) -> list[Renewal]:
         """The attempts heartbeats named since the last take."""

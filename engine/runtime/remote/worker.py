@@ -39,6 +39,9 @@ from engine.runtime.topics import ensure_dispatch_topic, workers_topic
 log = logging.getLogger("epochq.worker")
 MAX_BEAT_S = 5.0
 MIN_BEAT_S = 0.5
+IDLE_WAIT_S = 0.2
+"""How long an idle worker waits for its first dispatch per round (``consume`` of n records waits for all n or the
+timeout: an idle worker asks for one, then takes at once what else is there)."""
 
 
 @dataclass(slots=True)
@@ -138,7 +141,10 @@ class Worker:
         if self._paused:
             self.consumer.resume(assignment)
             self._paused = False
-        return list(self.consumer.consume(num_messages=room, timeout=0 if self.taken else 0.2))
+        if self.taken:
+            return list(self.consumer.consume(num_messages=room, timeout=0))
+        first = list(self.consumer.consume(num_messages=1, timeout=IDLE_WAIT_S))  # idle: wake with the first record
+        return first + list(self.consumer.consume(num_messages=room - 1, timeout=0)) if first and room > 1 else first
 
     def _take(self, messages: list[Message]) -> None:
         now = time.time()

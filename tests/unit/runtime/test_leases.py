@@ -46,3 +46,22 @@ def test_a_released_lease_or_one_of_a_partition_given_up_never_lapses() -> None:
     leases.keep({0})
     clock.now += 5
     assert leases.expire() == [] and leases.in_flight() == 0 and leases.next_deadline() == float("inf")
+
+
+def test_the_counts_per_pool_follow_grants_renewals_releases_expiries_and_partitions_given_up() -> None:
+    clock = Clock()
+    leases = Leases(clock)
+    leases.grant(request("a"), "gpu", 1.0)
+    leases.grant(request("b", partition=1), "gpu", 1.0)
+    leases.grant(request("c", partition=1), "cpu", 9.0)
+    leases.grant(request("a", attempt=2), "gpu", 1.0)  # granted again (a retry): counted once
+    assert (leases.in_flight("gpu"), leases.in_flight("cpu"), leases.in_flight()) == (2, 1, 3)
+    leases.keep({0, 1})  # nothing given up: nothing dropped
+    assert leases.in_flight() == 3
+    clock.now += 2
+    assert len(leases.expire()) == 2 and (leases.in_flight("gpu"), leases.in_flight("cpu")) == (0, 1)
+    leases.release(["c", "c", "nobody"])
+    assert leases.in_flight("cpu") == 0 and leases.in_flight() == 0
+    leases.grant(request("d", partition=2), "cpu", 9.0)
+    leases.keep({0})
+    assert leases.in_flight("cpu") == 0 and leases.lease("d") is None
