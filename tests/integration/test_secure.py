@@ -414,3 +414,18 @@ def _engine_settings(secure_dir: Path, namespace: str, tmp_path: Path, monkeypat
     for key, value in user_env(secure_dir, "engine").items():
         monkeypatch.setenv(key, value)
     return as_user(secure_dir, "engine", namespace, tmp_path / "state-pools")
+
+
+def test_a_service_that_may_not_read_events_is_told_to_name_the_tenant_of_a_job_it_cancels(
+        secure_home: Path, tmp_path: Path) -> None:
+    namespace, job = _secure_namespace(secure_home), str(uuid.uuid4())
+    admin = Producer(as_user(secure_home, "admin", namespace, tmp_path).kafka_config())
+    for partition in range(3):  # events in every partition: the cancel must read the job's to find its tenant
+        admin.produce(f"{namespace}.events", b"not an event", partition=partition)
+    assert admin.flush(30) == 0
+    refused = cli(secure_home, "service", "cancel", job, "--namespace", namespace)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "name it with --tenant (and --wait 0 to only send the cancel)" \
+        in refused.stderr, refused.stderr
+    sent = cli(secure_home, "service", "cancel", job, "--namespace", namespace, "--tenant", "acme", "--wait", "0")
+    assert sent.returncode == 0, sent.stderr
