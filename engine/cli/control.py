@@ -13,7 +13,7 @@ from engine.cli.jobs import outcome_json, show_change
 from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
 from engine.cli.tasktypes import add_force_flag, check_task_type, list_paused
-from engine.errors import NotFoundError, ValidationError
+from engine.errors import AccessDeniedError, NotFoundError, ValidationError
 from engine.questions.follow import decided
 from engine.questions.tally import tally
 
@@ -95,6 +95,9 @@ def tenant_of_job(client: Client, job_id: str, command: str = "cancel") -> str:
     except NotFoundError:
         raise NotFoundError(f"unknown job {job_id}: no events in the log (give --tenant to send the {command} "
                             "anyway)") from None
+    except AccessDeniedError as e:  # a service without READ on the events: it knows its own job's tenant
+        raise AccessDeniedError(f"{e}; the {command} reads the job's tenant there: name it with --tenant (and "
+                                f"--wait 0 to only send the {command})") from None
 
 
 def _verdict(outcome: Outcome, waited: float) -> str:

@@ -117,6 +117,10 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
         return Proof("only engines send this command") if required else Proof()
     if signature is not None and operators_only:
         return Proof(f"{OPERATORS_ONLY}; a tenant's key may not sign them, {OPERATOR_KEY_HINT}")
+    if signature is not None and not tenant:
+        return Proof("the command names no tenant, so a tenant's key proves nothing: name the tenant (--tenant, the "
+                     "schedule's or the job's) or sign with an operator key (EPOCHQ_OPERATOR_KEY_FILE; "
+                     "docs/security.md)")
     if signature is not None:
         return Proof(f"the signature is not by a key of tenant {tenant!r}")
     if not required:

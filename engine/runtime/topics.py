@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from engine.config import Settings
-from engine.errors import EpochqError, KafkaUnavailableError, TopicMismatchError, ValidationError
+from engine.errors import AccessDeniedError, EpochqError, KafkaUnavailableError, TopicMismatchError, ValidationError
 from engine.runtime.kafka import schemas
 from engine.runtime.kafka import DENIED_CODES, denied
 from engine.runtime.kafka.admin import AdminClient, ConfigResource, NewTopic, admin_for, create_topics, results
@@ -105,13 +105,22 @@ def ensure_dispatch_topic(settings: Settings, topic: str) -> None:
     """Create a pool's dispatch topic if it is missing, with as many partitions as the commands topic (one
     worker per partition at most reads it) and the events topic's replication."""
     admin = admin_for(settings)
-    if topic in _list(admin):
+    with translated("cannot list topics"):
+        meta = admin.list_topics(timeout=TIMEOUT_S).topics
+    if topic in meta:
         return
-    infos = {i.name: i for i in describe_topics(settings, admin)}
-    events = infos.get(settings.events_topic)
-    commands = infos.get(settings.commands_topic)
-    _create(admin, [NewTopic(topic, commands.partitions if commands else 6, events.replication if events else 1,
-                             config=dict(DISPATCH_CONFIG))])  # one created meanwhile is left as it is
+    # the metadata only: an engine or a worker may DESCRIBE the namespace's topics, not DESCRIBE_CONFIGS them
+    commands, events = meta.get(settings.commands_topic), meta.get(settings.events_topic)
+    partitions = len(commands.partitions) if commands is not None else 6
+    replication = min((len(p.replicas) for p in events.partitions.values()), default=1) if events is not None else 1
+    try:
+        _create(admin, [NewTopic(topic, partitions, replication, config=dict(DISPATCH_CONFIG))])
+    except AccessDeniedError as e:  # a worker: only engines (and admins) may create a pool's topic
+        pool = topic.removeprefix(f"{settings.namespace}.dispatch.")
+        raise AccessDeniedError(
+            f"cannot read {topic}: this principal does not see it and may not create it; either it is not a worker "
+            f"of pool {pool!r} (an admin grants one: epochq acl apply --worker USER={pool}), or the topic does not "
+            f"exist yet (an engine whose app has a task of pool {pool!r} creates it when it starts)") from e
     _await_metadata(admin, [topic])
 
 

@@ -371,3 +371,61 @@ def test_a_record_for_a_topic_the_engine_may_not_write_fails_its_attempt_and_no_
         service.close()
         auditor.close()
         assert engine.stop() == 0, engine.logs()[-3000:]
+
+
+def test_an_engine_dispatches_to_a_worker_of_its_pool_under_the_documented_acls(
+        secure_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/workers.md's pools on a secure broker: `acl apply --worker USER=POOL` is all a worker needs, the engine
+    creates the pools' topics with what `acl apply` grants it (before: it asked for DESCRIBE_CONFIGS and stopped),
+    and a principal that is no worker of a pool is told so in one line."""
+    ns = _secure_namespace(secure_home)
+    assert cli(secure_home, "admin", "acl", "apply", "--namespace", ns, "--worker", "service=gpu").returncode == 0
+    engine = EngineProcess(_engine_settings(secure_home, ns, tmp_path, monkeypatch), "pools", tmp_path,
+                           app="tests.integration.remote_app:app")
+    worker: subprocess.Popen[str] | None = None
+    try:
+        engine.wait_active(3)
+        not_a_worker = cli(secure_home, "auditor", "worker", "run", "tests.integration.remote_app:app",
+                           "--namespace", ns, "--pool", "gpu")
+        assert not_a_worker.returncode == 2 and "Traceback" not in not_a_worker.stderr
+        assert "not a worker of pool 'gpu' (an admin grants one: epochq acl apply --worker USER=gpu)" \
+            in not_a_worker.stderr, not_a_worker.stderr
+        env = {**_clean_env(), **user_env(secure_home, "service")}
+        worker = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "worker", "run",
+                                   "tests.integration.remote_app:app", "--namespace", ns, "--pool", "gpu"],
+                                  cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        service = Client(as_user(secure_home, "service", ns, tmp_path / "none"))
+        job = service.submit("remote.echo", {"n": 1}, tenant="acme")
+        service.close()
+        auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
+        done = eventually(lambda: (o := auditor.status(job.job_id)).done and o, 60, "the remote job's end")
+        auditor.close()
+        assert done.status == "completed", engine.logs()[-3000:]
+        assert done.result["pid"] == worker.pid
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.communicate(timeout=30)
+        assert engine.stop() == 0, engine.logs()[-3000:]
+
+
+def _engine_settings(secure_dir: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The engine user's settings, its credentials in the environment for the `engine run` child."""
+    for key, value in user_env(secure_dir, "engine").items():
+        monkeypatch.setenv(key, value)
+    return as_user(secure_dir, "engine", namespace, tmp_path / "state-pools")
+
+
+def test_a_service_that_may_not_read_events_is_told_to_name_the_tenant_of_a_job_it_cancels(
+        secure_home: Path, tmp_path: Path) -> None:
+    namespace, job = _secure_namespace(secure_home), str(uuid.uuid4())
+    admin = Producer(as_user(secure_home, "admin", namespace, tmp_path).kafka_config())
+    for partition in range(3):  # events in every partition: the cancel must read the job's to find its tenant
+        admin.produce(f"{namespace}.events", b"not an event", partition=partition)
+    assert admin.flush(30) == 0
+    refused = cli(secure_home, "service", "cancel", job, "--namespace", namespace)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert refused.stderr.count("\n") == 1 and "name it with --tenant (and --wait 0 to only send the cancel)" \
+        in refused.stderr, refused.stderr
+    sent = cli(secure_home, "service", "cancel", job, "--namespace", namespace, "--tenant", "acme", "--wait", "0")
+    assert sent.returncode == 0, sent.stderr

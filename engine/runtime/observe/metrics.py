@@ -32,6 +32,10 @@ PROCESSING_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 NO_LANE = "none"
 UNKNOWN = "unknown"
 JOB_LABELS = ("task_type", "lane")
+REFUSABLE = frozenset(m.COMMAND_BODIES)
+"""The command names a CommandRefused may carry as a label (anything else: ``unknown``)."""
+REFUSAL_CODES = frozenset({"stale_token", "unauthenticated", "unauthorized", "tenant"})
+"""The reason codes counted apart (the text before the first ':'); any other: ``other``."""
 TICK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 POISON_STEPS = ("decide", "result", "timer", "dispatch", "schedule", "requeue")
 
@@ -72,6 +76,7 @@ class EngineMetrics:
             m.JobFailed: self._failed, m.JobRetryScheduled: self._retried,
             m.JobDeadLettered: self._dead_lettered, m.JobRejected: self._rejected_one,
             m.CommandQuarantined: self._quarantined, m.JobRequeued: self._requeued,
+            m.CommandRefused: self._refused,
         }
 
     def _define_job_metrics(self) -> None:
@@ -150,6 +155,9 @@ class EngineMetrics:
         self.pool_lease_expiries = Counter("epochq_pool_lease_expiries_total", "Remote attempts whose lease lapsed "
                                            "(recorded as failed: lease_expired)", ("pool",), registry=r)
         self._expiries_seen: dict[str, int] = {}
+        self.commands_refused = Counter("epochq_commands_refused_total", "CommandRefused events: commands an owner "
+                                        "refused, by command and the reason's code (stale_token: a remote result "
+                                        "without the running attempt's token)", ("command", "reason"), registry=r)
         self._gc_watch = PauseWatch(lambda generation, seconds: self.gc_pause.labels(str(generation)).observe(seconds))
 
     # --- events folded from the log --------------------------------------------------------
@@ -223,6 +231,13 @@ class EngineMetrics:
     def _requeued(self, event: m.Event, job: JobView | None) -> None:
         reason = getattr(event.body, "reason", "") or UNKNOWN  # a RequeueReason: bounded
         self.requeued.labels(job.task_type if job is not None else UNKNOWN, reason).inc()
+
+    def _refused(self, event: m.Event, job: JobView | None) -> None:
+        body = event.body
+        assert isinstance(body, m.CommandRefused)
+        command = body.command if body.command in REFUSABLE else UNKNOWN  # a name from the log: keep labels bounded
+        code = body.reason.split(":", 1)[0].strip()
+        self.commands_refused.labels(command, code if code in REFUSAL_CODES else "other").inc()
 
     def _quarantined(self, event: m.Event, job: JobView | None) -> None:
         self.quarantined.inc()

@@ -26,12 +26,13 @@ from engine.contract import messages as m
 from engine.contract.codec import encode_command
 from engine.contract.heartbeat import LaneSlots, LeasedJob, WorkerRow, encode_heartbeat
 from engine.domain.lanes import RUNNABLE_LANES, Lane
-from engine.errors import DecodeError
+from engine.errors import ConfigError, DecodeError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.kafka import Message, plain
 from engine.runtime.outputgate import KafkaTopicGate
+from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
 from engine.runtime.signatures import client_signer
 from engine.runtime.topics import ensure_dispatch_topic, workers_topic
@@ -52,6 +53,20 @@ class Taken:
     request: RunRequest
     progress: float | None = None
     message: str = ""
+
+
+def served(app: App, pool: str) -> list[str]:
+    """The task types of ``app`` a worker of ``pool`` runs: those declared with ``pool=``, and those that name no
+    pool for the ``default`` pool (an engine run with ``--no-execute`` sends them there). Raises ConfigError
+    naming the app's pools when there is none (a mistyped ``--pool`` would otherwise serve nothing, silently)."""
+    types = sorted(t for t in app.task_types if app.spec(t).pool == pool
+                   or (pool == DEFAULT_POOL and app.spec(t).pool is None))
+    if not types:
+        pools = sorted({p for t in app.task_types if (p := app.spec(t).pool) is not None})
+        raise ConfigError(f"--pool {pool}: no task type of this app runs in pool {pool!r} (its pools: "
+                          f"{', '.join(pools) or 'none'}; '{DEFAULT_POOL}': the task types that name no pool, "
+                          "sent there by an engine run with --no-execute)")
+    return types
 
 
 def beat_every(app: App, pool: str) -> float:
@@ -87,6 +102,7 @@ class Worker:
         self.app, self.settings, self.pool, self.concurrency = app, settings, pool, concurrency
         self.instance = instance or f"worker-{socket.gethostname()}-{os.getpid()}"
         self.stopping = threading.Event()
+        self.task_types = served(app, pool)  # before the pool's topic is made: a mistyped pool stops here
         topic = dispatch_topic(settings.namespace, pool)
         ensure_dispatch_topic(settings, topic)
         self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}")
@@ -221,7 +237,7 @@ class Worker:
         return WorkerRow(self.instance, socket.gethostname(), os.getpid(), self.started_at_us, now_us(), [],
                          [LaneSlots("ANY", running, max(0, self.concurrency - running))],
                          sorted({job_id for job_id, _ in self.taken}),
-                         self.every_s, task_types=sorted(self.app.task_types), pool=self.pool, jobs=jobs)
+                         self.every_s, task_types=self.task_types, pool=self.pool, jobs=jobs)
 
     def _drain(self, grace_s: float) -> None:
         end = time.monotonic() + grace_s

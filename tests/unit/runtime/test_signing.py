@@ -110,3 +110,14 @@ def test_requiring_signatures_needs_the_engines_key_and_a_bad_key_file_is_named(
     bad.write_text("not a key")
     with pytest.raises(ConfigError, match="engine_key_file: cannot load"):
         engine_signer(load_settings(bootstrap="b:1", engine_key_file=str(bad)))
+
+
+def test_a_command_naming_no_tenant_signed_by_a_tenant_says_to_name_the_tenant() -> None:
+    acme = Ed25519PrivateKey.generate()
+    value = command("")  # e.g. `epochq schedules pause ID` without --tenant
+
+    refusal = authenticate("", TOPIC, value, sign(acme, TOPIC, value), [], [], True).refusal
+    assert refusal is not None and "tenant ''" not in refusal
+    assert refusal == ("the command names no tenant, so a tenant's key proves nothing: name the tenant "
+                       "(--tenant, the schedule's or the job's) or sign with an operator key "
+                       "(EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)")

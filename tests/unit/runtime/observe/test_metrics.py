@@ -211,6 +211,8 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     run_workload(metrics)
     metrics.observe(event(m.JobRejected(TASK, "invalid_priority"), "job-r"), "applied", None, None)
     metrics.observe(event(m.JobRequeued(1, 1, "handover"), "job-q"), "applied", None, None)
+    metrics.observe(event(m.CommandRefused("ReportAttempt", "completed", "stale_token: …"), "job-s"), "applied", None,
+                    None)
     metrics.set_depths({"NORMAL": 0}, 2)
     metrics.set_ownership({0: 1})
     metrics.set_timers(0, (3, 1))
@@ -338,3 +340,15 @@ def test_garbage_collections_are_timed_by_generation_until_close():
     before = count("epochq_gc_pause_seconds_count", {"generation": "2"})
     gc.collect(2)
     assert count("epochq_gc_pause_seconds_count", {"generation": "2"}) == before
+
+
+def test_refused_commands_are_counted_by_command_and_reason_code(metrics: EngineMetrics) -> None:
+    stale = m.CommandRefused("ReportAttempt", "running", "stale_token: token 5 (attempt 1) is not the running one's")
+    for _ in range(2):
+        metrics.observe(event(stale, "job-s"), "applied", None, None)
+    metrics.observe(event(m.CommandRefused("CancelJob", "queued", "tenant: job x is not tenant y's"), "job-t"),
+                    "applied", None, None)
+    metrics.observe(event(m.CommandRefused("Made.Up", "queued", "whatever text"), "job-u"), "applied", None, None)
+    assert value(metrics, "epochq_commands_refused_total", {"command": "ReportAttempt", "reason": "stale_token"}) == 2
+    assert value(metrics, "epochq_commands_refused_total", {"command": "CancelJob", "reason": "tenant"}) == 1
+    assert value(metrics, "epochq_commands_refused_total", {"command": "unknown", "reason": "other"}) == 1
