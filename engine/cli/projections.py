@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from engine.cli.common import add_connection_flags, settings_from
 from engine.config import Settings
@@ -49,7 +49,7 @@ class _Overall:
     """One progress bar over every partition, drawn when it moves."""
 
     def __init__(self, label: str):
-        self.label, self.shown = label, -1
+        self.label, self.shown, self.open = label, -1, False  # open: a bar is drawn on a line not ended yet
 
     def __call__(self, reached: int, total: int) -> None:
         if reached == self.shown:
@@ -57,9 +57,17 @@ class _Overall:
         self.shown = reached
         pct = 100 if total == 0 else int(100 * reached / total)
         sys.stderr.write(f"\r{self.label}: [{'#' * (pct // 4):25}] {pct:3d}% ({reached:,}/{total:,} offsets)")
-        if reached >= total:
+        self.open = reached < total
+        if not self.open:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+    def clear(self) -> None:
+        """Wipe a bar that is drawn (a partition's result is printed on its own line; the next move draws it again)."""
+        if self.open:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.open = False
 
 
 def _workers(text: str) -> int:
@@ -114,16 +122,18 @@ def _each_partition(settings: Settings, partitions: list[int], workers: int, lab
     """Rebuild (or verify) every partition: ``workers`` processes at once, or one after the other here."""
     if workers > 1:
         print(f"{label}: {len(partitions)} partitions, {workers} at a time", file=sys.stderr)
-        each = rebuild_each if label == "rebuild" else verify_each
-        return _report(each(settings, partitions, workers, _Overall(label)))
+        each, bar = rebuild_each if label == "rebuild" else verify_each, _Overall(label)
+        return _report(each(settings, partitions, workers, bar), bar.clear)
     step = replace_store if label == "rebuild" else verify
     with KafkaLog(settings) as log:
         return _report((p, step(log, settings, p, _progress)) for p in partitions)
 
 
-def _report(results: Iterable[tuple[int, int | Verification]]) -> int:
+def _report(results: Iterable[tuple[int, int | Verification]], before: Callable[[], None] = lambda: None) -> int:
+    """Print each partition's result as it comes (``before`` each: the progress bar is wiped); 1 if any differs."""
     failures = 0
     for p, result in results:
+        before()
         if isinstance(result, int):
             print(f"partition {p}: rebuilt up to offset {result}")
         else:
