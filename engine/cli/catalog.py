@@ -121,13 +121,22 @@ def _workers(args: argparse.Namespace) -> int:
               f"up since {_iso(row.started_at_us)}")
         for p in row.partitions:
             print(f"  partition {p.partition:>3}  epoch {p.epoch:>4}  {p.phase}")
-        print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
+        if decides_only(row):
+            print("  slots: none here (it decides only: every task type it handles goes to a pool)")
+        else:
+            print("  slots: " + ", ".join(f"{s.lane} {s.used}/{s.used + s.free}" for s in row.slots))
         if row.task_types is not None:
             print(f"  task types: {' '.join(row.task_types) or '(none)'}")
         if row.pools:
             print("  sent to pools: " + ", ".join(f"{t} -> {p}" for t, p in sorted(row.pools.items())))
         print(f"  running ({len(row.running)}): {' '.join(row.running[:20])}{' ...' if len(row.running) > 20 else ''}")
     return 0
+
+
+def decides_only(row: WorkerRow) -> bool:
+    """Whether ``row`` is an engine that runs no task type itself (``engine run --no-execute``, or every task a
+    pool's): its lanes' slots are never used, so they are not shown."""
+    return row.pool is None and bool(row.task_types) and all(t in row.pools for t in row.task_types or ())
 
 
 def worker_json(row: WorkerRow) -> dict[str, Any]:

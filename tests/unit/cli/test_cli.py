@@ -176,3 +176,17 @@ def test_every_simulate_input_is_bounded_before_anything_is_read(capsys: pytest.
                                                                   flags: list[str], named: str) -> None:
     status, err = run(capsys, "simulate", "--bootstrap", "127.0.0.1:1", *flags)  # nothing listens there
     assert status == 2 and len(err) == 1 and err[0].startswith(f"epochq: error: {named}"), err
+
+
+def test_an_engine_whose_every_task_type_goes_to_a_pool_decides_only() -> None:
+    from engine.cli.catalog import decides_only
+    from engine.contract.heartbeat import WorkerRow
+
+    def row(**kw: object) -> WorkerRow:
+        return WorkerRow(instance="e1", host="h", pid=1, started_at_us=0, seen_at_us=0, partitions=[], slots=[],
+                         running=[], **kw)  # type: ignore[arg-type]
+
+    assert decides_only(row(task_types=["a", "b"], pools={"a": "gpu", "b": "default"}))
+    assert not decides_only(row(task_types=["a", "b"], pools={"a": "gpu"}))  # b runs here
+    assert not decides_only(row(task_types=["a"], pools={"a": "gpu"}, pool="gpu"))  # a worker
+    assert not decides_only(row(task_types=None))  # an engine that predates task types
