@@ -94,7 +94,7 @@ OPERATOR_KEY_HINT = "only an operator key may (EPOCHQ_OPERATOR_KEY_FILE; docs/se
 
 def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
                  engine_keys: Sequence[bytes], required: bool, internal: bool = False,
-                 operator_keys: Sequence[bytes] = (), operators_only: bool = False) -> Proof:
+                 operator_keys: Sequence[bytes] = (), operators_only: bool = False, result: bool = False) -> Proof:
     """Decide whether a command record proves its tenant, and who signed it.
 
     A signature by the engines' key (commands the engines send themselves: fan-out children,
@@ -106,7 +106,12 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
     signatures are required it must be the engines'.
     ``operators_only``: a command on a task type as a whole (pause, resume, rate limits), which names no tenant:
     a refusal says that only an operator may sign it (not that the key is not one of tenant ''s keys).
+    ``result``: a remote worker's result (``ReportAttempt``): an operator's key (the worker's
+    ``EPOCHQ_OPERATOR_KEY_FILE``) or the engines' proves it, a tenant's never does (a tenant would report its own
+    jobs' outcomes); unsigned, it passes only when signatures are not required.
     """
+    if result:
+        return _result(topic, value, signature, tenant_keys, engine_keys, required, operator_keys)
     if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
         return TENANT_SIGNED  # the common case first: one verification
     if verifies(engine_keys, topic, value, signature):
@@ -131,6 +136,25 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
         return Proof(f"signatures are required and tenant {tenant!r} has no public key "
                      "(epochq tenants set --public-key)")
     return Proof(f"signatures are required and the command has no {SIGNATURE_HEADER} header")
+
+
+RESULT_KEY_HINT = "a worker signs results with an operator key (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)"
+
+
+def _result(topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
+            engine_keys: Sequence[bytes], required: bool, operator_keys: Sequence[bytes]) -> Proof:
+    """:func:`authenticate` for a remote worker's result."""
+    if signature is None:
+        return Proof() if not required else Proof(
+            f"a worker's result (ReportAttempt) and signatures are required: this one is unsigned; {RESULT_KEY_HINT}")
+    if verifies(operator_keys, topic, value, signature):
+        return Proof(signer=Signer.OPERATOR)
+    if verifies(engine_keys, topic, value, signature):
+        return Proof(signer=Signer.ENGINE)
+    if verifies(tenant_keys, topic, value, signature):
+        return Proof(f"a worker's result (ReportAttempt) signed with a tenant's key: a tenant's key may not sign "
+                     f"results; {RESULT_KEY_HINT}")
+    return Proof(f"a worker's result (ReportAttempt) whose signature is by no operator key; {RESULT_KEY_HINT}")
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

@@ -47,6 +47,18 @@ def client_signer(settings: Settings) -> CommandSigner | None:
     return CommandSigner(_load(settings.signing_key_file, "signing_key_file"), settings.commands_topic)
 
 
+def worker_signer(settings: Settings) -> CommandSigner | None:
+    """The signer of a remote worker's results: an operator's key (``operator_key_file``), never a tenant's (the
+    engines refuse a result a tenant's key signed); none without it, which a namespace that requires signatures
+    refuses at start."""
+    if settings.operator_key_file is not None:
+        return CommandSigner(_load(settings.operator_key_file, "operator_key_file"), settings.commands_topic)
+    if settings.require_signatures:
+        raise ConfigError("operator_key_file (EPOCHQ_OPERATOR_KEY_FILE): required with require_signatures, to sign "
+                          "a worker's results (docs/security.md)")
+    return None
+
+
 def operator_keys(settings: Settings) -> tuple[bytes, ...]:
     """The operators' public keys the engines accept (``operator_public_key_file``: one PEM key, or two while
     rotating); none without the setting."""
@@ -111,4 +123,4 @@ class CommandChecker:
         internal = isinstance(command.body, INTERNAL_COMMANDS)
         return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
                             self._engine_keys, self.required, internal, self._operator_keys,
-                            isinstance(command.body, OPERATOR_COMMANDS))
+                            isinstance(command.body, OPERATOR_COMMANDS), isinstance(command.body, m.ReportAttempt))

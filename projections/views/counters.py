@@ -30,7 +30,7 @@ def read_int(reader: Any, key: bytes) -> int:
 
 
 def track_depths(batch: Any, before: JobView | None, after: JobView | None) -> None:
-    """Keep the per-tenant backlog and per-lane depth in step with the ready queue."""
+    """Keep the per-tenant backlog and the per-lane and per-task-type depths in step with the ready queue."""
     was = before is not None and before.state is JobState.QUEUED
     now = after is not None and after.state is JobState.QUEUED
     if was and not now:
@@ -45,6 +45,7 @@ def track_depths(batch: Any, before: JobView | None, after: JobView | None) -> N
 def _depth(batch: Any, job: JobView, delta: int) -> None:
     add(batch, k.lane_tenant_key(k.BACKLOG, job.lane, job.tenant_id), delta)
     add(batch, k.lane_key(k.LANE_DEPTH, job.lane), delta)
+    add(batch, k.type_depth_key(job.task_type), delta)
 
 
 def charge_start(batch: Any, job: JobView, started: m.JobStarted) -> None:
@@ -73,6 +74,14 @@ def backlogged(reader: Any, lane: str) -> dict[str, int]:
 def lane_depth(reader: Any, lane: str) -> int:
     """Queued jobs in ``lane`` (``reader``: a batch or a store)."""
     return read_int(reader, k.lane_key(k.LANE_DEPTH, lane))
+
+
+def queued_per_type(reader: Any) -> dict[str, int]:
+    """Per task type with queued jobs, how many. In a store folded before this counter existed, a job queued then
+    counts -1 when it leaves the queue, so the count is low by those jobs until the store is rebuilt; below 0 it
+    reads as nothing queued."""
+    return {k.suffix_after(k.TYPE_DEPTH, key): count for key, value in reader.scan(k.TYPE_DEPTH)
+            if (count := int(value)) > 0}
 
 
 def tenant_backlog(reader: Any, tenant: str, lanes: tuple[str, ...]) -> int:

@@ -8,6 +8,7 @@ JOB = b"j:"          # j:<job_id> -> job record
 READY = b"r:"        # r:<lane>:<tenant>\x1f<9-priority>:<due_at>:<arrival>:<job_id> -> job_id
 BACKLOG = b"b:"      # b:<lane>:<tenant> -> queued jobs of the tenant in the lane
 LANE_DEPTH = b"n:"   # n:<lane> -> queued jobs in the lane
+TYPE_DEPTH = b"Q:"   # Q:<task_type> -> queued jobs of the task type (remote pools' queued gauge)
 VTIME = b"v:"        # v:<lane> -> the lane's system virtual time (fair queuing)
 FINISH = b"f:"       # f:<lane>:<tenant> -> the tenant's virtual finish tag in the lane
 SERVED = b"s:"       # s:<lane>:<tenant> -> jobs of the tenant started in the lane
@@ -75,6 +76,11 @@ def lane_tenant_key(prefix: bytes, lane: str, tenant: str) -> bytes:
 def lane_key(prefix: bytes, lane: str) -> bytes:
     """A per-lane key under ``prefix`` (LANE_DEPTH, VTIME)."""
     return prefix + lane.encode()
+
+
+def type_depth_key(task_type: str) -> bytes:
+    """The queued-jobs counter of ``task_type``."""
+    return TYPE_DEPTH + task_type.encode()
 
 
 def suffix_after(prefix: bytes, key: bytes) -> str:

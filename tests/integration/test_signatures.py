@@ -213,3 +213,33 @@ def test_a_dependency_is_a_job_of_the_same_tenant_and_no_tenant_can_release_a_wa
             client.close()
     finally:
         assert engine.stop() == 0, engine.logs()[-3000:]
+
+
+def test_a_workers_result_counts_only_signed_with_an_operator_key(
+        settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engines) -> None:  # type: ignore[no-untyped-def]
+    from engine.commands import new_command
+    from tests.integration.test_workers import APP, WorkerProcess
+
+    keys = signatures_required(settings, tmp_path, monkeypatch, "operator")
+    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    acme = Client(settings.model_copy(update={"signing_key_file": keys["acme"][0]}))
+    unsigned = Client(settings)
+    worker = None
+    try:
+        handle = acme.submit("remote.echo", {"n": 1}, tenant="acme")  # no worker yet: it waits, queued
+        forged = m.ReportAttempt(1, 1, "succeeded", 5, b'{"forged": true}', worker="mallory", pool="gpu")
+        acme._send([new_command(handle.job_id, "acme", forged)])  # the job's own tenant's key
+        unsigned._send([new_command(handle.job_id, "acme", forged)])
+        eventually(lambda: _refusals(acme, handle.job_id, "a tenant's key may not sign results") == 1
+                   and _refusals(acme, handle.job_id, "this one is unsigned") == 1, 60, "both results refused")
+        assert acme.status(handle.job_id).status == "queued"
+        monkeypatch.setenv("EPOCHQ_OPERATOR_KEY_FILE", str(keys["operator"][0]))  # the worker signs with it
+        worker = WorkerProcess(settings, "w1", tmp_path)
+        outcome = handle.wait(60)
+        assert outcome.status == "completed" and outcome.result["pid"] == worker.proc.pid, worker.logs()[-2000:]
+        assert _refusals(acme, handle.job_id) == 2
+    finally:
+        if worker is not None:
+            worker.stop()
+        acme.close()
+        unsigned.close()

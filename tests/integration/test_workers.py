@@ -149,8 +149,10 @@ def test_a_worker_resumed_after_its_lease_lapsed_has_its_result_refused_by_the_t
 def test_a_job_of_a_pool_no_worker_serves_waits_visibly_and_runs_once_a_worker_comes(
         settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from tests.integration.helpers.cli import epochq
+    from tests.integration.helpers.ports import free_port
 
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    port = free_port()
+    start_engine(engines, settings, "a", tmp_path, app=APP, extra=("--metrics-port", str(port))).wait_active(3)
     handle = client.submit("remote.echo", {"n": 2}, tenant="acme")
 
     def said() -> str:
@@ -161,8 +163,29 @@ def test_a_job_of_a_pool_no_worker_serves_waits_visibly_and_runs_once_a_worker_c
     assert eventually(said, 30, "status to name the pool").startswith(
         f"job {handle.job_id}: queued (waiting for a worker of pool gpu)")
     assert client.status(handle.job_id).status == "queued"  # it waits: never started, never dead-lettered
+
+    def gauges() -> dict[str, float]:  # sampled every 5 s
+        found = pool_gauges(port, "gpu")
+        assert found.get("epochq_pool_queued") == 1, found
+        return found
+
+    assert eventually(gauges, 30, "the pool's queued job sampled") == {
+        "epochq_pool_queued": 1, "epochq_pool_slots": 0, "epochq_pool_in_flight": 0}
     start_worker(workers, settings, "w1", tmp_path)
     assert handle.wait(60).status == "completed"
+    eventually(lambda: pool_gauges(port, "gpu")["epochq_pool_queued"] == 0, 30, "the pool's queue sampled empty")
+
+
+def pool_gauges(port: int, pool: str) -> dict[str, float]:
+    """The engine's ``epochq_pool_*`` gauges of ``pool``, from its metrics endpoint."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name in ("epochq_pool_queued", "epochq_pool_slots", "epochq_pool_in_flight")
+            and s.labels.get("pool") == pool}
 
 
 def test_an_engine_run_with_no_execute_decides_only_and_a_worker_of_pool_default_runs_its_tasks(

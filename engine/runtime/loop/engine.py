@@ -342,6 +342,9 @@ class Engine:
             self._next_metrics = clock + METRICS_EVERY_S
             sampling.sample(self.metrics, self.partitions.values(), self.standbys)
             self.metrics.set_pools(self.remote.gauges())
+            if self.remote.active:
+                self.metrics.set_pools_queued(sampling.pools_queued(self.partitions.values(), self.remote.pool_of,
+                                                                    self.remote.pools))
         self.heartbeat.beat(self.partitions.values(), self.executor, self.options.lane_slots)
 
     def _pools_free(self, count: int) -> dict[str, int]:

@@ -152,6 +152,8 @@ class EngineMetrics:
                                 "announce them (docs/workers.md)", ("pool",), registry=r)
         self.pool_in_flight = Gauge("epochq_pool_in_flight", "Attempts this instance has out with a remote pool's "
                                     "workers (leased)", ("pool",), registry=r)
+        self.pool_queued = Gauge("epochq_pool_queued", "Jobs queued in this instance's partitions whose task type "
+                                 "goes to a remote pool (sampled)", ("pool",), registry=r)
         self.pool_lease_expiries = Counter("epochq_pool_lease_expiries_total", "Remote attempts whose lease lapsed "
                                            "(recorded as failed: lease_expired)", ("pool",), registry=r)
         self._expiries_seen: dict[str, int] = {}
@@ -295,6 +297,11 @@ class EngineMetrics:
             if expiries > seen:
                 self.pool_lease_expiries.labels(pool).inc(expiries - seen)
             self._expiries_seen[pool] = expiries
+
+    def set_pools_queued(self, queued: dict[str, int]) -> None:
+        """Per remote pool, the jobs queued for it in this instance's partitions (sampled)."""
+        for pool, count in queued.items():
+            self.pool_queued.labels(pool).set(count)
 
     def set_timers(self, partition: int, held: tuple[int, int] | None) -> None:
         """Record the (job, schedule) timers a partition holds in memory; None: the partition is gone."""

@@ -34,7 +34,7 @@ from engine.runtime.kafka import Message, plain
 from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
-from engine.runtime.signatures import client_signer
+from engine.runtime.signatures import worker_signer
 from engine.runtime.topics import ensure_dispatch_topic, workers_topic
 
 log = logging.getLogger("epochq.worker")
@@ -109,7 +109,7 @@ class Worker:
         self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
         self.results = kafka.command_producer(settings)
-        self.signer = client_signer(settings)
+        self.signer = worker_signer(settings)
         self.beats = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
         self.every_s = beat_every(app, pool)
         self.started_at_us = now_us()

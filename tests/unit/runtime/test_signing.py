@@ -70,6 +70,42 @@ def test_a_task_types_command_signed_by_a_tenant_is_refused_as_an_operators_comm
     assert proof(sign(operator, TOPIC, value)).refusal is None
 
 
+def test_a_workers_result_is_proved_by_an_operator_key_never_by_a_tenants() -> None:
+    acme, operator, engine = (Ed25519PrivateKey.generate() for _ in range(3))
+    value = command("acme")  # a ReportAttempt names the job's tenant
+
+    def proof(signature: bytes | None, required: bool = True):  # type: ignore[no-untyped-def]
+        return authenticate("acme", TOPIC, value, signature, [raw(acme)], [raw(engine)], required,
+                            operator_keys=[raw(operator)], result=True)
+
+    for required in (True, False):
+        tenant_signed = proof(sign(acme, TOPIC, value), required)
+        assert tenant_signed.reason == "unauthenticated" and tenant_signed.refusal == (
+            "a worker's result (ReportAttempt) signed with a tenant's key: a tenant's key may not sign results; "
+            "a worker signs results with an operator key (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)")
+        assert proof(sign(operator, TOPIC, value), required).refusal is None
+        assert "by no operator key" in str(proof(sign(Ed25519PrivateKey.generate(), TOPIC, value), required).refusal)
+    assert str(proof(None).refusal).startswith("a worker's result (ReportAttempt) and signatures are required: this "
+                                               "one is unsigned; a worker signs results with an operator key")
+    assert proof(None, required=False).refusal is None
+    assert proof(sign(engine, TOPIC, value)).by_engine
+
+
+def test_a_worker_signs_with_an_operator_key_only(tmp_path: Path) -> None:
+    from engine.runtime.signatures import worker_signer
+
+    operator, tenant = tmp_path / "operator.pem", tmp_path / "tenant.pem"
+    for path in (operator, tenant):
+        path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    base = load_settings(namespace="acme", signing_key_file=tenant)
+    assert worker_signer(base) is None  # a tenant's key would be refused: it signs nothing
+    signer = worker_signer(base.model_copy(update={"operator_key_file": operator}))
+    assert signer is not None and signer.public_key == raw(load_private_key(operator))
+    with pytest.raises(ConfigError, match="operator_key_file .* required with require_signatures"):
+        worker_signer(base.model_copy(update={"require_signatures": True}))
+
+
 def test_tenant_keys_travel_in_the_tenants_table(tmp_path: Path) -> None:
     current, upcoming = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     config = tenant_config("acme", 1.0, public_keys=[raw(current), raw(upcoming)])

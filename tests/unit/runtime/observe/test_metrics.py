@@ -219,6 +219,7 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     metrics.set_rocksdb_memory({"block_cache": 3 << 20, "memtables": 1 << 20, "table_readers": 0})
     metrics.set_pools({"gpu": (8, 3, 1)})
     metrics.set_pools({"gpu": (8, 2, 4)})  # lease expiries so far: the counter moves by the difference
+    metrics.set_pools_queued({"gpu": 5})
     metrics.watch_gc()
     gc.collect(0)
     metrics.serve(0)
@@ -236,6 +237,7 @@ def test_endpoint_serves_the_documented_names_and_values(metrics: EngineMetrics)
     assert 'epochq_rocksdb_memory_bytes{kind="memtables"} 1.048576e+06' in body
     assert 'epochq_pool_in_flight{pool="gpu"} 2.0' in body
     assert 'epochq_pool_lease_expiries_total{pool="gpu"} 4.0' in body
+    assert 'epochq_pool_queued{pool="gpu"} 5.0' in body
 
 
 # --- log formats ----------------------------------------------------------------------------
