@@ -13,9 +13,12 @@ from engine.cli.fresh import say_freshness
 from engine.cli.hints import no_match
 from engine.cli.times import shown
 from engine.client import Client, Outcome
+from engine.config import Settings
 from engine.domain.jobs import JobView
 from engine.errors import NotFoundError, ValidationError
-from engine.questions.jobs import check_limit, decode_cursor, encode_cursor
+from engine.questions.deadletters import DeadPage, DeadQuery, dead_page
+from engine.questions.jobs import check_limit
+from engine.questions.lookup import dead_names
 from engine.questions.view_status import await_view
 from engine.questions.stores import DeadFilter, dead_letters, find_job
 
@@ -86,54 +89,38 @@ def newest_first(jobs: list[JobView]) -> list[JobView]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    limit, after = check_limit(args.limit), decode_cursor(args.cursor) if args.cursor else None
+    limit = check_limit(args.limit)
     settings = settings_from(args)
     await_view(settings)
     where = _filter(args)
-    every = dead_letters(settings)
-    jobs = newest_first([j for j in every if where.admits(j)])
-    rows, cursor = dead_page(jobs, after, limit)
+    page = dead_page(settings, DeadQuery(where), after=args.cursor, limit=limit)
     say_freshness(settings)
     if args.json:
-        print_json([dead_json(j) for j in rows])
-        print(f"epochq: next-cursor: {cursor or 'none (last page)'}", file=sys.stderr)
+        print_json([dead_json(j) for j in page.rows])
+        print(f"epochq: next-cursor: {page.next_cursor or 'none (last page)'}", file=sys.stderr)
     else:
-        _print_page(rows, len(jobs), cursor)
-    if not jobs:
-        _say_unmatched(where, every)
+        _print_page(page)
+    if not page.rows and not args.cursor:
+        _say_unmatched(settings, where)
     return 0
 
 
-def dead_page(jobs: list[JobView], after: tuple[int, str] | None, limit: int) -> tuple[list[JobView], str | None]:
-    """The ``limit`` dead jobs (newest first, as given) after the position ``after`` (time of death, job id), and
-    the cursor after the last of them (None on the last page). Pure."""
-    if after is not None:
-        jobs = [j for j in jobs if _after(j, after)]
-    rows = jobs[:limit]
-    more = len(jobs) > limit
-    return rows, encode_cursor(rows[-1].finished_at or 0, rows[-1].job_id) if more and rows else None
-
-
-def _after(job: JobView, position: tuple[int, str]) -> bool:
-    """Whether ``job`` comes after ``position`` in newest-first order (time of death down, then job id up)."""
-    dead_at = job.finished_at or 0
-    return dead_at < position[0] or (dead_at == position[0] and job.job_id > position[1])
-
-
-def _print_page(rows: list[JobView], matched: int, cursor: str | None) -> None:
-    if rows:
+def _print_page(page: DeadPage) -> None:
+    if page.rows:
         print(f"{'dead at (UTC)':24} {'tenant':12} {'task type':20} {'reason':24} {'att':>3}  {'job':36}  last error")
-    for job in rows:
+    for job in page.rows:
         print(f"{shown(job.finished_at):24} {job.tenant_id[:12]:12} {job.task_type[:20]:20} "
               f"{job.dead_reason[:24]:24} {job.counted_attempts():>3}  {job.job_id:36}  {_last_error(job)[:60]}")
-    print(f"{len(rows)} of {matched} dead job(s)")
-    print(f"next-cursor: {cursor}" if cursor else "next-cursor: none (last page)")
+    print(f"{len(page.rows)} of {page.total}{'' if page.exact else '+'} dead job(s)")
+    print(f"next-cursor: {page.next_cursor}" if page.next_cursor else "next-cursor: none (last page)")
 
 
-def _say_unmatched(where: DeadFilter, every: list[JobView]) -> None:
-    """On stderr: a ``--tenant`` or ``--task-type`` no dead job has, with the ones dead jobs have."""
-    for flag, given, seen, kind in (("--tenant", where.tenant, {j.tenant_id for j in every}, "tenant"),
-                                    ("--task-type", where.task_type, {j.task_type for j in every}, "task type")):
+def _say_unmatched(settings: Settings, where: DeadFilter) -> None:
+    """On stderr: a ``--tenant`` or ``--task-type`` no dead job has, with the ones dead jobs have (from the
+    catalog's counters: nothing but the counters is read)."""
+    tenants, task_types = dead_names(settings)
+    for flag, given, seen, kind in (("--tenant", where.tenant, tenants, "tenant"),
+                                    ("--task-type", where.task_type, task_types, "task type")):
         if given and given not in seen:
             print(f"epochq: {no_match('dead job', flag, given, seen, kind)}", file=sys.stderr)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from engine.config import Settings
 from engine.domain.jobs import JobView
 from engine.errors import ValidationError
+from engine.questions.jobs import check_limit
 from engine.questions.stores import DeadFilter
 from engine.questions.readers import READERS
 from projections.store import ProjectionStore
@@ -72,8 +73,7 @@ class DeadPage:
 def dead_page(settings: Settings, query: DeadQuery, *, after: str | None = None, before: str | None = None,
               limit: int = 50) -> DeadPage:
     """The ``limit`` dead jobs after ``after`` (older) or before ``before`` (newer); newest first without either."""
-    if not 1 <= limit <= 500:
-        raise ValidationError(f"limit: {limit} is not between 1 and 500", "limit")
+    check_limit(limit)
     stores = [store for _, store in READERS.stores(settings)]
     total, exact, groups = tally(stores, query)
     if before is not None:

@@ -50,3 +50,19 @@ def tenant_counts(settings: Settings) -> dict[str, int]:
             tenant = key[len(k.COUNT_TENANT):].rpartition(SEP)[0].decode("utf-8", "replace")
             out[tenant] = out.get(tenant, 0) + int(value or 0)
     return dict(sorted(out.items()))
+
+
+def dead_names(settings: Settings) -> tuple[set[str], set[str]]:
+    """The tenants and the task types that have dead jobs, from the catalog's counters (one key per tenant or
+    task type and status: nothing grows with the jobs)."""
+    return _with_status(settings, k.COUNT_TENANT, "dead"), _with_status(settings, k.COUNT_TYPE, "dead")
+
+
+def _with_status(settings: Settings, counter: bytes, status: str) -> set[str]:
+    names: set[str] = set()
+    for _, store in READERS.stores(settings):
+        for key, value in store.scan(counter):
+            name, _, counted = key[len(counter):].rpartition(SEP)
+            if counted.decode() == status and int(value or 0) > 0:
+                names.add(name.decode("utf-8", "replace"))
+    return names
