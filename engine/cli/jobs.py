@@ -256,6 +256,8 @@ def _brief(row: dict[str, Any]) -> str:
         return DEPENDENCY_ROWS[row["type"]](detail)
     if row["type"] == "JobRejected" and detail.get("detail"):
         return f"  reason={detail.get('reason')}: {detail['detail']}"
+    if row["type"] == "JobStarted" and detail.get("pool"):  # dispatched to a remote pool (v7)
+        return f"  pool={detail['pool']} due_at={iso_time(detail['due_at'])}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = iso_time(detail[key]) if key == "due_at" else detail[key]

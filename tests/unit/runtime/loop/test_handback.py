@@ -76,6 +76,11 @@ def test_status_says_which_pool_runs_a_remote_attempt_as_its_start_recorded_it()
     assert change_line(logged(*submitted, m.JobStarted(1, 0))) == "running (attempt 1)"  # written before v7
     remote.apply(LoggedEvent(0, event(m.JobSucceeded(1, 5))))
     assert change_line(remote) == "completed"
+    from engine.cli.jobs import _brief
+    from engine.questions.logged import event_json
+
+    assert _brief(event_json(LoggedEvent(0, event(m.JobStarted(1, 0, pool="gpu"))))) == \
+        "  pool=gpu due_at=1970-01-01T00:00:00.000Z"  # epochq history's row
 
 
 def test_the_rebalance_timeout_outlasts_the_longest_revocation_wait() -> None:
