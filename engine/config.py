@@ -21,7 +21,8 @@ from engine.errors import ConfigError
 ENV_PREFIX = "EPOCHQ_"
 SECURITY_FIELDS = ("security_protocol", "sasl_mechanism", "sasl_username", "sasl_password", "ssl_ca_file",
                    "ssl_cert_file", "ssl_key_file", "ssl_key_password", "signing_key_file", "engine_key_file",
-                   "require_signatures", "operator_key_file", "operator_public_key_file")
+                   "require_signatures", "operator_key_file", "operator_public_key_file", "worker_key_file",
+                   "pool_public_keys_dir")
 ENV_FIELDS = ("bootstrap", "namespace", "state_dir", "owner_id", "max_payload_bytes", "dedup_window_s",
               *SECURITY_FIELDS)
 KafkaConfig = dict[str, Any]
@@ -94,6 +95,11 @@ class Settings(BaseModel):
     operator_public_key_file: Path | None = Field(default=None, description="the operators' Ed25519 public key(s) "
                                                                             "(PEM, one or two): engines grant "
                                                                             "commands they sign an operator's powers")
+    worker_key_file: Path | None = Field(default=None, description="a remote worker's Ed25519 private key (PEM), its "
+                                                                   "pool's: it signs the worker's results")
+    pool_public_keys_dir: Path | None = Field(default=None, description="a directory of <pool>.pem files, each a "
+                                              "pool's Ed25519 public key(s) (one or two): engines accept a result "
+                                              "its pool's key signs")
 
     @field_validator("bootstrap")
     @classmethod

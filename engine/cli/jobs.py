@@ -123,7 +123,7 @@ def change_line(outcome: Outcome) -> str | None:
     if status == "waiting" and outcome.dependencies:
         return f"waiting for {len(outcome.dependencies)} job(s)"
     if status == "running" and outcome.attempts:
-        return f"running (attempt {outcome.attempts}{_requeued(outcome)})"
+        return f"running{_on_pool(outcome)} (attempt {outcome.attempts}{_requeued(outcome)})"
     if status == "queued" and outcome.requeued_why and outcome.events[-1].event.type == "JobRequeued":
         return f"queued again ({outcome.requeued_why}: the attempt is not counted)"
     if status == "retrying":
@@ -132,6 +132,11 @@ def change_line(outcome: Outcome) -> str | None:
     if status in ("dead", "rejected", "cancelled", "cancelling") and (outcome.reason or outcome.error):
         return f"{status} ({outcome.reason or outcome.error})"
     return status
+
+
+def _on_pool(outcome: Outcome) -> str:
+    """Where a running attempt runs, when a remote pool's workers run it (``JobStarted.pool``)."""
+    return f" on pool {outcome.pool}" if outcome.pool and outcome.status in ("running", "cancelling") else ""
 
 
 def _requeued(outcome: Outcome) -> str:
@@ -176,7 +181,8 @@ def _status(args: argparse.Namespace) -> int:
         print_json(outcome_json(outcome))
     else:
         held = f" ({outcome.held})" if outcome.held else ""
-        print(f"job {outcome.job_id}: {outcome.status}{held} after {outcome.attempts} attempt(s){_requeued(outcome)}")
+        print(f"job {outcome.job_id}: {outcome.status}{_on_pool(outcome)}{held} after {outcome.attempts} attempt(s)"
+              f"{_requeued(outcome)}")
         _print_outcome(outcome)
         for tenant, child in sorted(outcome.children.items()):
             print(f"  {tenant:20} {child['status']:10} {child['job_id']}  {child['error']}")
@@ -231,6 +237,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
     return {"job_id": outcome.job_id, "status": outcome.status, "done": outcome.done,
             "result": outcome.result, "error": outcome.error, "reason": outcome.reason,
             "attempts": outcome.attempts, "requeues": outcome.requeues, "duplicate": outcome.duplicate,
+            "pool": outcome.pool,
             "events": len(outcome.events),
             "children": outcome.children, "due_us": outcome.due_at, "progress": _progress_json(outcome),
             "due": iso_time(outcome.due_at) if outcome.due_at is not None else None,
@@ -249,6 +256,8 @@ def _brief(row: dict[str, Any]) -> str:
         return DEPENDENCY_ROWS[row["type"]](detail)
     if row["type"] == "JobRejected" and detail.get("detail"):
         return f"  reason={detail.get('reason')}: {detail['detail']}"
+    if row["type"] == "JobStarted" and detail.get("pool"):  # dispatched to a remote pool (v7)
+        return f"  pool={detail['pool']} due_at={iso_time(detail['due_at'])}"
     for key in ("reason", "cause", "due_at"):
         if detail.get(key) not in (None, ""):
             value = iso_time(detail[key]) if key == "due_at" else detail[key]

@@ -279,6 +279,7 @@ class JobStarted:
     due_at: int
     worker: str = ""
     fair_units: int = 0
+    pool: str | None = None  # v7: the remote pool the attempt went to ("": an engine's process; None: before v7)
 
 
 @dataclass(frozen=True, slots=True)

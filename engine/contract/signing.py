@@ -14,7 +14,7 @@ namespace. docs/contract.md gives the same rule for other languages.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -69,6 +69,7 @@ class Signer(StrEnum):
     TENANT = "tenant"  # a key of the command's tenant: that tenant's powers only
     OPERATOR = "operator"  # an operator key (``operator_public_key_file``): every power, for any tenant
     ENGINE = "engine"  # the engines' key: what engines send themselves (children, occurrences, reports)
+    POOL = "pool"  # a key of a remote worker pool (``pool_public_keys_dir``): results of that pool's attempts only
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,8 @@ OPERATOR_KEY_HINT = "only an operator key may (EPOCHQ_OPERATOR_KEY_FILE; docs/se
 
 def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
                  engine_keys: Sequence[bytes], required: bool, internal: bool = False,
-                 operator_keys: Sequence[bytes] = (), operators_only: bool = False, result: bool = False) -> Proof:
+                 operator_keys: Sequence[bytes] = (), operators_only: bool = False, result: bool = False,
+                 pool_keys: Mapping[str, Sequence[bytes]] | None = None, pool: str | None = None) -> Proof:
     """Decide whether a command record proves its tenant, and who signed it.
 
     A signature by the engines' key (commands the engines send themselves: fan-out children,
@@ -106,12 +108,14 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
     signatures are required it must be the engines'.
     ``operators_only``: a command on a task type as a whole (pause, resume, rate limits), which names no tenant:
     a refusal says that only an operator may sign it (not that the key is not one of tenant ''s keys).
-    ``result``: a remote worker's result (``ReportAttempt``): an operator's key (the worker's
-    ``EPOCHQ_OPERATOR_KEY_FILE``) or the engines' proves it, a tenant's never does (a tenant would report its own
-    jobs' outcomes); unsigned, it passes only when signatures are not required.
+    ``result``: a remote worker's result (``ReportAttempt``): a key of ``pool`` (the pool the attempt was dispatched
+    to, ``pool_keys``: each pool's public keys), an operator's or the engines' proves it; another pool's key never
+    does (a worker reports the attempts of its own pool only), nor a tenant's (a tenant would report its own jobs'
+    outcomes); unsigned, it passes only when signatures are not required (:func:`result_proof`).
     """
     if result:
-        return _result(topic, value, signature, tenant_keys, engine_keys, required, operator_keys)
+        return result_proof(topic, value, signature, required, pool, pool_keys or {}, operator_keys, engine_keys,
+                            tenant_keys)
     if signature is not None and not internal and verifies(tenant_keys, topic, value, signature):
         return TENANT_SIGNED  # the common case first: one verification
     if verifies(engine_keys, topic, value, signature):
@@ -138,23 +142,39 @@ def authenticate(tenant: str, topic: str, value: bytes, signature: bytes | None,
     return Proof(f"signatures are required and the command has no {SIGNATURE_HEADER} header")
 
 
-RESULT_KEY_HINT = "a worker signs results with an operator key (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)"
+RESULT_KEY_HINT = ("a worker signs results with its pool's key (EPOCHQ_WORKER_KEY_FILE; the engines' "
+                   "EPOCHQ_POOL_PUBLIC_KEYS_DIR holds <pool>.pem) or an operator key (EPOCHQ_OPERATOR_KEY_FILE); "
+                   "docs/security.md")
+RESULT = "a worker's result (ReportAttempt)"
 
 
-def _result(topic: str, value: bytes, signature: bytes | None, tenant_keys: Sequence[bytes],
-            engine_keys: Sequence[bytes], required: bool, operator_keys: Sequence[bytes]) -> Proof:
-    """:func:`authenticate` for a remote worker's result."""
+def result_proof(topic: str, value: bytes, signature: bytes | None, required: bool, pool: str | None,
+                 pool_keys: Mapping[str, Sequence[bytes]], operator_keys: Sequence[bytes] = (),
+                 engine_keys: Sequence[bytes] = (), tenant_keys: Sequence[bytes] = ()) -> Proof:
+    """Decide whether a remote worker's result proves it may report the attempt, dispatched to ``pool`` (None: to no
+    pool, it runs in an engine's process or not at all). A key of ``pool`` does (checked first: the common case is
+    one verification), and so do an operator's and the engines'. A key of another pool is refused as
+    ``unauthorized`` (it proves a worker, of the wrong pool), a tenant's or none as ``unauthenticated``; an unsigned
+    result passes only when signatures are not required."""
     if signature is None:
         return Proof() if not required else Proof(
-            f"a worker's result (ReportAttempt) and signatures are required: this one is unsigned; {RESULT_KEY_HINT}")
+            f"{RESULT} and signatures are required: this one is unsigned; {RESULT_KEY_HINT}")
+    if pool is not None and verifies(pool_keys.get(pool, ()), topic, value, signature):
+        return Proof(signer=Signer.POOL)
     if verifies(operator_keys, topic, value, signature):
         return Proof(signer=Signer.OPERATOR)
     if verifies(engine_keys, topic, value, signature):
         return Proof(signer=Signer.ENGINE)
+    other = next((name for name, keys in sorted(pool_keys.items())
+                  if name != pool and verifies(keys, topic, value, signature)), None)
+    if other is not None:
+        where = f"pool {pool!r}" if pool is not None else "no pool (it runs in an engine's process, or not at all)"
+        return Proof(f"{RESULT} signed with pool {other!r}'s key for an attempt dispatched to {where}: a pool's key "
+                     "signs the results of its own pool's attempts only", Signer.POOL, "unauthorized")
     if verifies(tenant_keys, topic, value, signature):
-        return Proof(f"a worker's result (ReportAttempt) signed with a tenant's key: a tenant's key may not sign "
-                     f"results; {RESULT_KEY_HINT}")
-    return Proof(f"a worker's result (ReportAttempt) whose signature is by no operator key; {RESULT_KEY_HINT}")
+        return Proof(f"{RESULT} signed with a tenant's key: a tenant's key may not sign results; {RESULT_KEY_HINT}")
+    whose = f"pool {pool!r}'s" if pool is not None else "a pool's"
+    return Proof(f"{RESULT} whose signature is by no key of {whose} nor an operator's; {RESULT_KEY_HINT}")
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:

@@ -40,7 +40,8 @@ def start(given: StartAttempt, job: JobView | None, ctx: DecideContext) -> list[
     if job is None or job.state is not JobState.QUEUED:
         return []
     due = job.due_at if job.due_at is not None else job.submitted_at
-    return [Emit(job.job_id, job.tenant_id, m.JobStarted(job.attempt + 1, due, given.worker, given.fair_units))]
+    return [Emit(job.job_id, job.tenant_id, m.JobStarted(job.attempt + 1, due, given.worker, given.fair_units,
+                                                            given.pool))]
 
 
 def finished(given: AttemptFinished, job: JobView | None, ctx: DecideContext) -> list[Emit]:

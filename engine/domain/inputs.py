@@ -93,6 +93,7 @@ class StartAttempt:
     job_id: str
     worker: str = ""
     fair_units: int = 0
+    pool: str = ""  # the remote pool it is dispatched to ("": this engine's executor runs it; JobStarted.pool)
 
 
 @dataclass(frozen=True, slots=True)

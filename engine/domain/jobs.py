@@ -62,6 +62,7 @@ class JobView:
     requeued: int = 0  # attempts since the last replay given up by a re-queue (JobRequeued): not counted
     lost: int = 0  # of those, the ones whose owner was lost while running it (reason owner_lost): capped by max_lost
     started_epoch: int | None = None  # the epoch of the latest JobStarted: its fencing token's (None: unknown)
+    pool: str | None = None  # the latest attempt's remote pool (JobStarted, v7): "" in process, None unknown
 
     def counted_attempts(self) -> int:
         """The attempts that count toward ``max_attempts``: every one started since the last replay but those given
@@ -192,7 +193,7 @@ def _created(event: m.Event, state: JobState) -> JobView:
         0, body.run_at, None, None, None, None, (), "", 0,
         body.scope if body.scope not in (None, "tenant") else None, body.parent_job_id, (), None, None,
         body.depends_on or None, 0, (),
-        body.traceparent, 0, 0, None,
+        body.traceparent, 0, 0, None, None,
     )
 
 
@@ -215,7 +216,7 @@ def _(body: m.JobQueued, job: JobView, at: int) -> dict[str, object]:
 
 @_apply.register
 def _(body: m.JobStarted, job: JobView, at: int) -> dict[str, object]:
-    return dict(attempt=body.attempt, started_at=at, queued_at=None, progress=None)
+    return dict(attempt=body.attempt, started_at=at, queued_at=None, progress=None, pool=body.pool)
 
 
 @_apply.register

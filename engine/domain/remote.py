@@ -15,6 +15,8 @@ of an in-process attempt) brings a new token.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.contract import messages as m
 from engine.domain import attempts
 from engine.domain.fence import fencing_token
@@ -37,6 +39,15 @@ def attempt_epoch(job: JobView) -> int:
 def current_token(job: JobView) -> int:
     """The fencing token of ``job``'s latest attempt: its start's epoch, whoever owns the partition now."""
     return fencing_token(attempt_epoch(job), job.attempt, job.replays)
+
+
+def attempt_pool(job: JobView | None, pool_of: Callable[[str], str | None]) -> str | None:
+    """The remote pool ``job``'s latest attempt was dispatched to, as its ``JobStarted`` recorded it (v7); for a start
+    written before v7, the pool ``pool_of`` (the catalog of today) gives its task type. None: no job, never started,
+    or run in an engine's own process."""
+    if job is None or job.pool == "":
+        return None
+    return job.pool if job.pool is not None else (pool_of(job.task_type) if job.started_at is not None else None)
 
 
 def adopted(job: JobView | None, pool: str | None) -> bool:

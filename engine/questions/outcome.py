@@ -49,6 +49,7 @@ class Outcome:
     requeued_why: str | None = None  # the latest re-queue's reason (JobRequeued.reason)
     duplicate: bool = False  # the submit followed (``command_id``) made no job: its key's job existed already
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
+    pool: str | None = None  # the remote pool the latest attempt was dispatched to (JobStarted.pool, v7; None: not one)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
@@ -110,7 +111,7 @@ def _details(outcome: Outcome, body: m.EventBody) -> None:
     elif isinstance(body, (m.JobScheduled, m.JobRetryScheduled, m.JobRescheduled)):
         outcome.due_at = body.due_at
     elif isinstance(body, m.JobStarted):
-        outcome.attempts, outcome.progress = body.attempt - outcome.requeues, None
+        outcome.attempts, outcome.progress, outcome.pool = body.attempt - outcome.requeues, None, body.pool or None
     elif isinstance(body, m.JobRequeued):
         outcome.requeues += 1
         outcome.attempts = max(0, outcome.attempts - 1)

@@ -7,17 +7,19 @@ The rule itself (the bytes signed, when a command is refused) is :mod:`engine.co
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from engine.app import POOL_NAME
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain.authority import OPERATOR_COMMANDS
 from engine.domain.commands import Sender, sent_by
 from engine.contract.signing import (
-    SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, sign,
+    SIGNATURE_HEADER, Proof, authenticate, check_public_keys, load_private_key, public_key_of, result_proof, sign,
 )
 from engine.errors import ConfigError, ValidationError
 
@@ -48,14 +50,16 @@ def client_signer(settings: Settings) -> CommandSigner | None:
 
 
 def worker_signer(settings: Settings) -> CommandSigner | None:
-    """The signer of a remote worker's results: an operator's key (``operator_key_file``), never a tenant's (the
-    engines refuse a result a tenant's key signed); none without it, which a namespace that requires signatures
-    refuses at start."""
+    """The signer of a remote worker's results: its pool's key (``worker_key_file``), else an operator's
+    (``operator_key_file``), never a tenant's (the engines refuse a result a tenant's key signed); none without
+    either, which a namespace that requires signatures refuses at start."""
+    if settings.worker_key_file is not None:
+        return CommandSigner(_load(settings.worker_key_file, "worker_key_file"), settings.commands_topic)
     if settings.operator_key_file is not None:
         return CommandSigner(_load(settings.operator_key_file, "operator_key_file"), settings.commands_topic)
     if settings.require_signatures:
-        raise ConfigError("operator_key_file (EPOCHQ_OPERATOR_KEY_FILE): required with require_signatures, to sign "
-                          "a worker's results (docs/security.md)")
+        raise ConfigError("worker_key_file (EPOCHQ_WORKER_KEY_FILE): required with require_signatures, to sign "
+                          "a worker's results with its pool's key (docs/security.md)")
     return None
 
 
@@ -65,11 +69,36 @@ def operator_keys(settings: Settings) -> tuple[bytes, ...]:
     path = settings.operator_public_key_file
     if path is None:
         return ()
+    return _pem_keys(path, "operator_public_key_file (EPOCHQ_OPERATOR_PUBLIC_KEY_FILE)")
+
+
+def pool_keys(settings: Settings) -> dict[str, tuple[bytes, ...]]:
+    """Each remote pool's public keys the engines accept for its results (``pool_public_keys_dir``: ``<pool>.pem``
+    per pool, one PEM key, or two while rotating); none without the setting."""
+    folder = settings.pool_public_keys_dir
+    if folder is None:
+        return {}
+    where = "pool_public_keys_dir (EPOCHQ_POOL_PUBLIC_KEYS_DIR)"
+    try:
+        files = sorted(p for p in folder.iterdir() if p.suffix == ".pem")
+    except OSError as e:
+        raise ConfigError(f"{where}: {folder}: {e.strerror or e}") from None
+    keys = {}
+    for path in files:
+        if not POOL_NAME.match(path.stem):
+            raise ConfigError(f"{where}: {path.name}: a pool's file is <pool>.pem (a pool: 1-100 letters, digits, "
+                              "'_' or '-')")
+        keys[path.stem] = _pem_keys(path, where)
+    return keys
+
+
+def _pem_keys(path: Path, where: str) -> tuple[bytes, ...]:
+    """The public keys in a PEM file (one, or two while rotating); ConfigError naming ``where`` and the file."""
     try:
         blocks = [b for b in path.read_bytes().split(PEM_END) if b.strip()]
         return check_public_keys([public_key_of(block + PEM_END) for block in blocks])
     except (OSError, ValidationError) as e:
-        raise ConfigError(f"operator_public_key_file (EPOCHQ_OPERATOR_PUBLIC_KEY_FILE): {path}: "
+        raise ConfigError(f"{where}: {path}: "
                           f"{str(e).split(': ', 1)[-1] if isinstance(e, ValidationError) else e}") from None
 
 
@@ -118,9 +147,15 @@ class CommandChecker:
         self._tenant_keys = tenant_keys
         self._engine_keys = (engine.public_key,) if engine is not None else ()
         self._operator_keys = operator_keys(settings)
+        self._pool_keys = pool_keys(settings)
 
-    def __call__(self, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
+    def __call__(self, command: m.Command, raw: bytes, signature: bytes | None, pool: str | None = None) -> Proof:
+        """What ``command`` (``raw``, signed with ``signature``) proves; ``pool``: for a worker's result, the pool
+        the attempt it reports was dispatched to (None: to none)."""
+        if isinstance(command.body, m.ReportAttempt):
+            return result_proof(self.topic, raw, signature, self.required, pool, self._pool_keys,
+                                self._operator_keys, self._engine_keys, self._tenant_keys(command.tenant_id))
         internal = isinstance(command.body, INTERNAL_COMMANDS)
         return authenticate(command.tenant_id, self.topic, raw, signature, self._tenant_keys(command.tenant_id),
                             self._engine_keys, self.required, internal, self._operator_keys,
-                            isinstance(command.body, OPERATOR_COMMANDS), isinstance(command.body, m.ReportAttempt))
+                            isinstance(command.body, OPERATOR_COMMANDS))

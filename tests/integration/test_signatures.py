@@ -215,31 +215,59 @@ def test_a_dependency_is_a_job_of_the_same_tenant_and_no_tenant_can_release_a_wa
         assert engine.stop() == 0, engine.logs()[-3000:]
 
 
-def test_a_workers_result_counts_only_signed_with_an_operator_key(
+def test_a_workers_result_counts_only_signed_with_a_key_of_the_pool_its_attempt_went_to(
         settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engines) -> None:  # type: ignore[no-untyped-def]
-    from engine.commands import new_command
-    from tests.integration.test_workers import APP, WorkerProcess
+    """A tenant's key, no signature, another pool's key: refused, the job untouched; the pool's key (the worker's
+    EPOCHQ_WORKER_KEY_FILE) completes it, and an operator's key still may."""
+    import shutil
 
-    keys = signatures_required(settings, tmp_path, monkeypatch, "operator")
+    from engine.commands import new_command
+    from engine.domain.fence import fencing_token
+    from tests.integration.test_workers import APP, WorkerProcess, marks
+
+    keys = signatures_required(settings, tmp_path, monkeypatch, "operator", "gpu", "cpu")
+    (tmp_path / "pools").mkdir()
+    for pool in ("gpu", "cpu"):
+        shutil.copy(keys[pool][1], tmp_path / "pools" / f"{pool}.pem")
+    monkeypatch.setenv("EPOCHQ_POOL_PUBLIC_KEYS_DIR", str(tmp_path / "pools"))
     start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
     acme = Client(settings.model_copy(update={"signing_key_file": keys["acme"][0]}))
+    signers = {name: Client(settings.model_copy(update={"signing_key_file": keys[name][0]}))
+               for name in ("cpu", "operator")}
     unsigned = Client(settings)
     worker = None
     try:
         handle = acme.submit("remote.echo", {"n": 1}, tenant="acme")  # no worker yet: it waits, queued
         forged = m.ReportAttempt(1, 1, "succeeded", 5, b'{"forged": true}', worker="mallory", pool="gpu")
-        acme._send([new_command(handle.job_id, "acme", forged)])  # the job's own tenant's key
-        unsigned._send([new_command(handle.job_id, "acme", forged)])
+        for client in (acme, unsigned, signers["cpu"]):  # the job's own tenant's key, none, another pool's
+            client._send([new_command(handle.job_id, "acme", forged)])
         eventually(lambda: _refusals(acme, handle.job_id, "a tenant's key may not sign results") == 1
-                   and _refusals(acme, handle.job_id, "this one is unsigned") == 1, 60, "both results refused")
+                   and _refusals(acme, handle.job_id, "this one is unsigned") == 1
+                   and _refusals(acme, handle.job_id, "unauthorized: a worker's result (ReportAttempt) signed with "
+                                                      "pool 'cpu''s key") == 1, 60, "the three results refused")
         assert acme.status(handle.job_id).status == "queued"
-        monkeypatch.setenv("EPOCHQ_OPERATOR_KEY_FILE", str(keys["operator"][0]))  # the worker signs with it
+        monkeypatch.setenv("EPOCHQ_WORKER_KEY_FILE", str(keys["gpu"][0]))  # the worker signs with its pool's key
         worker = WorkerProcess(settings, "w1", tmp_path)
         outcome = handle.wait(60)
         assert outcome.status == "completed" and outcome.result["pid"] == worker.proc.pid, worker.logs()[-2000:]
-        assert _refusals(acme, handle.job_id) == 2
+        assert outcome.pool == "gpu" and _refusals(acme, handle.job_id, "") == 3
+
+        slow = acme.submit("remote.slow", {"seconds": 8}, tenant="acme")  # out with the gpu worker a while
+        eventually(lambda: any(line[0] == slow.job_id for line in marks(tmp_path)), 60, "the slow job to start")
+        started = next(e.event for e in acme.status(slow.job_id).events if isinstance(e.event.body, m.JobStarted))
+        assert started.body.pool == "gpu"  # type: ignore[union-attr]
+        token = fencing_token(started.epoch, 1)
+        stolen = m.ReportAttempt(1, token, "succeeded", 5, b'{"forged": true}', worker="mallory", pool="gpu")
+        signers["cpu"]._send([new_command(slow.job_id, "acme", stolen)])  # the running attempt's token, wrong pool
+        why = "signed with pool 'cpu''s key for an attempt dispatched to pool 'gpu'"
+        eventually(lambda: _refusals(acme, slow.job_id, why) == 1, 30, "the cpu pool's result refused")
+        running = acme.status(slow.job_id)
+        assert running.status == "running" and running.pool == "gpu" and running.attempts == 1
+        signers["operator"]._send([new_command(slow.job_id, "acme", stolen)])  # an operator's key: as before
+        done = slow.wait(30)
+        assert done.status == "completed" and done.result == {"forged": True}, done
     finally:
         if worker is not None:
             worker.stop()
-        acme.close()
-        unsigned.close()
+        for client in (acme, unsigned, *signers.values()):
+            client.close()

@@ -26,6 +26,7 @@ from engine.domain.lanes import Lane, lane_for
 from engine.domain import tasktypes
 from engine.domain.commands import COMMANDS, Route, Sender, route_of
 from engine.domain.ratelimits import Bucket
+from engine.domain.remote import attempt_pool
 from engine.errors import DecodeError, ValidationError
 from engine.runtime.execution.outputs import OutputRecord, reserved_refusal
 from engine.runtime.loop.draft import Draft
@@ -55,11 +56,14 @@ class Admission:
     max_queued: Callable[[str], int | None]
     scope: Callable[[str | None], tuple[str, ...]]
     poison: PoisonDesk
-    authenticate: Callable[[m.Command, bytes, bytes | None], Proof] | None = None
-    """What a command's signature proves (``engine.runtime.signatures.CommandChecker``)."""
+    authenticate: Callable[[m.Command, bytes, bytes | None, str | None], Proof] | None = None
+    """What a command's signature proves (``engine.runtime.signatures.CommandChecker``); for a worker's result, given
+    the pool the attempt was dispatched to."""
     namespace: str | None = None
     """The engine's namespace: a remote result's record for one of its topics (or an internal one) is refused, as
     ``ctx.produce`` refuses it in process (``engine.runtime.execution.outputs.reserved_refusal``)."""
+    pool_of: Callable[[str], str | None] = field(default=lambda task_type: None)
+    """The pool the catalog sends a task type to: a running attempt's pool when its start (before v7) did not say."""
     refused_outputs: dict[tuple[str, int], str] = field(default_factory=dict)
     """Remote attempts (job id, attempt) whose records the brokers refused in a transaction that then aborted: decided
     again as failures (``OutputRefusedError``), never written again (the loop fills it; loop/effects.py)."""
@@ -91,7 +95,7 @@ class Admission:
         except ValidationError as e:
             self._out_of_bounds(draft, command, e, ctx)
             return
-        proof = self.authenticate(command, raw, signature) if self.authenticate is not None else UNSIGNED
+        proof = self._prove(draft, command, raw, signature)
         if proof.signer is Signer.TENANT and proof.refusal is None:  # a tenant's key: that tenant's powers only
             proof = self._authorize(desk, command, proof)
         if proof.refusal is not None:
@@ -100,6 +104,14 @@ class Admission:
         if not proof.by_engine and self._other_tenant(draft, command, ctx):
             return
         self._decide(draft, command, offset, ctx, desk)
+
+    def _prove(self, draft: Draft, command: m.Command, raw: bytes, signature: bytes | None) -> Proof:
+        """What the command's signature proves; a worker's result is judged by the pool its attempt went to."""
+        if self.authenticate is None:
+            return UNSIGNED
+        pool = attempt_pool(draft.job(command.job_id), self.pool_of) if isinstance(command.body, m.ReportAttempt) \
+            else None
+        return self.authenticate(command, raw, signature, pool)
 
     def _authorize(self, desk: ScheduleDesk | None, command: m.Command, proof: Proof) -> Proof:
         """The proof, or a refusal if the signing tenant asks for what is beyond its powers (domain/authority.py)."""

@@ -136,7 +136,7 @@ class LaneRound:
             return
         if half_open is not None:
             self.draft.stage(Emit(None, None, half_open), self.ctx.now)
-        self.draft.decide(job_id, StartAttempt(job_id, self.d.worker, units), self.ctx)
+        self.draft.decide(job_id, StartAttempt(job_id, self.d.worker, units, self.pool or ""), self.ctx)
 
     def _advance(self, tenant: str) -> None:
         """Move the tenant's head to its next startable job (or drop the tenant)."""

@@ -116,10 +116,11 @@ class Engine:
         self.remote = remote = Remote(app, settings, no_execute=not options.execute)
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
-                                   base_ctx, remote.pool_of)  # remote attempts: adopted, not re-queued
+                                   base_ctx, remote.attempt_pool)  # remote attempts: adopted, not re-queued
         admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
                               self.tenants.max_queued, self.tenants.scoped, self.poison,
-                              CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace)
+                              CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace,
+                              pool_of=remote.pool_of)
         dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
                                  pool_of=remote.pool_of) if remote.active
                       else Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair))

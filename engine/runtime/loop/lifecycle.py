@@ -73,10 +73,10 @@ class Lifecycle:
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
                  bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
                  base_ctx: DecideContext = orphans.NO_POLICIES,
-                 pool_of: Callable[[str], str | None] = lambda task_type: None):
+                 pool_of: Callable[[JobView], str | None] = lambda job: None):
         self.settings, self.owner_id = settings, owner_id
-        self.pool_of = pool_of  # the remote pool that runs a task type (None: in process): its attempts are adopted
-        self._adopted: list[tuple[RunRequest, int]] = []  # remote attempts adopted (with their tokens), to lease
+        self.pool_of = pool_of  # the remote pool a job's attempt went to (None: in process, or no remote here): adopted
+        self._adopted: list[tuple[RunRequest, int, str]] = []  # remote attempts adopted (token, pool), to lease
         self.base_ctx = base_ctx  # the task policies a re-queue decides with (max_lost)
         self.profile = owner_profile(settings)  # an owner's store holds its write model
         self.reader, self.events = reader, events
@@ -92,9 +92,9 @@ class Lifecycle:
         self.holder = holder_name("engine", owner_id)
         self.taking = Restoring(settings, self.holder, events, bulk)  # restores too long go to processes (bulk.py)
 
-    def take_adopted(self) -> list[tuple[RunRequest, int]]:
+    def take_adopted(self) -> list[tuple[RunRequest, int, str]]:
         """The remote attempts adopted since the last call (``loop/orphans.py``), each to lease from now, with the
-        token its worker's heartbeats carry."""
+        token its worker's heartbeats carry and the pool its start recorded."""
         adopted, self._adopted = self._adopted, []
         return adopted
 
@@ -208,7 +208,8 @@ class Lifecycle:
         if not jobs:
             return
         now = time.time()
-        self._adopted += [orphans.adoption(partition.number, partition.epoch, job, now) for job in jobs]
+        self._adopted += [(*orphans.adoption(partition.number, partition.epoch, job, now), self.pool_of(job) or "")
+                          for job in jobs]
         log.info("partition %d: adopted %d attempt(s) out with remote workers at epoch %d (not re-queued): %s",
                  partition.number, len(jobs), partition.epoch, ", ".join(j.job_id for j in jobs[:5]))
 

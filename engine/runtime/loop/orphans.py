@@ -52,13 +52,15 @@ def ours(running: Iterable[tuple[str, int]], own: set[int]) -> tuple[list[tuple[
 
 
 def adopt(running: Iterable[tuple[str, int]], job_of: Callable[[str], JobView | None],
-          pool_of: Callable[[str], str | None]) -> tuple[list[tuple[str, int]], list[JobView]]:
+          pool_of: Callable[[JobView], str | None]) -> tuple[list[tuple[str, int]], list[JobView]]:
     """``running`` split: the attempts that ran in an engine's process (re-queued or handed back as before), and the
-    jobs whose attempts are out with a remote pool's workers (adopted: kept running). Pure, given its lookups."""
+    jobs whose attempts are out with a remote pool's workers (adopted: kept running). ``pool_of``: the pool a job's
+    attempt was dispatched to (``engine.domain.remote.attempt_pool``: as its start recorded it, not as this owner's
+    catalog says). Pure, given its lookups."""
     kept, adopted_jobs = [], []
     for job_id, epoch in running:
         job = job_of(job_id)
-        if job is not None and adopted(job, pool_of(job.task_type)):
+        if job is not None and adopted(job, pool_of(job)):
             adopted_jobs.append(job)
         else:
             kept.append((job_id, epoch))

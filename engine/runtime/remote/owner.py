@@ -18,6 +18,8 @@ from engine.clock import now_us
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain.fence import fencing_token
+from engine.domain.jobs import JobView
+from engine.domain.remote import attempt_pool
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop.effects import Output
 from engine.runtime.execution.outputs import OutputRecord
@@ -135,12 +137,17 @@ class Remote:
                 self.leases.grant(request, pool, self.lease_of(request.task_type))
         return local
 
-    def adopt(self, adopted: list[tuple[RunRequest, int]]) -> None:
+    def attempt_pool(self, job: JobView) -> str | None:
+        """The pool ``job``'s running attempt is out with, as its start recorded it (``domain/remote.attempt_pool``);
+        None without pools here: no heartbeats are read, so no lease could be renewed (its attempt is re-queued)."""
+        return attempt_pool(job, self.pool_of) if self.pools else None
+
+    def adopt(self, adopted: list[tuple[RunRequest, int, str]]) -> None:
         """Lease from now the remote attempts a new owner adopted (``loop/orphans.py``), each renewed by the token its
-        worker holds (the epoch it started at); one leased here already (a resync, same epoch) is left as it is."""
-        for request, token in adopted:
-            pool = self.pool_of(request.task_type)
-            if pool is not None and not self.leases.holds(request.job_id):
+        worker holds (the epoch it started at), with the pool its start recorded; one leased here already (a resync,
+        same epoch) is left as it is."""
+        for request, token, pool in adopted:
+            if pool and not self.leases.holds(request.job_id):
                 self.leases.grant(request, pool, self.lease_of(request.task_type), token)
 
     def settle(self, events: Iterable[m.Event]) -> None:

@@ -21,6 +21,7 @@ from engine.contract.messages import (
     EVENT_BODIES,
     Command,
     Event,
+    JobStarted,
     JobSubmitted,
     Payload,
     RateLimitSet,
@@ -121,6 +122,20 @@ def test_v6_a_remote_worker_s_result_is_a_body_older_readers_skip() -> None:
     assert [v for v, _ in VERSIONS["command"]][-1] == 6
     skipped = skipped_types(VERSIONS["command"][-1][1], VERSIONS["command"][4][1])
     assert set(skipped) == {"ReportAttempt"}
+
+
+def test_v7_the_pool_an_attempt_was_dispatched_to_round_trips_and_older_records_read_without_one(
+        log_source: Any) -> None:
+    """v7 of events adds ``JobStarted.pool`` (null | string, default null), and nothing else."""
+    assert [v for v, _ in VERSIONS["event"]][-1] == 7
+    assert skipped_types(VERSIONS["event"][-1][1], VERSIONS["event"][-2][1]) == []
+    event = Event("e-1", "j-1", "acme", 1, "o", 0, JobStarted(1, 5, "w", 7, pool="gpu"))
+    assert codec.decode_event(codec.encode_event(event)) == event
+    read_by_v6 = codec.MessageCodec(_only("event", 6), Event, EVENT_BODIES).decode(codec.encode_event(event))
+    assert read_by_v6.body == JobStarted(1, 5, "w", 7)  # a v6 reader drops it
+    v6 = codec.MessageCodec(_only("event", 6), Event, EVENT_BODIES).encode(event)
+    assert v6[: codec.HEADER_SIZE] != codec.catalog("event").current.header
+    assert codec.decode_event(v6).body == JobStarted(1, 5, "w", 7, pool=None)  # written before v7: no pool
 
 
 def test_growth_outside_the_body_union_is_a_reader_problem() -> None:

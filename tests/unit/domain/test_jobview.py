@@ -22,7 +22,7 @@ NEW_VALUES = {
     "parent_job_id": "p", "children": (("t", "c", "pending", ""),), "cancel": ("why", "ops"),
     "progress": (0.5, "half"), "depends_on": {"a": "run"}, "reported": 1,
     "dependents": ("d",), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "requeued": 1,
-    "lost": 1, "started_epoch": 3,
+    "lost": 1, "started_epoch": 3, "pool": "gpu",
 }
 
 
@@ -58,7 +58,7 @@ def test_a_stored_record_from_before_the_cancel_field_still_decodes() -> None:
 
     record = replace(BASE, cancel=("why", "ops"))
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-9], 2)  # as written before the cancel field
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-10], 2)  # as written before the cancel field
     assert decode_job(older) == BASE
 
 
@@ -69,7 +69,7 @@ def test_a_stored_record_from_before_dependencies_still_decodes() -> None:
 
     record = replace(BASE, depends_on={"a": "run"}, reported=1, dependents=("d",))
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-7], 2)  # the record as a release before both wrote it
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-8], 2)  # the record as a release before both wrote it
     assert decode_job(older) == BASE
 
 
@@ -80,7 +80,7 @@ def test_a_stored_record_from_before_the_traceparent_field_still_decodes() -> No
 
     record = replace(BASE, traceparent=NEW_VALUES["traceparent"])
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-4], 2)
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-5], 2)
     assert decode_job(older) == BASE
 
 
@@ -91,7 +91,7 @@ def test_a_stored_record_from_before_the_requeued_count_still_decodes() -> None:
 
     record = replace(BASE, attempt=3, requeued=2)
     assert decode_job(encode_job(record)) == record and record.counted_attempts() == 1
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-3], 2)
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-4], 2)
     assert decode_job(older) == replace(BASE, attempt=3)
 
 
@@ -102,7 +102,7 @@ def test_a_stored_record_from_before_the_lost_count_still_decodes() -> None:
 
     record = replace(BASE, attempt=2, requeued=1, lost=1)
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-2], 2)
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-3], 2)
     assert decode_job(older) == replace(BASE, attempt=2, requeued=1)
 
 
@@ -113,5 +113,16 @@ def test_a_stored_record_from_before_the_started_epoch_still_decodes() -> None:
 
     record = replace(BASE, started_epoch=3)
     assert decode_job(encode_job(record)) == record
-    older = marshal.dumps(marshal.loads(encode_job(record))[:-1], 2)
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-2], 2)
     assert decode_job(older) == BASE and BASE.started_epoch is None
+
+
+def test_a_stored_record_from_before_the_pool_still_decodes() -> None:
+    import marshal
+
+    from projections.views.jobs import decode_job, encode_job
+
+    record = replace(BASE, pool="gpu")
+    assert decode_job(encode_job(record)) == record
+    older = marshal.dumps(marshal.loads(encode_job(record))[:-1], 2)
+    assert decode_job(older) == BASE and BASE.pool is None

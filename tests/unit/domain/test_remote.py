@@ -103,3 +103,11 @@ def test_only_a_running_attempt_of_a_remote_pool_is_adopted() -> None:
 def test_a_record_folded_before_the_started_epoch_was_kept_uses_its_last_epoch() -> None:
     job = replace(running(), started_epoch=None, epoch=7)
     assert attempt_epoch(job) == 7 and current_token(job) == fencing_token(7, 1)
+
+
+def test_the_start_records_the_pool_its_attempt_is_dispatched_to_and_the_job_keeps_it() -> None:
+    started, bodies = run(queued_job(), StartAttempt("job-1", "w", 0, "gpu"))
+    assert isinstance(bodies[0], m.JobStarted) and bodies[0].pool == "gpu"
+    assert started is not None and started.pool == "gpu"
+    local, bodies = run(queued_job(), StartAttempt("job-1", "w"))
+    assert isinstance(bodies[0], m.JobStarted) and bodies[0].pool == "" and local is not None and local.pool == ""

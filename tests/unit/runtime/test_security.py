@@ -200,3 +200,23 @@ def test_a_worker_reads_its_pool_s_dispatch_only_and_never_writes_events_and_eng
     assert not any(r.name.startswith("ns.dispatch.") for r in plain)  # no workers: the engine's rules as before
     with pytest.raises(ValidationError, match="USER=POOL"):
         worker_role("gpu-box")
+
+
+def test_a_worker_s_grants_are_exactly_its_pool_s_dispatch_and_group_to_read_and_results_and_heartbeats_to_write(
+        ) -> None:
+    """`acl apply --worker USER=POOL`, whole: nothing else is readable or writable (which jobs' results it may send
+    is not an ACL: the engines check the pool's key per job, docs/security.md)."""
+    from engine.runtime.acls import worker_role
+
+    rules = wanted_acls("ns", ["engine"], [], [], [], [worker_role("gpu-box=gpu"), worker_role("cpu-box=cpu")])
+    worker = {(r.resource_type, r.pattern, r.name, r.operation) for r in rules if r.principal == "User:gpu-box"}
+    assert {g for g in worker if g[3] not in ("READ", "WRITE")} == {
+        ("TOPIC", "LITERAL", name, "DESCRIBE") for name in ("ns.dispatch.gpu", "ns.commands", "ns.workers",
+                                                            "ns.schemas")}
+    assert {g for g in worker if g[3] == "READ"} == {
+        ("TOPIC", "LITERAL", "ns.dispatch.gpu", "READ"), ("GROUP", "LITERAL", "ns.pool.gpu", "READ"),
+        ("TOPIC", "LITERAL", "ns.schemas", "READ"),  # writer schemas by fingerprint, with a reader group
+        ("GROUP", "PREFIXED", "ns.reader.", "READ")}
+    assert {g for g in worker if g[3] == "WRITE"} == {
+        ("TOPIC", "LITERAL", "ns.commands", "WRITE"), ("TOPIC", "LITERAL", "ns.workers", "WRITE")}
+    assert all(r.permission == "ALLOW" for r in rules)

@@ -11,8 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from engine.config import load_settings
 from engine.contract.codec import decode_tenant, encode_tenant
 from engine.contract.messages import TenantConfig
-from engine.contract.signing import SIGNATURE_HEADER, authenticate, load_private_key, load_public_key, sign, \
-    signed_bytes, verifies
+from engine.contract.signing import SIGNATURE_HEADER, Signer, authenticate, load_private_key, load_public_key, \
+    result_proof, sign, signed_bytes, verifies
 from engine.errors import ConfigError, ValidationError
 from engine.runtime.signatures import CommandChecker, client_signer, engine_signer, signature_of
 from engine.runtime.tenants import tenant_config
@@ -82,28 +82,81 @@ def test_a_workers_result_is_proved_by_an_operator_key_never_by_a_tenants() -> N
         tenant_signed = proof(sign(acme, TOPIC, value), required)
         assert tenant_signed.reason == "unauthenticated" and tenant_signed.refusal == (
             "a worker's result (ReportAttempt) signed with a tenant's key: a tenant's key may not sign results; "
-            "a worker signs results with an operator key (EPOCHQ_OPERATOR_KEY_FILE; docs/security.md)")
+            "a worker signs results with its pool's key (EPOCHQ_WORKER_KEY_FILE; the engines' "
+            "EPOCHQ_POOL_PUBLIC_KEYS_DIR holds <pool>.pem) or an operator key (EPOCHQ_OPERATOR_KEY_FILE); "
+            "docs/security.md")
         assert proof(sign(operator, TOPIC, value), required).refusal is None
-        assert "by no operator key" in str(proof(sign(Ed25519PrivateKey.generate(), TOPIC, value), required).refusal)
+        assert "by no key of a pool's nor an operator's" in str(
+            proof(sign(Ed25519PrivateKey.generate(), TOPIC, value), required).refusal)
     assert str(proof(None).refusal).startswith("a worker's result (ReportAttempt) and signatures are required: this "
-                                               "one is unsigned; a worker signs results with an operator key")
+                                               "one is unsigned; a worker signs results with its pool's key")
     assert proof(None, required=False).refusal is None
     assert proof(sign(engine, TOPIC, value)).by_engine
 
 
-def test_a_worker_signs_with_an_operator_key_only(tmp_path: Path) -> None:
+def test_a_pool_s_key_proves_the_results_of_its_own_pool_s_attempts_only() -> None:
+    gpu, cpu, gpu_next, operator, acme = (Ed25519PrivateKey.generate() for _ in range(5))
+    keys = {"gpu": (raw(gpu), raw(gpu_next)), "cpu": (raw(cpu),)}
+    value = command("acme")
+
+    def proof(key: Ed25519PrivateKey | None, pool: str | None, required: bool = True):  # type: ignore[no-untyped-def]
+        return result_proof(TOPIC, value, sign(key, TOPIC, value) if key is not None else None, required, pool, keys,
+                            [raw(operator)], [], [raw(acme)])
+
+    for required in (True, False):
+        assert proof(gpu, "gpu", required).refusal is None and proof(gpu, "gpu").signer is Signer.POOL
+        assert proof(gpu_next, "gpu", required).refusal is None  # the next key, while rotating
+        assert proof(operator, "gpu", required).refusal is None  # an operator's key, as before pool keys
+        other = proof(cpu, "gpu", required)
+        assert other.reason == "unauthorized" and other.refusal == (
+            "a worker's result (ReportAttempt) signed with pool 'cpu''s key for an attempt dispatched to pool 'gpu': "
+            "a pool's key signs the results of its own pool's attempts only")
+        nowhere = proof(gpu, None, required)  # no attempt of the job is out with a pool
+        assert nowhere.reason == "unauthorized" and "dispatched to no pool" in str(nowhere.refusal)
+        assert "by no key of pool 'gpu''s nor an operator's" in str(proof(Ed25519PrivateKey.generate(), "gpu",
+                                                                           required).refusal)
+        assert "a tenant's key may not sign results" in str(proof(acme, "gpu", required).refusal)
+    assert "unsigned" in str(proof(None, "gpu").refusal) and proof(None, "gpu", required=False).refusal is None
+
+
+def test_a_worker_signs_with_its_pool_s_key_else_an_operator_key_never_a_tenant_s(tmp_path: Path) -> None:
     from engine.runtime.signatures import worker_signer
 
-    operator, tenant = tmp_path / "operator.pem", tmp_path / "tenant.pem"
-    for path in (operator, tenant):
+    operator, tenant, pool = tmp_path / "operator.pem", tmp_path / "tenant.pem", tmp_path / "gpu.key"
+    for path in (operator, tenant, pool):
         path.write_bytes(Ed25519PrivateKey.generate().private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     base = load_settings(namespace="acme", signing_key_file=tenant)
     assert worker_signer(base) is None  # a tenant's key would be refused: it signs nothing
     signer = worker_signer(base.model_copy(update={"operator_key_file": operator}))
     assert signer is not None and signer.public_key == raw(load_private_key(operator))
-    with pytest.raises(ConfigError, match="operator_key_file .* required with require_signatures"):
+    signer = worker_signer(base.model_copy(update={"operator_key_file": operator, "worker_key_file": pool}))
+    assert signer is not None and signer.public_key == raw(load_private_key(pool))
+    with pytest.raises(ConfigError, match="worker_key_file .* required with require_signatures"):
         worker_signer(base.model_copy(update={"require_signatures": True}))
+
+
+def test_the_engines_read_each_pool_s_public_keys_from_a_directory_of_pem_files(tmp_path: Path) -> None:
+    from engine.runtime.signatures import pool_keys
+
+    gpu, gpu_next, cpu = (Ed25519PrivateKey.generate() for _ in range(3))
+    pem = [k.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+           for k in (gpu, gpu_next, cpu)]
+    (tmp_path / "gpu.pem").write_bytes(pem[0] + pem[1])
+    (tmp_path / "cpu.pem").write_bytes(pem[2])
+    (tmp_path / "README").write_text("not a key file: ignored")
+    settings = load_settings(namespace="acme", pool_public_keys_dir=str(tmp_path))
+    assert pool_keys(settings) == {"gpu": (raw(gpu), raw(gpu_next)), "cpu": (raw(cpu),)}
+    assert pool_keys(load_settings(namespace="acme")) == {}
+    (tmp_path / "bad pool.pem").write_bytes(pem[0])
+    with pytest.raises(ConfigError, match=r"pool_public_keys_dir .*: bad pool.pem: a pool's file is <pool>.pem"):
+        pool_keys(settings)
+    (tmp_path / "bad pool.pem").unlink()
+    (tmp_path / "cpu.pem").write_text("garbage")
+    with pytest.raises(ConfigError, match=r"pool_public_keys_dir \(EPOCHQ_POOL_PUBLIC_KEYS_DIR\): .*cpu.pem"):
+        pool_keys(settings)
+    with pytest.raises(ConfigError, match="pool_public_keys_dir .*: No such file"):
+        pool_keys(load_settings(namespace="acme", pool_public_keys_dir=str(tmp_path / "missing")))
 
 
 def test_tenant_keys_travel_in_the_tenants_table(tmp_path: Path) -> None:

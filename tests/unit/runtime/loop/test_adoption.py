@@ -9,6 +9,7 @@ from engine.domain.decide import CommandInput, StartAttempt
 from engine.domain.fence import fencing_token
 from engine.domain.jobs import JobView
 from engine.domain.lifecycle import JobState
+from engine.domain.remote import attempt_pool
 from engine.runtime.loop.orphans import adopt, adoption
 from engine.runtime.remote.leases import Leases
 from tests.unit.factories import DECIDE_CTX, decided, submit
@@ -19,7 +20,7 @@ POOLS = {"render": "gpu"}
 def running(job_id: str, task_type: str, epoch: int = 1) -> JobView:
     ctx = replace(DECIDE_CTX, tasks=None, epoch=epoch)  # any task type
     job, _ = decided(None, CommandInput(submit(task_type=task_type), 1), ctx)
-    job, _ = decided(job, StartAttempt("job-1", "w"), ctx)
+    job, _ = decided(job, StartAttempt("job-1", "w", 0, POOLS.get(task_type, "")), ctx)
     assert job is not None and job.state is JobState.RUNNING
     return replace(job, job_id=job_id)
 
@@ -27,9 +28,23 @@ def running(job_id: str, task_type: str, epoch: int = 1) -> JobView:
 def test_remote_attempts_are_adopted_and_in_process_ones_left_to_the_re_queue() -> None:
     jobs = {"r": running("r", "render"), "l": running("l", "email.send"), "q": replace(running("q", "render"),
                                                                                           state=JobState.QUEUED)}
-    requeue, adopted = adopt([("r", 1), ("l", 1), ("q", 1), ("gone", 1)], jobs.get, POOLS.get)
+    requeue, adopted = adopt([("r", 1), ("l", 1), ("q", 1), ("gone", 1)], jobs.get, recorded_pool)
     assert [j.job_id for j in adopted] == ["r"]
     assert requeue == [("l", 1), ("q", 1), ("gone", 1)]  # what the orphan rule decides as before (or ignores)
+
+
+def recorded_pool(job: JobView) -> str | None:
+    return attempt_pool(job, POOLS.get)
+
+
+def test_the_new_owner_adopts_by_the_pool_the_start_recorded_not_by_its_own_catalog() -> None:
+    dispatched = running("r", "render")  # its start recorded pool gpu
+    local = replace(running("l", "email.send"), task_type="render")  # ran in process; render is gpu's now
+    before_v7 = replace(running("o", "render"), pool=None)  # a start written before v7: the catalog decides
+    jobs = {"r": replace(dispatched, task_type="email.send"), "l": local, "o": before_v7}
+    requeue, adopted = adopt([("r", 1), ("l", 1), ("o", 1)], jobs.get, recorded_pool)
+    assert [j.job_id for j in adopted] == ["r", "o"] and requeue == [("l", 1)]
+    assert [recorded_pool(j) for j in jobs.values()] == ["gpu", None, "gpu"]
 
 
 def test_an_adopted_lease_is_the_new_owner_s_and_renewed_by_the_token_of_the_epoch_the_attempt_started_at() -> None:

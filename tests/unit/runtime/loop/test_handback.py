@@ -68,6 +68,21 @@ def test_status_counts_attempts_without_the_requeued_ones_and_a_waiter_is_told_w
     assert logged(*started, m.JobRequeued(1, 1)).requeued_why == "owner changed"  # written before v6
 
 
+def test_status_says_which_pool_runs_a_remote_attempt_as_its_start_recorded_it() -> None:
+    submitted = [m.JobSubmitted("render", m.Payload(b"{}"), 5, "NORMAL", 1), m.JobQueued("submitted")]
+    remote = logged(*submitted, m.JobStarted(1, 0, pool="gpu"))
+    assert remote.pool == "gpu" and change_line(remote) == "running on pool gpu (attempt 1)"
+    assert logged(*submitted, m.JobStarted(1, 0, pool="")).pool is None  # in an engine's process
+    assert change_line(logged(*submitted, m.JobStarted(1, 0))) == "running (attempt 1)"  # written before v7
+    remote.apply(LoggedEvent(0, event(m.JobSucceeded(1, 5))))
+    assert change_line(remote) == "completed"
+    from engine.cli.jobs import _brief
+    from engine.questions.logged import event_json
+
+    assert _brief(event_json(LoggedEvent(0, event(m.JobStarted(1, 0, pool="gpu"))))) == \
+        "  pool=gpu due_at=1970-01-01T00:00:00.000Z"  # epochq history's row
+
+
 def test_the_rebalance_timeout_outlasts_the_longest_revocation_wait() -> None:
     assert rebalance_timeout_ms(10.0) == 120_000  # Kafka's default stands for the default grace
     for grace in (0.0, 10.0, 60.0, 300.0):
