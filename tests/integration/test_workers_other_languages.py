@@ -144,7 +144,7 @@ def test_a_worker_in_another_language_runs_attempts_heartbeats_progress_produces
     assert emit.status == "completed", emit
     assert committed_records(settings, out) == [(emit.job_id.encode(), b"attempt 1")]  # with its success, once
 
-    slow = client.submit("remote.slow", {"seconds": 5}, tenant="acme")  # lease 3 s: only heartbeats keep it
+    slow = client.submit("remote.slow", {"seconds": 4}, tenant="acme")  # lease 3 s: only heartbeats keep it
     outcome = slow.wait(60)
     assert outcome.status == "completed" and outcome.result == {"attempt": 1, "lang": lang, "pid": proc.pid}
     progressed = [b for b in bodies(settings, slow.job_id) if isinstance(b, m.JobProgressed)]
@@ -154,7 +154,7 @@ def test_a_worker_in_another_language_runs_attempts_heartbeats_progress_produces
     until = client.submit("remote.until_cancelled", {}, tenant="acme")  # its one slot busy: a full worker
     cancelled_at_once(client, settings, until, lambda: taken(log_path, until.job_id))
 
-    stopped = client.submit("remote.slow", {"seconds": 4}, tenant="acme")
+    stopped = client.submit("remote.slow", {"seconds": 2}, tenant="acme")
     eventually(lambda: taken(log_path, stopped.job_id), 60, f"the {lang} worker to take the attempt")
     proc.send_signal(signal.SIGSTOP)  # holds attempt 1, sends no heartbeat
     python = start_worker(workers, settings, "py", tmp_path)

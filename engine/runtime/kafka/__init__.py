@@ -437,3 +437,13 @@ def dispatch_consumer(settings: Settings, topic: str, group: str, session_timeou
     })
     consumer.subscribe([topic])
     return consumer
+
+
+def store_offsets(consumer: Consumer, topic: str, offsets: dict[int, int]) -> bool:
+    """Store ``offsets`` (partition -> the next offset to read) of ``topic`` for the consumer's next commit; False when
+    a partition is no longer assigned (revoked meanwhile: its next reader starts where its offset was stored)."""
+    try:
+        consumer.store_offsets(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()])
+    except KafkaException:
+        return False
+    return True

@@ -25,8 +25,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from confluent_kafka import KafkaException, TopicPartition
-
 from engine.app import App
 from engine.clock import now_us
 from engine.config import Settings
@@ -38,7 +36,7 @@ from engine.errors import ConfigError, DecodeError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
-from engine.runtime.kafka import Message, plain
+from engine.runtime.kafka import Message, TopicPartition, plain
 from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
@@ -258,11 +256,8 @@ class Worker:
 
     def _store_offsets(self) -> None:
         due = self.offsets.due(t.at for t in self.waiting)
-        if due:
-            try:
-                self.consumer.store_offsets(offsets=[TopicPartition(self.topic, p, o) for p, o in due.items()])
-            except KafkaException as e:  # a partition revoked meanwhile: its next reader starts where it was stored
-                log.debug("storing dispatch offsets %s: %s", due, e)
+        if due and not kafka.store_offsets(self.consumer, self.topic, due):
+            log.debug("dispatch offsets %s not stored: a partition was revoked meanwhile", due)
 
     def _start_waiting(self) -> None:
         """Start held attempts in arrival order while slots are free; one whose lease all but lapsed while held is
