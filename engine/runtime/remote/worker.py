@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Iterable
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from engine.app import App
@@ -55,11 +55,13 @@ READ_BATCH = 500
 
 @dataclass(slots=True)
 class Taken:
-    """One attempt this worker took: its dispatch, what it runs as, and where its record is (partition, offset)."""
+    """One attempt this worker took: its dispatch, what it runs as, where its record is (partition, offset), and
+    whether it started (else it is held, waiting for a slot)."""
 
     dispatch: Dispatch
     request: RunRequest
     at: tuple[int, int] = (-1, -1)
+    started: bool = False
     progress: float | None = None
     message: str = ""
 
@@ -236,7 +238,7 @@ class Worker:
         taken = self.taken.get((c.job_id, c.attempt))
         if taken is None or taken.dispatch.fencing_token != c.fencing_token:
             return
-        if taken in self.waiting:
+        if not taken.started:
             self.waiting.remove(taken)
             del self.taken[(c.job_id, c.attempt)]
             self._send(report_of(taken, RunResult(taken.request, cancelled_before_start(taken.dispatch)),
@@ -272,6 +274,7 @@ class Worker:
                 self._skip(d, now)
                 continue
             self.executor.submit(taken.request)
+            taken.started = True
             if lapsing(d, now, 2 * self.every_s):
                 self._next_beat = 0.0  # little of its lease is left: the owner hears of it at once
 
@@ -303,7 +306,7 @@ class Worker:
 
     def row(self) -> WorkerRow:
         """This worker's heartbeat now."""
-        started = [t for t in self.taken.values() if t not in self.waiting]  # a held one's lease runs as in the topic
+        started = [t for t in self.taken.values() if t.started]  # a held one's lease runs as if it were in the topic
         jobs = [LeasedJob(t.dispatch.job_id, t.dispatch.fencing_token, t.progress, t.message) for t in started]
         running = len(started)
         return WorkerRow(self.instance, socket.gethostname(), os.getpid(), self.started_at_us, now_us(), [],
