@@ -5,18 +5,22 @@ and the records a consumer held when it was killed.
 - ``throughput``: 20,000 records over 6 partitions, two consumers (threads), a no-op each: records/s, redeliveries.
 - ``head-of-line``: one partition; the first record is slow (3 s), 100 fast ones follow; two consumers, one record
   at a time each: when the last fast record was done.
-- ``kill``: a consumer process takes records and is killed (SIGKILL) before it acknowledges or commits them: how
-  long until the other consumer gets them (classic: the group's session timeout, 6 s here; share: the record lock,
-  ``group.share.record.lock.duration.ms``, 30 s by default, or sooner when the broker sees the connection close).
+- ``kill``: a consumer process takes 50 records and is killed (SIGKILL) before it acknowledges or commits them, while
+  the other consumer polls on (as a worker does): how long from the kill until the last of the records the killed
+  one held reached the other (their jobs done elsewhere: the records are no-ops), and how many of them the other had
+  *before* the kill (records that were never held). Classic: the group's session timeout, 6 s here; share: the record
+  lock, ``group.share.record.lock.duration.ms``, 30 s by default, or sooner when the broker sees the connection close.
 - ``stop``: the same with SIGSTOP: the holder hangs with its connection open.
 
-Usage: python bench/share_groups.py   (the Python client's ShareConsumer is a preview: it says so on stderr)
+Usage: python bench/share_groups.py [throughput] [head_of_line] [kill] [stop]   (all four by default; the Python
+client's ShareConsumer is a preview: it says so on stderr)
 The client here uses confluent_kafka directly: a bench, outside the engine's one Kafka edge.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +55,7 @@ def consumer(kind: str, bootstrap: str, group: str, name: str, one_at_a_time: bo
         c: object = ShareConsumer(conf)
     else:
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "partition.assignment.strategy": "cooperative-sticky",  # as the worker: a joiner takes nothing
                       "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 1500,
                       "enable.auto.commit": commit, "auto.commit.interval.ms": 200,
                       **({"max.partition.fetch.bytes": 1024} if one_at_a_time else {})})
@@ -146,43 +151,77 @@ sys.path.insert(0, {root!r})
 from bench.share_groups import consumer, records
 kind, bootstrap, name = sys.argv[1:4]
 c = consumer(kind, bootstrap, name + ".g", name, commit=False)
-held = 0
+held = []
 while not held:  # take one batch, then never poll again: nothing acknowledged, nothing committed
-    held = len(records(c, kind, 0.2))
-print("held", held, flush=True)
+    held = [m.value().decode() for m in records(c, kind, 0.2)]
+print("held", *held, flush=True)
 time.sleep(3600)
 """
 
 
+class Survivor:
+    """The other consumer, polling on a thread of its own once let go (as a worker does): when it first got each
+    record, and how many it got more than once."""
+
+    def __init__(self, c: object, kind: str) -> None:
+        self.c, self.kind = c, kind
+        self.first: dict[str, float] = {}
+        self.again = 0
+        self.polling = threading.Event()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            if not self.polling.wait(0.1):
+                continue
+            for m in records(self.c, self.kind, 0.1):
+                value = m.value().decode()
+                self.again += value in self.first
+                self.first.setdefault(value, time.time())
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.c.close()  # type: ignore[attr-defined]
+
+
 def kill(bootstrap: str, kind: str, n: int = 50, sig: int = signal.SIGKILL) -> str:
-    """A consumer takes records and dies (or hangs: ``sig`` SIGSTOP) holding them: when does the other get them?"""
+    """A consumer takes records and dies (or hangs: ``sig`` SIGSTOP) holding them: how long from the kill until the
+    last record it held reached the other consumer, which polls all along from before the kill, as a worker does
+    (it starts once the holder holds its records: a share group would otherwise hand it all of them first)."""
     name = topic(bootstrap, 1)
-    survivor = consumer(kind, bootstrap, f"{name}.g", name)
-    if kind == "classic":
-        survivor.close()  # type: ignore[attr-defined]  # the holder must own the one partition first
     holder = subprocess.Popen([sys.executable, "-c", HOLDER.format(root=str(Path(__file__).resolve().parents[1])),
                                kind, bootstrap, name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    joined([survivor] if kind == "share" else [], kind, 6.0 if kind == "share" else 0.0)
-    time.sleep(6.0 if kind == "classic" else 0.0)
     if kind == "classic":
-        survivor = consumer(kind, bootstrap, f"{name}.g", name)
+        time.sleep(6.0)  # the holder must own the one partition first: the other joins later and gets nothing
+    survivor = Survivor(consumer(kind, bootstrap, f"{name}.g", name), kind)
+    survivor.polling.set()
+    time.sleep(6.0)  # both in the group (a share group starts at the log's end: produce after this)
+    survivor.polling.clear()
+    time.sleep(0.3)
     produce(bootstrap, name, [f"r{i}".encode() for i in range(n)], partition=0)
     assert holder.stdout is not None
-    holder.stdout.readline()  # it holds some
-    time.sleep(0.5)
+    ready, _, _ = select.select([holder.stdout], [], [], 30)
+    held = holder.stdout.readline().split()[1:] if ready else []
+    survivor.polling.set()
+    time.sleep(1.0)
+    before = {v for v in held if v in survivor.first}  # the other had them already: they were never held
     os.kill(holder.pid, sig)
     killed = time.time()
-    got: set[bytes] = set()
     end = killed + 60
-    took = float("nan")
-    while len(got) < n and time.time() < end:
-        got |= {m.value() for m in records(survivor, kind, 0.2)}
-        took = time.time() - killed if len(got) == n else took
-    survivor.close()  # type: ignore[attr-defined]
+    while time.time() < end and not all(v in survivor.first for v in held):
+        time.sleep(0.05)
+    survivor.close()
     if sig != signal.SIGKILL:
         os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
-    return f"{len(got)}/{n} records reached the other consumer, all of them {took:.1f} s after the kill"
+    reached = [survivor.first[v] for v in held if v in survivor.first and v not in before]
+    last = f"the last {max(reached) - killed:.1f} s after the kill" if reached else "none after the kill"
+    return (f"the holder held {len(held)} of {n}; {len(reached)} reached the other consumer after the kill, {last}; "
+            f"{len(before)} had reached it before the kill; {survivor.again} delivered twice; "
+            f"{len(survivor.first)}/{n} in all")
 
 
 def stop(bootstrap: str, kind: str) -> str:
@@ -191,11 +230,14 @@ def stop(bootstrap: str, kind: str) -> str:
 
 
 def main() -> None:
+    chosen = sys.argv[1:] or ["throughput", "head_of_line", "kill", "stop"]
     with local_broker() as bootstrap:
-        for scenario in (throughput, head_of_line, kill, stop):
+        for scenario in (SCENARIOS[name] for name in chosen):
             for kind in ("classic", "share"):
                 print(f"{scenario.__name__:12} {kind:7}: {scenario(bootstrap, kind)}", flush=True)
 
+
+SCENARIOS = {"throughput": throughput, "head_of_line": head_of_line, "kill": kill, "stop": stop}
 
 if __name__ == "__main__":
     main()

@@ -413,16 +413,19 @@ def heartbeats_reader(settings: Settings, topic: str) -> Consumer:
     return consumer
 
 
-def dispatch_consumer(settings: Settings, topic: str, group: str, session_timeout_ms: int = 6000) -> Consumer:
+def dispatch_consumer(settings: Settings, topic: str, group: str, session_timeout_ms: int = 6000,
+                      store_offsets: bool = True) -> Consumer:
     """A remote worker's group consumer of its pool's dispatch topic: read_committed (a dispatch whose
     ``JobStarted`` aborted is never run), offsets committed as attempts are taken (the owner's lease, not the
-    offset, decides whether an attempt runs again)."""
+    offset, decides whether an attempt runs again): each record's as it is read, or, with ``store_offsets``
+    False, those the worker stores (``store_offsets``), committed every second and when it leaves."""
     read_through(settings)
     consumer = Consumer({
         **settings.kafka_config(),
         "group.id": group,
         "partition.assignment.strategy": "cooperative-sticky",
         "enable.auto.commit": True,
+        "enable.auto.offset.store": store_offsets,
         "auto.commit.interval.ms": 1000,
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
@@ -434,3 +437,13 @@ def dispatch_consumer(settings: Settings, topic: str, group: str, session_timeou
     })
     consumer.subscribe([topic])
     return consumer
+
+
+def store_offsets(consumer: Consumer, topic: str, offsets: dict[int, int]) -> bool:
+    """Store ``offsets`` (partition -> the next offset to read) of ``topic`` for the consumer's next commit; False when
+    a partition is no longer assigned (revoked meanwhile: its next reader starts where its offset was stored)."""
+    try:
+        consumer.store_offsets(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()])
+    except KafkaException:
+        return False
+    return True

@@ -6,6 +6,11 @@ progress, cancels as in process), sends each result as a ``ReportAttempt`` comma
 (so it is decided by the job's owner, in the transaction that commits its offset), and publishes a
 heartbeat to ``<ns>.workers`` every few seconds naming the fencing token of each attempt it runs: what
 renews their leases. It never writes ``<ns>.events``. Protocol: docs/workers.md.
+
+It reads its partitions all the time, full or not, so that a cancel (a record of the same topic) reaches it while
+every slot is busy: a dispatch it has no slot for yet is *held*, in arrival order, unnamed by its heartbeats (its
+lease runs as if it still waited in the topic), and its partition's offset is stored no further than the first
+record it holds, so a worker that dies or loses the partition leaves it to the next reader (:class:`Offsets`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from engine.app import App
 from engine.clock import now_us
@@ -29,8 +35,8 @@ from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ConfigError, DecodeError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
-from engine.runtime.execution.verdicts import RunRequest, RunResult
-from engine.runtime.kafka import Message, plain
+from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
+from engine.runtime.kafka import Message, TopicPartition, plain
 from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
@@ -43,16 +49,49 @@ MIN_BEAT_S = 0.5
 IDLE_WAIT_S = 0.2
 """How long an idle worker waits for its first dispatch per round (``consume`` of n records waits for all n or the
 timeout: an idle worker asks for one, then takes at once what else is there)."""
+READ_BATCH = 500
+"""At most this many records taken per round (a busy worker reads on: cancels must reach it)."""
 
 
 @dataclass(slots=True)
 class Taken:
-    """One attempt this worker took: its dispatch and what it runs as."""
+    """One attempt this worker took: its dispatch, what it runs as, where its record is (partition, offset), and
+    whether it started (else it is held, waiting for a slot)."""
 
     dispatch: Dispatch
     request: RunRequest
+    at: tuple[int, int] = (-1, -1)
+    started: bool = False
     progress: float | None = None
     message: str = ""
+
+
+@dataclass(slots=True)
+class Offsets:
+    """How far this worker may let each dispatch partition's offset go: past every record it read, but never past
+    the first one it holds without having started it (records of one partition start in their order). Pure."""
+
+    read_to: dict[int, int] = field(default_factory=dict)  # partition -> the offset after the last record read
+    stored: dict[int, int] = field(default_factory=dict)  # partition -> the offset last stored for commit
+
+    def read(self, partition: int, offset: int) -> None:
+        """A record of ``partition`` at ``offset`` was read."""
+        self.read_to[partition] = max(self.read_to.get(partition, 0), offset + 1)
+
+    def due(self, held: Iterable[tuple[int, int]]) -> dict[int, int]:
+        """The offsets to store now, per partition whose point moved, given the (partition, offset) still held."""
+        first: dict[int, int] = {}
+        for partition, offset in held:
+            first[partition] = min(offset, first.get(partition, offset))
+        due = {p: first.get(p, end) for p, end in self.read_to.items() if first.get(p, end) != self.stored.get(p)}
+        self.stored.update(due)
+        return due
+
+    def forget(self, partitions: Iterable[int]) -> None:
+        """These partitions went to another worker."""
+        for p in partitions:
+            self.read_to.pop(p, None)
+            self.stored.pop(p, None)
 
 
 def served(app: App, pool: str) -> list[str]:
@@ -84,6 +123,17 @@ def request_of(d: Dispatch, now: float) -> RunRequest:
                       replays=d.replays, dependencies=d.dependencies)
 
 
+def lapsing(d: Dispatch, now: float, beat_s: float) -> bool:
+    """Whether less than one heartbeat of ``d``'s lease is left at ``now``: started now, no heartbeat could renew it in
+    time (the owner fails it as ``lease_expired`` and retries it)."""
+    return d.dispatched_at_us / 1e6 + d.lease_s - beat_s < now
+
+
+def cancelled_before_start(d: Dispatch) -> Outcome:
+    """How an attempt ends that was cancelled while it waited here for a slot."""
+    return Outcome(OutcomeKind.CANCELLED, message=f"cancelled before it started (held by a full worker of {d.pool})")
+
+
 def report_of(taken: Taken, result: RunResult, worker: str) -> m.Command:
     """The ``ReportAttempt`` command that tells the owner how ``taken`` ended, with the records its handler
     produced (the owner writes them with the job's ``JobSucceeded``). Pure but for its id."""
@@ -105,7 +155,10 @@ class Worker:
         self.task_types = served(app, pool)  # before the pool's topic is made: a mistyped pool stops here
         topic = dispatch_topic(settings.namespace, pool)
         ensure_dispatch_topic(settings, topic)
-        self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}")
+        self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}",
+                                                store_offsets=False)
+        self.consumer.subscribe([topic], on_revoke=self._revoked, on_lost=self._revoked)
+        self.topic = topic
         self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
         self.results = kafka.command_producer(settings)
@@ -113,9 +166,9 @@ class Worker:
         self.beats = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
         self.every_s = beat_every(app, pool)
         self.started_at_us = now_us()
-        self.taken: dict[tuple[str, int], Taken] = {}  # (job id, attempt) -> running, or waiting for a slot
-        self.waiting: collections.deque[Taken] = collections.deque()
-        self._paused = False
+        self.taken: dict[tuple[str, int], Taken] = {}  # (job id, attempt) -> running, or held waiting for a slot
+        self.waiting: collections.deque[Taken] = collections.deque()  # held: taken, not started, in arrival order
+        self.offsets = Offsets()
         self._next_beat = 0.0
         self.reported = 0
         self.skipped = 0
@@ -136,37 +189,29 @@ class Worker:
         self.stopping.set()
 
     def step(self) -> None:
-        """One round: take what fits, start it, report what finished, beat if due."""
+        """One round: read what is there (dispatches, cancels), start what fits, report what finished, beat if due."""
         self._take(self._read())
         self._start_waiting()
+        self._store_offsets()
         self._report(self.executor.wait_results(0.01) if self.taken else [])
         self._beat()
 
-    def _room(self) -> int:
-        return self.concurrency - len(self.taken)
+    def running(self) -> int:
+        """How many attempts this worker runs now (held ones not counted)."""
+        return len(self.taken) - len(self.waiting)
 
     def _read(self) -> list[Message]:
-        room = self._room()
-        assignment = self.consumer.assignment()
-        if room <= 0:
-            if not self._paused and assignment:
-                self.consumer.pause(assignment)
-                self._paused = True
-            self.consumer.poll(0.05 if not self.taken else 0)
-            return []
-        if self._paused:
-            self.consumer.resume(assignment)
-            self._paused = False
-        if self.taken:
-            return list(self.consumer.consume(num_messages=room, timeout=0))
+        if self.taken:  # busy: take what is there without waiting (cancels among it), then wait for results
+            return list(self.consumer.consume(num_messages=READ_BATCH, timeout=0))
         first = list(self.consumer.consume(num_messages=1, timeout=IDLE_WAIT_S))  # idle: wake with the first record
-        return first + list(self.consumer.consume(num_messages=room - 1, timeout=0)) if first and room > 1 else first
+        return first + list(self.consumer.consume(num_messages=READ_BATCH - 1, timeout=0)) if first else first
 
     def _take(self, messages: list[Message]) -> None:
         now = time.time()
         for msg in messages:
             if msg.error():
                 continue
+            self.offsets.read(msg.partition() or 0, msg.offset() or 0)
             try:
                 d = decode_message(msg.value())
             except DecodeError as e:
@@ -175,33 +220,63 @@ class Worker:
             if isinstance(d, CancelAttempt):
                 self._cancel(d)
                 continue
-            if d.dispatched_at_us / 1e6 + d.lease_s - self.every_s < now:  # no heartbeat can renew it in time
-                self.skipped += 1
-                log.info("job %s attempt %d: dispatched %.1fs ago, its lease (%.3gs) all but lapsed; skipped (the "
-                         "owner retries it)", d.job_id, d.attempt, now - d.dispatched_at_us / 1e6, d.lease_s)
+            if lapsing(d, now, self.every_s):
+                self._skip(d, now)
                 continue
-            taken = Taken(d, request_of(d, now))
+            taken = Taken(d, request_of(d, now), (msg.partition() or 0, msg.offset() or 0))
             self.taken[(d.job_id, d.attempt)] = taken
             self.waiting.append(taken)
-            if d.dispatched_at_us / 1e6 + d.lease_s - 2 * self.every_s < now:
-                self._next_beat = 0.0  # little of its lease is left: the owner hears of it at once
+
+    def _skip(self, d: Dispatch, now: float) -> None:
+        self.skipped += 1
+        log.info("job %s attempt %d: dispatched %.1fs ago, its lease (%.3gs) all but lapsed; skipped (the owner "
+                 "retries it)", d.job_id, d.attempt, now - d.dispatched_at_us / 1e6, d.lease_s)
 
     def _cancel(self, c: CancelAttempt) -> None:
-        """Ask a running attempt to stop (``ctx.cancelled``), as the owner's cancel says; one waiting for a slot is
-        dropped (its lease lapses and the owner, which asked it to stop, records it cancelled)."""
+        """Ask a running attempt to stop (``ctx.cancelled``), as the owner's cancel says; one held for a slot never
+        starts: it is reported ``cancelled`` at once."""
         taken = self.taken.get((c.job_id, c.attempt))
         if taken is None or taken.dispatch.fencing_token != c.fencing_token:
             return
-        if taken in self.waiting:
+        if not taken.started:
             self.waiting.remove(taken)
             del self.taken[(c.job_id, c.attempt)]
+            self._send(report_of(taken, RunResult(taken.request, cancelled_before_start(taken.dispatch)),
+                                 self.instance))
             return
         log.info("job %s attempt %d: cancel asked (grace %.3gs)", c.job_id, c.attempt, c.grace_s)
         self.executor.cancel(c.job_id, c.attempt, c.grace_s)
 
+    def _revoked(self, _consumer: object, partitions: list[TopicPartition]) -> None:
+        """Partitions went to another worker: the dispatches held from them are its now (their offsets were never
+        stored past them); the attempts running here run on."""
+        gone = {tp.partition for tp in partitions}
+        for taken in [t for t in self.waiting if t.at[0] in gone]:
+            self.waiting.remove(taken)
+            del self.taken[(taken.dispatch.job_id, taken.dispatch.attempt)]
+        self.offsets.forget(gone)
+
+    def _store_offsets(self) -> None:
+        due = self.offsets.due(t.at for t in self.waiting)
+        if due and not kafka.store_offsets(self.consumer, self.topic, due):
+            log.debug("dispatch offsets %s not stored: a partition was revoked meanwhile", due)
+
     def _start_waiting(self) -> None:
-        while self.waiting and self.executor.free_slots(self.waiting[0].request.lane) > 0:
-            self.executor.submit(self.waiting.popleft().request)
+        """Start held attempts in arrival order while slots are free; one whose lease all but lapsed while held is
+        skipped (the owner retries it)."""
+        now = time.time()
+        while self.waiting and self.running() < self.concurrency \
+                and self.executor.free_slots(self.waiting[0].request.lane) > 0:
+            taken = self.waiting.popleft()
+            d = taken.dispatch
+            if lapsing(d, now, self.every_s):
+                del self.taken[(d.job_id, d.attempt)]
+                self._skip(d, now)
+                continue
+            self.executor.submit(taken.request)
+            taken.started = True
+            if lapsing(d, now, 2 * self.every_s):
+                self._next_beat = 0.0  # little of its lease is left: the owner hears of it at once
 
     def _report(self, results: list[RunResult]) -> None:
         for result in results:
@@ -231,17 +306,19 @@ class Worker:
 
     def row(self) -> WorkerRow:
         """This worker's heartbeat now."""
-        running = len(self.taken)
-        jobs = [LeasedJob(t.dispatch.job_id, t.dispatch.fencing_token, t.progress, t.message)
-                for t in self.taken.values()]
+        started = [t for t in self.taken.values() if t.started]  # a held one's lease runs as if it were in the topic
+        jobs = [LeasedJob(t.dispatch.job_id, t.dispatch.fencing_token, t.progress, t.message) for t in started]
+        running = len(started)
         return WorkerRow(self.instance, socket.gethostname(), os.getpid(), self.started_at_us, now_us(), [],
                          [LaneSlots("ANY", running, max(0, self.concurrency - running))],
-                         sorted({job_id for job_id, _ in self.taken}),
+                         sorted({t.dispatch.job_id for t in started}),
                          self.every_s, task_types=self.task_types, pool=self.pool, jobs=jobs)
 
     def _drain(self, grace_s: float) -> None:
         end = time.monotonic() + grace_s
-        self.waiting.clear()  # not started: their leases lapse and the owner retries them
+        for taken in self.waiting:  # not started: their offsets were never stored, the next reader takes them
+            del self.taken[(taken.dispatch.job_id, taken.dispatch.attempt)]
+        self.waiting.clear()
         while self.executor.in_flight() and time.monotonic() < end:
             self._report(self.executor.wait_results(0.1))
             self._beat()

@@ -1,17 +1,26 @@
 // Command epochq-worker is a remote epochq worker in Go (docs/workers.md): it reads the attempts the engines
 // dispatch to its pool, runs each with a handler of handlers, heartbeats the fencing tokens of the attempts it
-// runs (what renews their leases), and reports each result as a ReportAttempt command (Avro single-object
-// encoding, the newest schemas/vN/command.avsc, hamba/avro) keyed by the job id, with franz-go.
+// runs (what renews their leases) with their progress, stops one on the owner's cancel, and reports each result
+// as a ReportAttempt command (Avro single-object encoding, the newest schemas/vN/command.avsc, hamba/avro) keyed
+// by the job id, with the records its handler produced, signed where a key file is given; with franz-go.
 //
-//	epochq-worker [-schemas DIR] [-worker-id ID] [-concurrency N] BOOTSTRAP NAMESPACE POOL
+// It reads its partitions all the time, full or not (a cancel must reach it while every slot is busy): a
+// dispatch it has no slot for yet is held in arrival order, and each partition's offset is committed no further
+// than the first record it holds, so a worker that dies leaves those to the next reader.
+//
+//	epochq-worker [-schemas DIR] [-worker-id ID] [-concurrency N] [-key-file PEM] BOOTSTRAP NAMESPACE POOL
 package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,6 +48,7 @@ type Dispatch struct {
 	FencingToken   int64   `json:"fencing_token"`
 	Pool           string  `json:"pool"`
 	LeaseS         float64 `json:"lease_s"`
+	GraceS         float64 `json:"grace_s"` // a cancel's: how long the handler has to stop
 	DispatchedAtUs int64   `json:"dispatched_at_us"`
 	Payload        struct {
 		Data string `json:"data"` // base64
@@ -69,12 +80,52 @@ type CommandEnvelope struct {
 	Body          any     `avro:"body"`
 }
 
-// Ctx is what a handler knows of its attempt.
+// Record is one record a handler produced (ctx.produce), as ReportAttempt.records carries it (docs/workers.md).
+type Record struct {
+	Topic   string     `json:"topic"`
+	Key     *string    `json:"key"`   // base64
+	Value   *string    `json:"value"` // base64
+	Headers [][]string `json:"headers"`
+}
+
+// Ctx is what a handler knows of its attempt, and what it may do: report progress, produce records (written by
+// the owner with the job's success, exactly once; none if the attempt fails), see whether it was cancelled.
 type Ctx struct {
 	JobID        string
 	Attempt      int32
 	FencingToken int64
+	a            *attempt
 }
+
+// Cancelled says whether the owner asked this attempt to stop: return (an error) soon.
+func (c Ctx) Cancelled() bool { return c.a.cancelled.Load() }
+
+// Progress reports how far the attempt is (0..1), sent with the next heartbeat.
+func (c Ctx) Progress(value float64, message string) {
+	c.a.mu.Lock()
+	defer c.a.mu.Unlock()
+	c.a.progress, c.a.message = &value, message
+}
+
+// Produce adds a record to write with the job's success.
+func (c Ctx) Produce(topic string, value, key []byte, headers map[string]string) {
+	b64 := func(b []byte) *string {
+		if b == nil {
+			return nil
+		}
+		s := base64.StdEncoding.EncodeToString(b)
+		return &s
+	}
+	r := Record{Topic: topic, Key: b64(key), Value: b64(value), Headers: [][]string{}}
+	for name, v := range headers {
+		r.Headers = append(r.Headers, []string{name, *b64([]byte(v))})
+	}
+	c.a.mu.Lock()
+	defer c.a.mu.Unlock()
+	c.a.records = append(c.a.records, r)
+}
+
+var errCancelled = errors.New("cancelled")
 
 // handlers, by task type: each returns a JSON-able result, or an error.
 var handlers = map[string]func(Ctx, map[string]any) (any, error){
@@ -83,8 +134,25 @@ var handlers = map[string]func(Ctx, map[string]any) (any, error){
 	},
 	"remote.slow": func(c Ctx, p map[string]any) (any, error) {
 		seconds, _ := p["seconds"].(float64)
-		time.Sleep(time.Duration(seconds * float64(time.Second)))
+		for s := 1; s <= int(seconds); s++ {
+			time.Sleep(time.Second)
+			c.Progress(float64(s)/seconds, fmt.Sprintf("second %d of %d", s, int(seconds)))
+		}
 		return map[string]any{"attempt": c.Attempt, "lang": "go", "pid": os.Getpid()}, nil
+	},
+	"remote.emit": func(c Ctx, p map[string]any) (any, error) {
+		topic, _ := p["topic"].(string)
+		c.Produce(topic, []byte(fmt.Sprintf("attempt %d", c.Attempt)), []byte(c.JobID),
+			map[string]string{"token": strconv.FormatInt(c.FencingToken, 10)})
+		return map[string]any{"attempt": c.Attempt}, nil
+	},
+	"remote.until_cancelled": func(c Ctx, p map[string]any) (any, error) { // runs until asked to stop (at most 60 s)
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if c.Cancelled() {
+				return nil, errCancelled
+			}
+		}
+		return nil, nil
 	},
 }
 
@@ -126,23 +194,42 @@ func uuid4() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
+// attempt is one attempt taken: held for a slot, then running.
+type attempt struct {
+	d                Dispatch
+	partition        int32
+	offset           int64
+	mu               sync.Mutex
+	progress         *float64
+	message          string
+	records          []Record
+	cancelled, ended atomic.Bool
+	started          time.Time
+}
+
 type worker struct {
-	id, namespace, pool string
-	concurrency         int
-	client              *kgo.Client
-	schema              avro.Schema
-	mu                  sync.Mutex
-	running             map[string]Dispatch // "job/attempt" -> the attempt
-	beat                time.Duration
-	started             int64
+	id, namespace, pool, topic string
+	concurrency                int
+	client                     *kgo.Client
+	schema                     avro.Schema
+	key                        ed25519.PrivateKey // signs results; nil: unsigned
+	mu                         sync.Mutex
+	running                    map[string]*attempt // "job/attempt" -> the attempt
+	held                       []*attempt          // taken, waiting for a slot, in arrival order
+	readTo, marked             map[int32]int64     // per partition: the offset after the last record read; marked for commit
+	beat                       time.Duration
+	started                    int64
+	wake                       chan struct{}
 }
 
 func (w *worker) heartbeat(ctx context.Context, tombstone bool) {
 	w.mu.Lock()
 	jobs, running := [][]any{}, []string{}
-	for _, d := range w.running {
-		jobs = append(jobs, []any{d.JobID, d.FencingToken, nil, ""})
-		running = append(running, d.JobID)
+	for _, a := range w.running {
+		a.mu.Lock()
+		jobs = append(jobs, []any{a.d.JobID, a.d.FencingToken, a.progress, a.message})
+		a.mu.Unlock()
+		running = append(running, a.d.JobID)
 	}
 	used := len(w.running)
 	interval := w.beat.Seconds()
@@ -155,36 +242,168 @@ func (w *worker) heartbeat(ctx context.Context, tombstone bool) {
 	}()
 	var value []byte
 	if !tombstone {
+		types := []string{}
+		for name := range handlers {
+			types = append(types, name)
+		}
+		sort.Strings(types)
 		value, _ = json.Marshal(map[string]any{"format": 1, "instance": w.id, "host": "go", "pid": os.Getpid(),
 			"started_at_us": w.started, "seen_at_us": time.Now().UnixMicro(), "interval_s": interval,
 			"partitions": []any{}, "slots": [][]any{{"ANY", used, max(0, w.concurrency-used)}}, "running": running,
-			"task_types": []string{"remote.echo", "remote.slow"}, "pool": w.pool, "jobs": jobs})
+			"task_types": types, "pool": w.pool, "jobs": jobs})
 	}
 	w.client.ProduceSync(ctx, &kgo.Record{Topic: w.namespace + ".workers", Key: []byte(w.id), Value: value})
 }
 
-func (w *worker) run(ctx context.Context, d Dispatch) {
-	start := time.Now()
-	body := ReportAttempt{Attempt: d.Attempt, FencingToken: d.FencingToken, Outcome: "succeeded", Retryable: true,
-		Worker: w.id, Pool: w.pool}
+// take is one record of the dispatch topic: a dispatch to hold until a slot is free, or a cancel.
+func (w *worker) take(r *kgo.Record) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.readTo[r.Partition] = max(w.readTo[r.Partition], r.Offset+1)
+	var d Dispatch
+	if json.Unmarshal(r.Value, &d) != nil {
+		return
+	}
+	if d.Kind == "cancel" {
+		w.cancel(d)
+		return
+	}
+	w.beat = time.Duration(max(0.5, min(5, d.LeaseS/3)) * float64(time.Second))
+	if !w.lapsing(d) { // else its lease all but lapsed: the owner retries it
+		w.held = append(w.held, &attempt{d: d, partition: r.Partition, offset: r.Offset})
+	}
+}
+
+// lapsing says whether less than one heartbeat of d's lease is left: no heartbeat could renew it in time.
+func (w *worker) lapsing(d Dispatch) bool {
+	return float64(d.DispatchedAtUs)/1e6+d.LeaseS-w.beat.Seconds() < float64(time.Now().UnixMicro())/1e6
+}
+
+// cancel is the owner's cancel (w.mu held): a running attempt's Cancelled() turns true and it has grace_s to
+// end, else it is reported cancelled; one held for a slot never starts and is reported cancelled at once.
+func (w *worker) cancel(c Dispatch) {
+	for i, a := range w.held {
+		if a.d.JobID == c.JobID && a.d.Attempt == c.Attempt && a.d.FencingToken == c.FencingToken {
+			w.held = append(w.held[:i], w.held[i+1:]...)
+			a.started = time.Now()
+			go w.finish(a, "cancelled", nil, errors.New("cancelled before it started"))
+			return
+		}
+	}
+	a := w.running[fmt.Sprintf("%s/%d", c.JobID, c.Attempt)]
+	if a == nil || a.d.FencingToken != c.FencingToken {
+		return
+	}
+	a.cancelled.Store(true)
+	time.AfterFunc(time.Duration(c.GraceS*float64(time.Second)), func() {
+		w.finish(a, "cancelled", nil, fmt.Errorf("did not stop within %gs of its cancel", c.GraceS))
+	})
+}
+
+// pump starts held attempts while slots are free (skipping one whose lease all but lapsed while held) and marks
+// each partition's offset for commit up to its first held record.
+func (w *worker) pump() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for len(w.held) > 0 && len(w.running) < w.concurrency {
+		a := w.held[0]
+		w.held = w.held[1:]
+		if w.lapsing(a.d) {
+			continue
+		}
+		a.started = time.Now()
+		w.running[fmt.Sprintf("%s/%d", a.d.JobID, a.d.Attempt)] = a
+		fmt.Printf("{\"taken\":%q,\"attempt\":%d}\n", a.d.JobID, a.d.Attempt)
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		go w.run(a)
+	}
+	due := map[int32]kgo.EpochOffset{}
+	for p, end := range w.readTo {
+		at := end
+		for _, a := range w.held {
+			if a.partition == p {
+				at = min(at, a.offset)
+			}
+		}
+		if at != w.marked[p] {
+			w.marked[p], due[p] = at, kgo.EpochOffset{Epoch: -1, Offset: at}
+		}
+	}
+	if len(due) > 0 {
+		w.client.MarkCommitOffsets(map[string]map[int32]kgo.EpochOffset{w.topic: due})
+	}
+}
+
+// revoked: partitions gone to another worker; the dispatches held from them are its now (never committed past).
+func (w *worker) revoked(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range gone[w.topic] {
+		kept := w.held[:0]
+		for _, a := range w.held {
+			if a.partition != p {
+				kept = append(kept, a)
+			}
+		}
+		w.held = kept
+		delete(w.readTo, p)
+		delete(w.marked, p)
+	}
+}
+
+func (w *worker) run(a *attempt) {
 	var payload map[string]any
-	raw, err := base64.StdEncoding.DecodeString(d.Payload.Data)
+	raw, err := base64.StdEncoding.DecodeString(a.d.Payload.Data)
 	if err == nil {
 		err = json.Unmarshal(raw, &payload)
 	}
 	var result any
-	if handler, ok := handlers[d.TaskType]; !ok {
-		err = fmt.Errorf("no handler for task type %s", d.TaskType)
+	if handler, ok := handlers[a.d.TaskType]; !ok {
+		err = fmt.Errorf("no handler for task type %s", a.d.TaskType)
 	} else if err == nil {
-		result, err = handler(Ctx{d.JobID, d.Attempt, d.FencingToken}, payload)
+		result, err = handler(Ctx{a.d.JobID, a.d.Attempt, a.d.FencingToken, a}, payload)
 	}
+	switch {
+	case err != nil && a.cancelled.Load():
+		w.finish(a, "cancelled", nil, err)
+	case err != nil:
+		w.finish(a, "failed", nil, err)
+	default:
+		w.finish(a, "succeeded", result, nil)
+	}
+}
+
+// finish reports how attempt a ended, once (a handler that ends after its cancel's grace is not reported again),
+// and frees its slot.
+func (w *worker) finish(a *attempt, outcome string, result any, err error) {
+	if a.ended.Swap(true) {
+		return
+	}
+	body := ReportAttempt{Attempt: a.d.Attempt, FencingToken: a.d.FencingToken, Outcome: outcome, Retryable: true,
+		Worker: w.id, Pool: w.pool, DurationUs: time.Since(a.started).Microseconds()}
 	if err != nil {
-		body.Outcome, body.ErrorType, body.Message = "failed", "Error", err.Error()
+		body.ErrorType, body.Message = "Error", err.Error()
 	} else {
 		encoded, _ := json.Marshal(result)
 		body.Result = &encoded
+		a.mu.Lock()
+		if len(a.records) > 0 {
+			records, _ := json.Marshal(a.records)
+			body.Records = &records
+		}
+		a.mu.Unlock()
 	}
-	body.DurationUs = time.Since(start).Microseconds()
+	w.report(a.d, body)
+	w.mu.Lock()
+	delete(w.running, fmt.Sprintf("%s/%d", a.d.JobID, a.d.Attempt))
+	w.mu.Unlock()
+	w.pump()
+}
+
+func (w *worker) report(d Dispatch, body ReportAttempt) {
 	envelope := CommandEnvelope{CommandID: uuid4(), JobID: d.JobID, TenantID: d.Tenant, IssuedAt: time.Now().UnixMicro(),
 		Body: body}
 	value, err := avro.Marshal(w.schema, envelope)
@@ -194,10 +413,38 @@ func (w *worker) run(ctx context.Context, d Dispatch) {
 	}
 	fingerprint, _ := w.schema.FingerprintUsing(avro.CRC64AvroLE)
 	value = append(append([]byte{0xc3, 0x01}, fingerprint...), value...)
-	if err := w.client.ProduceSync(ctx, &kgo.Record{Topic: w.namespace + ".commands", Key: []byte(d.JobID),
-		Value: value}).FirstErr(); err != nil {
+	topic := w.namespace + ".commands"
+	record := &kgo.Record{Topic: topic, Key: []byte(d.JobID), Value: value}
+	if w.key != nil { // docs/security.md: Ed25519 over "epochq-command-v1" 0 <topic> 0 <the record's value>
+		signed := append([]byte("epochq-command-v1\x00"+topic+"\x00"), value...)
+		record.Headers = []kgo.RecordHeader{{Key: "epochq-signature", Value: ed25519.Sign(w.key, signed)}}
+	}
+	if err := w.client.ProduceSync(context.Background(), record).FirstErr(); err != nil {
 		fmt.Fprintln(os.Stderr, "epochq-worker: reporting the result:", err)
 	}
+}
+
+func loadKey(path string) (ed25519.PrivateKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(text)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ed, ok := key.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", path)
+	}
+	return ed, nil
 }
 
 func run() error {
@@ -205,6 +452,7 @@ func run() error {
 	schemas := flag.String("schemas", filepath.Join(filepath.Dir(exe), "..", "..", "..", "schemas"), "the schemas/ directory")
 	id := flag.String("worker-id", fmt.Sprintf("go-worker-%d", os.Getpid()), "this worker's name in `epochq workers`")
 	concurrency := flag.Int("concurrency", 4, "attempts run at once")
+	keyFile := flag.String("key-file", os.Getenv("EPOCHQ_OPERATOR_KEY_FILE"), "an Ed25519 PEM key to sign results with")
 	flag.Parse()
 	if flag.NArg() != 3 {
 		return fmt.Errorf("usage: epochq-worker [-schemas DIR] [-worker-id ID] [-concurrency N] BOOTSTRAP NAMESPACE POOL")
@@ -224,9 +472,19 @@ func run() error {
 		return err
 	}
 	avro.Register("io.epochq.command.ReportAttempt", ReportAttempt{})
+	key, err := loadKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	topic := namespace + ".dispatch." + pool
+	w := &worker{id: *id, namespace: namespace, pool: pool, topic: topic, concurrency: *concurrency, schema: schema,
+		key: key, running: map[string]*attempt{}, readTo: map[int32]int64{}, marked: map[int32]int64{},
+		beat: time.Second, started: time.Now().UnixMicro(), wake: make(chan struct{}, 1)}
 	client, err := kgo.NewClient(
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
-		kgo.ConsumerGroup(namespace+".pool."+pool), kgo.ConsumeTopics(namespace+".dispatch."+pool),
+		kgo.ConsumerGroup(namespace+".pool."+pool), kgo.ConsumeTopics(topic),
+		kgo.AutoCommitMarks(), // offsets marked by pump: never past a held dispatch
+		kgo.OnPartitionsRevoked(w.revoked), kgo.OnPartitionsLost(w.revoked),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), // a dispatch whose JobStarted aborted is never seen
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.SessionTimeout(6*time.Second),
 		kgo.FetchMaxWait(100*time.Millisecond),
@@ -237,6 +495,7 @@ func run() error {
 		return err
 	}
 	defer client.Close()
+	w.client = client
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	fingerprint, _ := schema.FingerprintUsing(avro.CRC64AvroLE)
@@ -245,10 +504,7 @@ func run() error {
 			{Key: "version", Value: []byte(strconv.Itoa(version))}}}).FirstErr(); err != nil {
 		return err
 	}
-	w := &worker{id: *id, namespace: namespace, pool: pool, concurrency: *concurrency, client: client, schema: schema,
-		running: map[string]Dispatch{}, beat: time.Second, started: time.Now().UnixMicro()}
-	wake := make(chan struct{}, 1) // an attempt taken: beat at once, the owner renews its lease from now
-	go func() {
+	go func() { // an attempt taken: beat at once (w.wake), the owner renews its lease from now
 		for ctx.Err() == nil {
 			w.heartbeat(ctx, false)
 			w.mu.Lock()
@@ -256,41 +512,16 @@ func run() error {
 			w.mu.Unlock()
 			select {
 			case <-time.After(beat):
-			case <-wake:
+			case <-w.wake:
 			case <-ctx.Done():
 			}
 		}
 	}()
 	fmt.Printf("{\"worker\":%q,\"pool\":%q,\"pid\":%d}\n", w.id, pool, os.Getpid())
-	slots := make(chan struct{}, *concurrency)
 	for ctx.Err() == nil {
 		fetches := client.PollFetches(ctx)
-		fetches.EachRecord(func(r *kgo.Record) {
-			var d Dispatch
-			if json.Unmarshal(r.Value, &d) != nil || d.Kind == "cancel" { // this example's handlers do not stop early
-				return
-			}
-			w.mu.Lock()
-			w.beat = time.Duration(max(0.5, min(5, d.LeaseS/3)) * float64(time.Second))
-			w.mu.Unlock()
-			if float64(d.DispatchedAtUs)/1e6+d.LeaseS-w.beat.Seconds() < float64(time.Now().UnixMicro())/1e6 {
-				return // its lease all but lapsed: the owner retries it
-			}
-			slots <- struct{}{}
-			key := fmt.Sprintf("%s/%d", d.JobID, d.Attempt)
-			w.mu.Lock()
-			w.running[key] = d
-			w.mu.Unlock()
-			fmt.Printf("{\"taken\":%q,\"attempt\":%d}\n", d.JobID, d.Attempt)
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
-			go func() {
-				defer func() { w.mu.Lock(); delete(w.running, key); w.mu.Unlock(); <-slots }()
-				w.run(context.Background(), d)
-			}()
-		})
+		fetches.EachRecord(w.take)
+		w.pump() // never waits for a slot: the next record may be a cancel
 	}
 	w.heartbeat(context.Background(), true)
 	return nil
