@@ -4,7 +4,8 @@ workers (docs/workers.md), in the same run: jobs/s end to end and the engine pro
 Usage: python bench/remote_workers.py [--jobs 5000] [--partitions 6] [--concurrency 50] [--runs 1]
        python bench/remote_workers.py --burn [--seconds 8] [--rate 50]
 The engine's CPU is its own threads' (from /proc), between the first submit and the last completion;
-the workers' CPU is reported beside it. A figure, not a test: the machine's load moves it.
+the workers' CPU is reported beside it. The last line compares the two set-ups' medians: the engine's CPU per job
+remote against in process (issue 33: it must fall) and jobs/s. A figure, not a test: the machine's load moves it.
 
 ``--burn``: a CPU-bound handler (50 ms of pure Python, bench/apps_burn.py) kept busy in 8 slots, in the
 engine's process or in one worker of pool ``cpu``, while no-op jobs are submitted at ``--rate`` a second:
@@ -158,6 +159,16 @@ def main() -> None:
             print(f"median of {len(rs)}: {label:45} " + ", ".join(
                 f"{key} {statistics.median(r[key] for r in rs):.0f}"
                 for key in ("jobs_per_s", "engine_us_per_job", "workers_us_per_job", "load")))
+    print(comparison(*runs.values()))
+
+
+def comparison(local: list[dict[str, float]], remote: list[dict[str, float]]) -> str:
+    """Remote against in process, medians of the runs: the engine's CPU per job (which must fall) and jobs/s."""
+    cpu = [statistics.median(r["engine_us_per_job"] for r in rs) for rs in (local, remote)]
+    rate = [statistics.median(r["jobs_per_s"] for r in rs) for rs in (local, remote)]
+    return (f"remote against in process ({len(remote)} runs each): engine CPU {cpu[0]:.0f} -> {cpu[1]:.0f} µs/job "
+            f"({(cpu[1] / cpu[0] - 1) * 100:+.0f} %, {'falls' if cpu[1] < cpu[0] else 'does NOT fall'}), "
+            f"{rate[0]:.0f} -> {rate[1]:.0f} jobs/s ({(rate[1] / rate[0] - 1) * 100:+.0f} %)")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from engine.contract import messages as m
 from engine.errors import DecodeError
 from engine.runtime.execution.outputs import OutputRecord
+
+_s: Callable[[str], str] = encode_basestring_ascii
+"""A string as ``json.dumps`` writes it (quoted, escaped, ASCII)."""
 
 FORMAT = 1
 
@@ -50,18 +55,28 @@ class Dispatch:
 
 
 def encode_dispatch(d: Dispatch) -> bytes:
-    """The record's value."""
+    """The record's value: exactly what ``json.dumps`` of its fields gives (compact, ASCII), assembled field by field
+    (one per job the owner starts remote: a third of the cost of building a dict and dumping it)."""
     p = d.payload
-    return json.dumps({
-        "format": FORMAT, "job_id": d.job_id, "tenant": d.tenant, "task_type": d.task_type, "attempt": d.attempt,
-        "epoch": d.epoch, "replays": d.replays, "partition": d.partition, "fencing_token": d.fencing_token,
-        "lane": d.lane, "pool": d.pool, "lease_s": d.lease_s, "timeout_s": d.timeout_s,
-        "dispatched_at_us": d.dispatched_at_us, "idempotency_key": d.idempotency_key, "traceparent": d.traceparent,
-        "payload": {"data": base64.b64encode(p.data).decode(), "content_type": p.content_type,
-                    "schema_name": p.schema_name, "schema_version": p.schema_version},
-        **({"dependencies": {job: [status, _b64(result), error] for job, (status, result, error)
-                             in d.dependencies.items()}} if d.dependencies is not None else {}),
-    }, separators=(",", ":")).encode()
+    deps = "" if d.dependencies is None else ',"dependencies":' + json.dumps(
+        {job: [status, _b64(result), error] for job, (status, result, error) in d.dependencies.items()},
+        separators=(",", ":"))
+    return (f'{{"format":{FORMAT},"job_id":{_s(d.job_id)},"tenant":{_s(d.tenant)},"task_type":{_s(d.task_type)},'
+            f'"attempt":{d.attempt:d},"epoch":{d.epoch:d},"replays":{d.replays:d},"partition":{d.partition:d},'
+            f'"fencing_token":{d.fencing_token:d},"lane":{_s(d.lane)},"pool":{_s(d.pool)},'
+            f'"lease_s":{_f(d.lease_s)},"timeout_s":{_f(d.timeout_s)},"dispatched_at_us":{d.dispatched_at_us:d},'
+            f'"idempotency_key":{_opt(d.idempotency_key)},"traceparent":{_opt(d.traceparent)},'
+            f'"payload":{{"data":"{base64.b64encode(p.data).decode()}","content_type":{_s(p.content_type)},'
+            f'"schema_name":{_s(p.schema_name)},"schema_version":{p.schema_version:d}}}{deps}}}').encode()
+
+
+def _opt(value: str | None) -> str:
+    return "null" if value is None else _s(value)
+
+
+def _f(value: float) -> str:
+    """A float as ``json.dumps`` writes it."""
+    return repr(float(value)) if math.isfinite(value) else json.dumps(value)
 
 
 def decode_dispatch(raw: bytes | None) -> Dispatch:
