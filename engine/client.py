@@ -22,9 +22,8 @@ from engine.domain import tasktypes
 from engine.domain.commands import Route, route_of
 from engine.domain.ratelimits import parse_rate
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
-from engine.runtime import kafka
-from engine.runtime.kafka import Producer
-from engine.runtime.kafka.plain import Deliveries, produce_each
+from engine.runtime.kafka.plain import Deliveries, Writer, command_writer
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.runtime.kafka.schemas import ensure_published
 from engine.questions.follow import Followed, Follower, Until, Watch, finished
 from engine.questions.history import job_history
@@ -127,9 +126,9 @@ class Client(ScheduleMethods, QueryMethods):
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
-        self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
+        self._writer: Writer | None = None  # made on the first write: a client that only reads needs no write ACL
         self._signer = client_signer(self.settings)  # signs each command with the tenant's key, if configured
-        self._reader = kafka.events_reader(self.settings, "client")
+        self._reader = topic_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
         self._follower = Follower(self.settings)
@@ -327,17 +326,17 @@ class Client(ScheduleMethods, QueryMethods):
         signer = self._signer
         encoded = ((value, c.job_id.encode(), signer.headers(value) if signer is not None else None)
                    for c in commands for value in (encode_command(c),))
-        produce_each(self._producer, self.settings.commands_topic, encoded, deliveries)
+        self._producer.put(self.settings.commands_topic, encoded, deliveries)
 
     @property
-    def _producer(self) -> Producer:
+    def _producer(self) -> Writer:
         if self._writer is None:
-            self._writer = kafka.command_producer(self.settings)
+            self._writer = command_writer(self.settings)
         return self._writer
 
     def _partition_count(self) -> int:
         if self._partitions is None:
-            self._partitions = len(kafka.topic_partitions(self._reader, self.settings.commands_topic, "write to"))
+            self._partitions = len(self._reader.partitions(self.settings.commands_topic, "write to"))
         return self._partitions
 
     # --- rate limits and priorities (docs/handlers.md, *Rate limits*) ---------------------------
@@ -422,7 +421,7 @@ class EventEnds:
     then reads at most ``ttl`` seconds of other jobs' events first.
     """
 
-    def __init__(self, reader: Any, topic: str, ttl: float = 1.0):
+    def __init__(self, reader: TopicReader, topic: str, ttl: float = 1.0):
         self._reader, self._topic, self._ttl = reader, topic, ttl
         self._ends: Mapping[int, int] = {}
         self._read_at = -float("inf")
@@ -431,6 +430,6 @@ class EventEnds:
         """Per partition, an offset at or before the first event of any job produced from now on."""
         if time.monotonic() - self._read_at > self._ttl or len(self._ends) != partitions:
             read_at = time.monotonic()
-            self._ends = kafka.end_offsets(self._reader, self._topic, range(partitions))
+            self._ends = self._reader.end_offsets(self._topic, range(partitions))
             self._read_at = read_at
         return self._ends
