@@ -204,17 +204,18 @@ def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | Non
         raise translate(e) from e
 
 
-def call(fn: Callable[..., Any], *args: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a client call, translating its librdkafka error into a typed one."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except KafkaException as e:
         raise translate(e) from e
 
 
-def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0) -> list[int]:
-    """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed."""
-    with translated(f"cannot {what} {topic}"):
+def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0, where: str = "") -> list[int]:
+    """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed
+    (``cannot <what> <topic><where>``: ``where`` may name the cluster)."""
+    with translated(f"cannot {what} {topic}{where}"):
         meta = client.list_topics(topic, timeout=timeout).topics.get(topic)
     if meta is not None and meta.error is not None and meta.error.code() in DENIED_CODES:
         raise denied(meta.error, f"cannot {what} {topic}")

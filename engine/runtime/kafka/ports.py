@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from engine.config import Settings
 from engine.errors import AccessDeniedError
 from engine.runtime import kafka
-from engine.runtime.kafka.errors import DENIED_CODES, denied, read_refused, translated
+from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated
 
 Headers = Any
 """A record's headers as read: a list of ``(name, value)`` pairs, or None (``kafka.header`` reads one)."""
@@ -50,6 +50,8 @@ class Record(Protocol):
 
 Refusal = Callable[[KafkaError, str], AccessDeniedError | None]
 """The error of a refused read of a topic (``err``, the topic); None when ``err`` is no refusal."""
+Told = Callable[[str], None]
+"""Hears a read's error as one line (``reading <topic>[<partition>]: <what>``)."""
 
 
 def refused_read(err: KafkaError, topic: str) -> AccessDeniedError | None:
@@ -57,33 +59,42 @@ def refused_read(err: KafkaError, topic: str) -> AccessDeniedError | None:
     return denied(err, f"cannot read {topic}") if err.code() in DENIED_CODES else None
 
 
-def checked(messages: Iterable[Message], refused: Refusal) -> list[Record]:
+def checked(messages: Iterable[Message], refused: Refusal, told: Told | None = None) -> list[Record]:
     """The records among ``messages``; a refused read raised (never an empty answer instead). Any other error a
-    message carries (the end of a partition, a moment's trouble the client retries) is no record and is skipped."""
+    message carries (a moment's trouble the client retries) is no record and is skipped, and so is the end of a
+    partition. ``told``: hears every error but the end of a partition as one line, and none is raised (a reader
+    that goes on whatever happens: the view)."""
     records: list[Record] = []
     for msg in messages:
         err = msg.error()
         if err is None:
             records.append(msg)
+        elif is_end_of_partition(err):
+            continue
+        elif told is not None:
+            told(f"reading {msg.topic()}[{msg.partition()}]: {err.str()}")
         elif (refusal := refused(err, msg.topic() or "")) is not None:
             raise refusal
     return records
 
 
 READS = {"consume": "read", "poll": "read", "offsets_for_times": "look up the offsets by time of",
-         "position": "read the positions in"}
+         "position": "read the positions in", "incremental_assign": "assign", "incremental_unassign": "unassign"}
 """How a failed call of the client is named in its error (``cannot read <topic>``), where its name would not do."""
 
 
 class TopicReader:
-    """Reads topics by explicit assignment and never commits: the port every reader outside the loop holds.
+    """Reads topics: the port every reader outside the loop holds. Most read by explicit assignment and never
+    commit (:func:`topic_reader`); a remote worker's is a member of its pool's group (:func:`dispatch_reader`).
 
-    Made by :func:`topic_reader`; every call is translated and every read returns :class:`Record` s only."""
+    Every call is translated and every read returns :class:`Record` s only."""
 
-    __slots__ = ("_consumer", "_refused")
+    __slots__ = ("_consumer", "_refused", "_told")
 
-    def __init__(self, consumer: Consumer, refused: Refusal = refused_read) -> None:
-        self._consumer, self._refused = consumer, refused
+    def __init__(self, consumer: Consumer, refused: Refusal = refused_read, told: Told | None = None) -> None:
+        """``refused``: the error of a refused read; ``told``: hears every error of a read and none is raised
+        (:func:`checked`)."""
+        self._consumer, self._refused, self._told = consumer, refused, told
 
     def assign(self, topic: str, starts: Mapping[int, int]) -> None:
         """Read ``topic``'s partitions from the offsets ``starts`` gives (partition -> offset), and only them."""
@@ -95,7 +106,7 @@ class TopicReader:
 
     def read(self, limit: int, timeout: float) -> list[Record]:
         """Up to ``limit`` records, waiting up to ``timeout`` s for ``limit`` of them."""
-        return checked(self._call("consume", "its partitions", limit, timeout), self._refused)
+        return checked(self._call("consume", "its partitions", limit, timeout), self._refused, self._told)
 
     def read_soon(self, limit: int, timeout: float) -> list[Record]:
         """Up to ``limit`` records, returning with the first one (waiting up to ``timeout`` s for it) and what
@@ -104,7 +115,30 @@ class TopicReader:
         if first is None:
             return []
         rest = self._call("consume", "its partitions", limit - 1, 0) if limit > 1 else []
-        return checked([first, *rest], self._refused)
+        return checked([first, *rest], self._refused, self._told)
+
+    def add(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``partition`` too, from ``offset`` (the others read on where they are)."""
+        self._call("incremental_assign", topic, [TopicPartition(topic, partition, offset)])
+
+    def remove(self, topic: str, partition: int) -> None:
+        """Read ``partition`` no more (the others read on)."""
+        self._call("incremental_unassign", topic, [TopicPartition(topic, partition)])
+
+    def pause_all(self) -> bool:
+        """Fetch nothing more of what the group assigns now (a worker with no free slot); whether anything was."""
+        assigned = self._call("assignment", "its partitions")
+        if assigned:
+            self._call("pause", "its partitions", assigned)
+        return bool(assigned)
+
+    def resume_all(self) -> None:
+        """Fetch again what the group assigns now."""
+        self._call("resume", "its partitions", self._call("assignment", "its partitions"))
+
+    def idle(self, timeout: float) -> None:
+        """Serve the group (its heartbeats and rebalances) for up to ``timeout`` s while everything is paused."""
+        self._call("poll", "its partitions", timeout)
 
     def pause(self, topic: str, partitions: Iterable[int]) -> None:
         """Fetch nothing more of ``partitions`` (nor hold it in memory) until :meth:`resume`."""
@@ -123,9 +157,10 @@ class TopicReader:
         at = self._call("position", topic, [TopicPartition(topic, p) for p in partitions])
         return {tp.partition: tp.offset for tp in at}
 
-    def partitions(self, topic: str, what: str = "read", timeout: float = 10.0) -> list[int]:
-        """The partitions of ``topic`` (``what``: the operation a refusal or a missing topic is named with)."""
-        return kafka.topic_partitions(self._consumer, topic, what, timeout)
+    def partitions(self, topic: str, what: str = "read", timeout: float = 10.0, where: str = "") -> list[int]:
+        """The partitions of ``topic`` (an error says ``cannot <what> <topic><where>``: ``where`` may name the
+        cluster)."""
+        return kafka.topic_partitions(self._consumer, topic, what, timeout, where)
 
     def end_offsets(self, topic: str, partitions: Iterable[int], timeout: float = 10.0) -> dict[int, int]:
         """The high watermark of each partition; a moment's trouble waited out until ``timeout``."""
@@ -173,12 +208,25 @@ class TopicReader:
             return getattr(self._consumer, name)(*args)
 
 
-def topic_reader(settings: Settings, name: str, fetch_wait_ms: int = 20, waiter: bool = False) -> TopicReader:
+def topic_reader(settings: Settings, name: str, fetch_wait_ms: int = 20, waiter: bool = False,
+                 told: Told | None = None) -> TopicReader:
     """A :class:`TopicReader` of the configured cluster (read_committed; ``name``: its group's suffix).
 
     ``waiter``: the reader follows a command's outcome, so a refused read says the command was sent but its
-    outcome cannot be read (``errors.read_refused``)."""
-    return TopicReader(kafka.events_reader(settings, name, fetch_wait_ms), read_refused if waiter else refused_read)
+    outcome cannot be read (``errors.read_refused``). ``told``: hears each error of a read, and none is raised."""
+    return TopicReader(kafka.events_reader(settings, name, fetch_wait_ms), read_refused if waiter else refused_read,
+                       told)
+
+
+def dispatch_reader(settings: Settings, topic: str, group: str) -> TopicReader:
+    """A remote worker's reader of its pool's dispatch topic, a member of the pool's group
+    (``kafka.dispatch_consumer``: read_committed, offsets committed as attempts are taken)."""
+    return TopicReader(kafka.dispatch_consumer(settings, topic, group))
+
+
+def heartbeats_reader(settings: Settings, topic: str) -> TopicReader:
+    """A reader of the compacted heartbeats topic from its start (``kafka.heartbeats_reader``)."""
+    return TopicReader(kafka.heartbeats_reader(settings, topic))
 
 
 class Transaction:

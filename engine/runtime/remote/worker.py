@@ -27,10 +27,10 @@ from engine.contract.codec import encode_command
 from engine.contract.heartbeat import LaneSlots, LeasedJob, WorkerRow, encode_heartbeat
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ConfigError, DecodeError
-from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
 from engine.runtime.execution.verdicts import RunRequest, RunResult
-from engine.runtime.kafka import Message, plain
+from engine.runtime.kafka import plain
+from engine.runtime.kafka.ports import Record, dispatch_reader
 from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
@@ -105,12 +105,12 @@ class Worker:
         self.task_types = served(app, pool)  # before the pool's topic is made: a mistyped pool stops here
         topic = dispatch_topic(settings.namespace, pool)
         ensure_dispatch_topic(settings, topic)
-        self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}")
+        self.reader = dispatch_reader(settings, topic, f"{settings.namespace}.pool.{pool}")
         self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
-        self.results = kafka.command_producer(settings)
+        self.results = plain.command_writer(settings)
         self.signer = worker_signer(settings)
-        self.beats = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
+        self.beats = plain.writer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
         self.every_s = beat_every(app, pool)
         self.started_at_us = now_us()
         self.taken: dict[tuple[str, int], Taken] = {}  # (job id, attempt) -> running, or waiting for a slot
@@ -145,28 +145,23 @@ class Worker:
     def _room(self) -> int:
         return self.concurrency - len(self.taken)
 
-    def _read(self) -> list[Message]:
+    def _read(self) -> list[Record]:
         room = self._room()
-        assignment = self.consumer.assignment()
         if room <= 0:
-            if not self._paused and assignment:
-                self.consumer.pause(assignment)
-                self._paused = True
-            self.consumer.poll(0.05 if not self.taken else 0)
+            if not self._paused:
+                self._paused = self.reader.pause_all()
+            self.reader.idle(0.05 if not self.taken else 0)
             return []
         if self._paused:
-            self.consumer.resume(assignment)
+            self.reader.resume_all()
             self._paused = False
         if self.taken:
-            return list(self.consumer.consume(num_messages=room, timeout=0))
-        first = list(self.consumer.consume(num_messages=1, timeout=IDLE_WAIT_S))  # idle: wake with the first record
-        return first + list(self.consumer.consume(num_messages=room - 1, timeout=0)) if first and room > 1 else first
+            return self.reader.read(room, 0)
+        return self.reader.read_soon(room, IDLE_WAIT_S)  # idle: wake with the first record
 
-    def _take(self, messages: list[Message]) -> None:
+    def _take(self, messages: list[Record]) -> None:
         now = time.time()
         for msg in messages:
-            if msg.error():
-                continue
             try:
                 d = decode_message(msg.value())
             except DecodeError as e:
@@ -217,8 +212,7 @@ class Worker:
     def _send(self, command: m.Command) -> None:
         value = encode_command(command)
         headers = self.signer.headers(value) if self.signer is not None else None
-        kafka.produce(self.results, self.settings.commands_topic, value, command.job_id.encode(), headers=headers)
-        self.results.poll(0)
+        self.results.produce(self.settings.commands_topic, value, command.job_id.encode(), headers)
         self.reported += 1
 
     def _beat(self, force: bool = False) -> None:
@@ -227,7 +221,6 @@ class Worker:
             return
         self._next_beat = clock + self.every_s
         self.beats.produce(workers_topic(self.settings), encode_heartbeat(self.row()), self.instance.encode())
-        self.beats.poll(0)
 
     def row(self) -> WorkerRow:
         """This worker's heartbeat now."""
@@ -252,4 +245,4 @@ class Worker:
         self.results.flush(10.0)
         self.beats.produce(workers_topic(self.settings), None, self.instance.encode())
         self.beats.flush(5.0)
-        self.consumer.close()
+        self.reader.close()
