@@ -25,7 +25,7 @@ from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
 from engine.runtime.kafka.plain import Deliveries, Writer, command_writer
 from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.runtime.kafka.schemas import ensure_published
-from engine.questions.follow import Followed, Follower, Until, Watch, finished
+from engine.questions.waiting import Awaited, Until, Waiter, Watch, finished
 from engine.questions.history import job_history
 from engine.questions.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.observe.tracing import current_traceparent
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from projections.views.ratelimits import LimitRecord
 
 class JobHandle:
-    """A submitted job: ``wait()`` follows its events partition until it is final.
+    """A submitted job: ``wait()`` reads its events partition until it is final.
 
     ``starts`` maps each events partition to an offset before any event of the job (an end
     read before the job was produced); the job's partition is worked out when first asked for.
@@ -77,9 +77,9 @@ class JobHandle:
         """
         return self.client.wait_all([self], timeout, watch=watch, until=until)[0]
 
-    def followed(self) -> Followed:
+    def awaited(self) -> Awaited:
         """Where the job's events are to be read from."""
-        return Followed(self.job_id, self.partition, self.start_offset, self.command_id)
+        return Awaited(self.job_id, self.partition, self.start_offset, self.command_id)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -131,7 +131,7 @@ class Client(ScheduleMethods, QueryMethods):
         self._reader = topic_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
-        self._follower = Follower(self.settings)
+        self._waiter = Waiter(self.settings)
 
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
@@ -212,7 +212,7 @@ class Client(ScheduleMethods, QueryMethods):
                  watch: Watch | None = None, until: Until = finished) -> list[Outcome]:
         """Every handle's outcome, in the handles' order, once all are final or ``timeout`` ran out.
 
-        One reader follows each events partition once for all of them.
+        One reader reads each events partition once for all of them.
         """
         batch = list(handles)
         found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch, until=until)}
@@ -222,8 +222,8 @@ class Client(ScheduleMethods, QueryMethods):
                      watch: Watch | None = None, until: Until = finished) -> Iterator[Outcome]:
         """Each handle's outcome as soon as it is final; when ``timeout`` runs out, the rest as they stand
         (``outcome.done`` is false for those)."""
-        followed = {h.job_id: h.followed() for h in handles}
-        for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
+        awaited = {h.job_id: h.awaited() for h in handles}
+        for outcome in self._waiter.wait(list(awaited.values()), timeout, until, watch):
             yield self._whole(outcome) if outcome.duplicate and not outcome.done else outcome
 
     def _whole(self, duplicate: Outcome) -> Outcome:
@@ -274,7 +274,7 @@ class Client(ScheduleMethods, QueryMethods):
         if self._writer is not None:
             self._writer.flush(10)
         self._reader.close()
-        self._follower.close()
+        self._waiter.close()
 
     def __enter__(self) -> Client:
         return self

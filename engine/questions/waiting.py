@@ -1,6 +1,6 @@
-"""Following many jobs' events at once: the one reader behind ``wait``, ``wait_all`` and ``as_completed``.
+"""Waiting for many jobs' outcomes at once: the one reader behind ``wait``, ``wait_all`` and ``as_completed``.
 
-Each events partition is read once from the earliest start among the jobs followed in it;
+Each events partition is read once from the earliest start among the jobs awaited in it;
 every record is routed by its key to its job's outcome, and ownership claims (no key) feed
 the partition's fencing verdicts. A client keeps one reader for all its waits, so a
 finished job's ``wait()`` costs an assignment and one fetch, not a new consumer.
@@ -34,8 +34,8 @@ MAX_WAIT_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Followed:
-    """One job to follow: its events partition and an offset at or before its first event to read."""
+class Awaited:
+    """One job a wait is for: its events partition and an offset at or before its first event to read."""
 
     job_id: str
     partition: int
@@ -58,7 +58,7 @@ def decided(outcome: Outcome) -> bool:
 
 
 class _Partition:
-    """The fencing state of one followed partition: the newest claim, and the next offset expected."""
+    """The fencing state of one partition a wait reads: the newest claim, and the next offset expected."""
 
     __slots__ = ("claim", "next", "known", "start")
 
@@ -79,15 +79,15 @@ class _Partition:
         return not fence.counts(event.epoch, self.claim)
 
 
-class Follower:
-    """A client's events reader for waits: one consumer, reused; a concurrent wait gets a consumer of its own."""
+class Waiter:
+    """A client's events reader for waits: one reader, reused; a concurrent wait gets a reader of its own."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._reader: TopicReader | None = None
         self._lock = threading.Lock()
 
-    def follow(self, jobs: Sequence[Followed], timeout: float, until: Until = finished,
+    def wait(self, jobs: Sequence[Awaited], timeout: float, until: Until = finished,
                watch: Watch | None = None) -> Iterator[Outcome]:
         """Each job's outcome as soon as ``until`` holds for it; at the deadline, the others as they stand.
 
@@ -100,7 +100,7 @@ class Follower:
         reader = self._shared() if shared else _waiting_reader(self.settings)
         holdups = Holdups(projection_source(self.settings)) if watch is not None else None
         try:
-            yield from _Run(reader, self.settings.events_topic, jobs, until, watch, holdups,
+            yield from _Wait(reader, self.settings.events_topic, jobs, until, watch, holdups,
                             self._fences).run(timeout)
         finally:
             if shared:
@@ -131,10 +131,10 @@ def _waiting_reader(settings: Settings) -> TopicReader:
     return topic_reader(settings, "wait", FETCH_WAIT_MS, waiter=True)
 
 
-class _Run:
-    """One follow: the outcomes of its jobs, folded from the records read since their starts."""
+class _Wait:
+    """One wait: the outcomes of its jobs, folded from the records read since their starts."""
 
-    def __init__(self, reader: TopicReader, topic: str, jobs: Sequence[Followed], until: Until,
+    def __init__(self, reader: TopicReader, topic: str, jobs: Sequence[Awaited], until: Until,
                  watch: Watch | None, holdups: Holdups | None = None,
                  fences: Callable[[int, int], tuple[int, int] | None] | None = None) -> None:
         """``fences(partition, start)``: where to read ``partition`` from and the newest valid claim before there,
@@ -178,7 +178,7 @@ class _Run:
                 yield outcome
 
     def _relevant(self, record: Record) -> LoggedEvent | None:
-        """The record as an event of a followed job, with its fencing verdict; None for any other record."""
+        """The record as an event of an awaited job, with its fencing verdict; None for any other record."""
         offset, p = record.offset(), record.partition()
         state = self.partitions.get(p)  # type: ignore[arg-type]
         if state is None or offset is None or offset < state.next:
@@ -199,7 +199,7 @@ class _Run:
         return LoggedEvent(offset, event, fenced)
 
     def _queued(self) -> bool:
-        """Whether a job still followed waits in a queue (what holds it is then worth reading again)."""
+        """Whether a job still awaited waits in a queue (what holds it is then worth reading again)."""
         return any(self.outcomes[job_id].status == "queued" for job_id in self.pending)
 
     def _holdup(self, partition: int, event: m.Event) -> bool:
