@@ -59,11 +59,12 @@ def refused_read(err: KafkaError, topic: str) -> AccessDeniedError | None:
     return denied(err, f"cannot read {topic}") if err.code() in DENIED_CODES else None
 
 
-def checked(messages: Iterable[Message], refused: Refusal, told: Told | None = None) -> list[Record]:
+def checked(messages: Iterable[Message], refused: Refusal, told: Told | None = None, topic: str = "") -> list[Record]:
     """The records among ``messages``; a refused read raised (never an empty answer instead). Any other error a
     message carries (a moment's trouble the client retries) is no record and is skipped, and so is the end of a
     partition. ``told``: hears every error but the end of a partition as one line, and none is raised (a reader
-    that goes on whatever happens: the view)."""
+    that goes on whatever happens: the view). ``topic``: the one read, for an error that names none (a refused
+    group)."""
     records: list[Record] = []
     for msg in messages:
         err = msg.error()
@@ -72,8 +73,8 @@ def checked(messages: Iterable[Message], refused: Refusal, told: Told | None = N
         elif is_end_of_partition(err):
             continue
         elif told is not None:
-            told(f"reading {msg.topic()}[{msg.partition()}]: {err.str()}")
-        elif (refusal := refused(err, msg.topic() or "")) is not None:
+            told(f"reading {msg.topic() or topic}[{msg.partition()}]: {err.str()}")
+        elif (refusal := refused(err, msg.topic() or topic)) is not None:
             raise refusal
     return records
 
@@ -89,15 +90,18 @@ class TopicReader:
 
     Every call is translated and every read returns :class:`Record` s only."""
 
-    __slots__ = ("_consumer", "_refused", "_told")
+    __slots__ = ("_consumer", "_refused", "_told", "_topic")
 
-    def __init__(self, consumer: Consumer, refused: Refusal = refused_read, told: Told | None = None) -> None:
+    def __init__(self, consumer: Consumer, refused: Refusal = refused_read, told: Told | None = None,
+                 topic: str = "") -> None:
         """``refused``: the error of a refused read; ``told``: hears every error of a read and none is raised
-        (:func:`checked`)."""
+        (:func:`checked`); ``topic``: the topic a client already subscribed or assigned reads."""
         self._consumer, self._refused, self._told = consumer, refused, told
+        self._topic = topic  # the topic assigned last: an error of the client's that names none is about it
 
     def assign(self, topic: str, starts: Mapping[int, int]) -> None:
         """Read ``topic``'s partitions from the offsets ``starts`` gives (partition -> offset), and only them."""
+        self._topic = topic
         self._call("assign", topic, [TopicPartition(topic, p, offset) for p, offset in starts.items()])
 
     def unassign(self) -> None:
@@ -106,19 +110,20 @@ class TopicReader:
 
     def read(self, limit: int, timeout: float) -> list[Record]:
         """Up to ``limit`` records, waiting up to ``timeout`` s for ``limit`` of them."""
-        return checked(self._call("consume", "its partitions", limit, timeout), self._refused, self._told)
+        return checked(self._call("consume", self._topic, limit, timeout), self._refused, self._told, self._topic)
 
     def read_soon(self, limit: int, timeout: float) -> list[Record]:
         """Up to ``limit`` records, returning with the first one (waiting up to ``timeout`` s for it) and what
         else has arrived by then."""
-        first = self._call("poll", "its partitions", timeout)
+        first = self._call("poll", self._topic, timeout)
         if first is None:
             return []
-        rest = self._call("consume", "its partitions", limit - 1, 0) if limit > 1 else []
-        return checked([first, *rest], self._refused, self._told)
+        rest = self._call("consume", self._topic, limit - 1, 0) if limit > 1 else []
+        return checked([first, *rest], self._refused, self._told, self._topic)
 
     def add(self, topic: str, partition: int, offset: int) -> None:
         """Read ``partition`` too, from ``offset`` (the others read on where they are)."""
+        self._topic = topic
         self._call("incremental_assign", topic, [TopicPartition(topic, partition, offset)])
 
     def remove(self, topic: str, partition: int) -> None:
@@ -221,12 +226,12 @@ def topic_reader(settings: Settings, name: str, fetch_wait_ms: int = 20, waiter:
 def dispatch_reader(settings: Settings, topic: str, group: str) -> TopicReader:
     """A remote worker's reader of its pool's dispatch topic, a member of the pool's group
     (``kafka.dispatch_consumer``: read_committed, offsets committed as attempts are taken)."""
-    return TopicReader(kafka.dispatch_consumer(settings, topic, group))
+    return TopicReader(kafka.dispatch_consumer(settings, topic, group), topic=topic)
 
 
 def heartbeats_reader(settings: Settings, topic: str) -> TopicReader:
     """A reader of the compacted heartbeats topic from its start (``kafka.heartbeats_reader``)."""
-    return TopicReader(kafka.heartbeats_reader(settings, topic))
+    return TopicReader(kafka.heartbeats_reader(settings, topic), topic=topic)
 
 
 class Transaction:

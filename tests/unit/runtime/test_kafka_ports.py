@@ -48,6 +48,13 @@ def test_a_refused_read_raises_access_denied_naming_the_topic_never_an_empty_ans
         checked(refused, read_refused)  # a wait's reader: the command went out, its outcome cannot be read
 
 
+def test_a_refusal_that_names_no_topic_is_named_by_the_topic_read() -> None:
+    group_refused = Message(error=KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))  # the client's, of no topic
+
+    with pytest.raises(AccessDeniedError, match=r"^not authorized to read ns\.events \(GROUP_AUTHORIZATION_FAILED\)"):
+        checked([group_refused], read_refused, topic="ns.events")
+
+
 def test_a_reader_that_is_told_its_errors_hears_each_as_one_line_and_reads_on() -> None:
     told: list[str] = []
     messages = [message(1, KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)), message(2),
