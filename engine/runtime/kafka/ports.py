@@ -5,8 +5,8 @@ The source of truth for how a question, a client or a tool reads and writes the 
 translated where it enters (``engine.runtime.kafka.errors``), so no ``KafkaException`` gets past them:
 
 - :class:`Record` — a record read (offset, key, value, headers), never a client's error;
-- :class:`TopicReader` — reads topics by assignment, never committing (histories, audits, waits, views'
-  questions, checkpoints, the tenants table);
+- :class:`TopicReader` — reads topics, by assignment and never committing (histories, audits, waits, the
+  view, checkpoints, the tenants table, the pools' heartbeats) or as a remote worker's group member;
 - :class:`Transaction` — one owner's transactional producer as a write outside the loop's own transaction
   uses it (a checkpoint): begin, produce, commit, abort;
 - ``plain.Writer`` — a plain producer (the client's commands, a worker's results and heartbeats).
@@ -33,7 +33,9 @@ Headers = Any
 
 
 class Record(Protocol):
-    """A record read from a topic: its place, key, value and headers (the client's message, minus its error)."""
+    """A record read from a topic: its place, key, value and headers (the client's message, minus its error).
+
+    The client's message fits it as it is: a read copies nothing per record."""
 
     def topic(self) -> str | None: ...
 
