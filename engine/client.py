@@ -22,11 +22,10 @@ from engine.domain import tasktypes
 from engine.domain.commands import Route, route_of
 from engine.domain.ratelimits import parse_rate
 from engine.errors import KafkaUnavailableError, NotFoundError, ValidationError
-from engine.runtime import kafka
-from engine.runtime.kafka import Producer
-from engine.runtime.kafka.plain import Deliveries, produce_each
+from engine.runtime.kafka.plain import Deliveries, Writer, command_writer
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.runtime.kafka.schemas import ensure_published
-from engine.questions.follow import Followed, Follower, Until, Watch, finished
+from engine.questions.waiting import Awaited, Until, Waiter, Watch, finished
 from engine.questions.history import job_history
 from engine.questions.outcome import FINAL, STATUS_OF, Outcome
 from engine.runtime.observe.tracing import current_traceparent
@@ -40,7 +39,7 @@ if TYPE_CHECKING:
     from projections.views.ratelimits import LimitRecord
 
 class JobHandle:
-    """A submitted job: ``wait()`` follows its events partition until it is final.
+    """A submitted job: ``wait()`` reads its events partition until it is final.
 
     ``starts`` maps each events partition to an offset before any event of the job (an end
     read before the job was produced); the job's partition is worked out when first asked for.
@@ -78,9 +77,9 @@ class JobHandle:
         """
         return self.client.wait_all([self], timeout, watch=watch, until=until)[0]
 
-    def followed(self) -> Followed:
+    def awaited(self) -> Awaited:
         """Where the job's events are to be read from."""
-        return Followed(self.job_id, self.partition, self.start_offset, self.command_id)
+        return Awaited(self.job_id, self.partition, self.start_offset, self.command_id)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,12 +126,12 @@ class Client(ScheduleMethods, QueryMethods):
 
     def __init__(self, settings: Settings | None = None, **overrides: Any):
         self.settings = settings or load_settings(**overrides)
-        self._writer: Producer | None = None  # made on the first write: a client that only reads needs no write ACL
+        self._writer: Writer | None = None  # made on the first write: a client that only reads needs no write ACL
         self._signer = client_signer(self.settings)  # signs each command with the tenant's key, if configured
-        self._reader = kafka.events_reader(self.settings, "client")
+        self._reader = topic_reader(self.settings, "client")
         self._partitions: int | None = None
         self._ends = EventEnds(self._reader, self.settings.events_topic)
-        self._follower = Follower(self.settings)
+        self._waiter = Waiter(self.settings)
 
     def submit(self, task_type: str, payload: Any = None, *, tenant: str, priority: int | str = 5,
                run_at: datetime | float | None = None, delay: float | None = None,
@@ -213,7 +212,7 @@ class Client(ScheduleMethods, QueryMethods):
                  watch: Watch | None = None, until: Until = finished) -> list[Outcome]:
         """Every handle's outcome, in the handles' order, once all are final or ``timeout`` ran out.
 
-        One reader follows each events partition once for all of them.
+        One reader reads each events partition once for all of them.
         """
         batch = list(handles)
         found = {o.job_id: o for o in self.as_completed(batch, timeout, watch=watch, until=until)}
@@ -223,8 +222,8 @@ class Client(ScheduleMethods, QueryMethods):
                      watch: Watch | None = None, until: Until = finished) -> Iterator[Outcome]:
         """Each handle's outcome as soon as it is final; when ``timeout`` runs out, the rest as they stand
         (``outcome.done`` is false for those)."""
-        followed = {h.job_id: h.followed() for h in handles}
-        for outcome in self._follower.follow(list(followed.values()), timeout, until, watch):
+        awaited = {h.job_id: h.awaited() for h in handles}
+        for outcome in self._waiter.wait(list(awaited.values()), timeout, until, watch):
             yield self._whole(outcome) if outcome.duplicate and not outcome.done else outcome
 
     def _whole(self, duplicate: Outcome) -> Outcome:
@@ -275,7 +274,7 @@ class Client(ScheduleMethods, QueryMethods):
         if self._writer is not None:
             self._writer.flush(10)
         self._reader.close()
-        self._follower.close()
+        self._waiter.close()
 
     def __enter__(self) -> Client:
         return self
@@ -327,17 +326,17 @@ class Client(ScheduleMethods, QueryMethods):
         signer = self._signer
         encoded = ((value, c.job_id.encode(), signer.headers(value) if signer is not None else None)
                    for c in commands for value in (encode_command(c),))
-        produce_each(self._producer, self.settings.commands_topic, encoded, deliveries)
+        self._producer.put(self.settings.commands_topic, encoded, deliveries)
 
     @property
-    def _producer(self) -> Producer:
+    def _producer(self) -> Writer:
         if self._writer is None:
-            self._writer = kafka.command_producer(self.settings)
+            self._writer = command_writer(self.settings)
         return self._writer
 
     def _partition_count(self) -> int:
         if self._partitions is None:
-            self._partitions = len(kafka.topic_partitions(self._reader, self.settings.commands_topic, "write to"))
+            self._partitions = len(self._reader.partitions(self.settings.commands_topic, "write to"))
         return self._partitions
 
     # --- rate limits and priorities (docs/handlers.md, *Rate limits*) ---------------------------
@@ -422,7 +421,7 @@ class EventEnds:
     then reads at most ``ttl`` seconds of other jobs' events first.
     """
 
-    def __init__(self, reader: Any, topic: str, ttl: float = 1.0):
+    def __init__(self, reader: TopicReader, topic: str, ttl: float = 1.0):
         self._reader, self._topic, self._ttl = reader, topic, ttl
         self._ends: Mapping[int, int] = {}
         self._read_at = -float("inf")
@@ -431,6 +430,6 @@ class EventEnds:
         """Per partition, an offset at or before the first event of any job produced from now on."""
         if time.monotonic() - self._read_at > self._ttl or len(self._ends) != partitions:
             read_at = time.monotonic()
-            self._ends = kafka.end_offsets(self._reader, self._topic, range(partitions))
+            self._ends = self._reader.end_offsets(self._topic, range(partitions))
             self._read_at = read_at
         return self._ends

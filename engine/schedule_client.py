@@ -17,8 +17,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain.schedules import ScheduleView, envelope_id
 from engine.errors import ValidationError
-from engine.runtime import kafka
-from engine.runtime.kafka import TopicPartition
+from engine.runtime.kafka.ports import topic_reader
 
 if TYPE_CHECKING:
     from engine.client import JobHandle
@@ -113,20 +112,13 @@ def _when_us(run_at: datetime | float | None, delay: float | None) -> int:
 
 def _await_decision(settings: Settings, partition: int, start: int, receipt: Receipt, timeout: float) -> None:
     """Follow the subject's events partition until the events caused by the command are read."""
-    consumer = kafka.events_reader(settings, "schedule")
     topic = settings.events_topic
-    consumer.assign([TopicPartition(topic, partition, start)])
-    deadline, settle = time.monotonic() + timeout, None
-    try:
+    with topic_reader(settings, "schedule", waiter=True) as reader:
+        reader.assign(topic, {partition: start})
+        deadline, settle = time.monotonic() + timeout, None
         while time.monotonic() < (settle or deadline):
-            for msg in consumer.consume(500, 0.1):
-                if msg.error():
-                    if (refused := kafka.read_refused(msg.error(), topic)) is not None:
-                        raise refused
-                    continue
-                event = decode_event_at(msg.value(), topic, partition, msg.offset())  # type: ignore[arg-type]
+            for record in reader.read(500, 0.1):
+                event = decode_event_at(record.value(), topic, partition, record.offset())  # type: ignore[arg-type]
                 if event.causation_id == receipt.command_id:
                     receipt.take(event)
                     settle = settle or time.monotonic() + 0.3  # the rest of the decision's transaction
-    finally:
-        consumer.close()

@@ -14,7 +14,7 @@ from engine.client import Client, Outcome
 from engine.contract.validation import check_job_id
 from engine.cli.tasktypes import add_force_flag, check_task_type, list_paused
 from engine.errors import AccessDeniedError, NotFoundError, ValidationError
-from engine.questions.follow import decided
+from engine.questions.waiting import decided
 from engine.questions.tally import tally
 
 

@@ -6,7 +6,7 @@ import sys
 
 from engine.config import Settings
 from engine.errors import EpochqError
-from engine.runtime import kafka
+from engine.runtime.kafka.ports import topic_reader
 from engine.questions.stores import applied_offsets
 
 BEHIND_SLACK = 1
@@ -37,13 +37,9 @@ def say_freshness(settings: Settings) -> None:
     """Print on stderr how fresh the projections behind this answer are (stdout stays the answer)."""
     applied, why = applied_offsets(settings), ""
     try:
-        reader = kafka.events_reader(settings, "fresh")
-        try:
+        with topic_reader(settings, "fresh") as reader:
             topic = settings.events_topic
-            meta = kafka.call(reader.list_topics, topic, 5).topics[topic]
-            ends = kafka.end_offsets(reader, topic, sorted(meta.partitions), timeout=5) if meta.partitions else {}
-        finally:
-            reader.close()
+            ends = reader.end_offsets(topic, reader.partitions(topic, "read", 5), timeout=5)
     except EpochqError as e:  # the answer stands; only the comparison is missing
         ends, why = {}, str(e).split(" (is the broker")[0]
     print(f"epochq: {freshness(settings, applied, ends, why)}", file=sys.stderr)

@@ -11,7 +11,7 @@ from engine.cli.fresh import say_freshness
 from engine.client import Client
 from engine.domain.jobs import JobView
 from engine.errors import ValidationError
-from engine.questions.follow import decided
+from engine.questions.waiting import decided
 from engine.questions.stores import DeadFilter, dead_letters, queued_jobs
 
 

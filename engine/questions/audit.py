@@ -22,8 +22,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError, KafkaUnavailableError, RetryableError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, messages_at, scan_messages
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.questions.history import LoggedEvent, keyed, read_at, with_fencing, with_traces
 from engine.runtime.topics import partition_count
 
@@ -116,10 +115,9 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
                  progress: Progress | None = None) -> Generator[AuditedEvent, None, None]:
     """Every event of the matching jobs, partition by partition in log order, up to the ends as of now."""
     summary = summary if summary is not None else AuditSummary()
-    consumer = kafka.events_reader(settings, "audit")
-    try:
+    with topic_reader(settings, "audit") as reader:
         count = _partition_count(settings)
-        ends = kafka.end_offsets(consumer, settings.events_topic, range(count))
+        ends = reader.end_offsets(settings.events_topic, range(count))
         summary.partitions = count
         meter = _Meter(ends, progress)
         earlier = _Earlier(settings)
@@ -127,23 +125,21 @@ def audit_events(settings: Settings, flt: AuditFilter, summary: AuditSummary | N
             index = _tenant_index(settings, p, flt.tenant)
             if index is not None:
                 summary.indexed += 1
-                logged = _indexed(consumer, settings.events_topic, p, index, ends[p], summary, meter)
+                logged = _indexed(reader, settings.events_topic, p, index, ends[p], summary, meter)
                 try:
                     yield from matching_events(p, earlier.prefixed(p, logged, index.jobs, flt.tenant), flt, summary)
                 finally:
-                    logged.close()  # its reads unassign: before the consumer closes, even when the caller stops early
+                    logged.close()  # its reads unassign: before the reader closes, even when the caller stops early
                 continue
             traces: dict[int, str] = {}
-            scan = scan_messages(consumer, settings.events_topic, p, 0, ends[p])
+            scan = reader.scan_records(settings.events_topic, p, 0, ends[p])
             try:
                 events = _decoded(keyed(scan, traces), settings.events_topic, p, summary, meter)
                 yield from matching_events(p, with_traces(with_fencing(events, None), traces), flt, summary)
             finally:
-                scan.close()  # unassigns: before the consumer closes, even when the caller stops early
+                scan.close()  # unassigns: before the reader closes, even when the caller stops early
         meter.done()
         earlier.close()
-    finally:
-        consumer.close()
 
 
 def _tenant_index(settings: Settings, p: int, tenant: str) -> TenantIndex | None:
@@ -152,18 +148,18 @@ def _tenant_index(settings: Settings, p: int, tenant: str) -> TenantIndex | None
     return tenant_index(settings, p, tenant)
 
 
-def _indexed(consumer: Consumer, topic: str, p: int, index: TenantIndex, end: int, summary: AuditSummary,
+def _indexed(reader: TopicReader, topic: str, p: int, index: TenantIndex, end: int, summary: AuditSummary,
              meter: _Meter) -> Generator[LoggedEvent, None, None]:
     """The indexed jobs' events (read at their offsets, with the store's verdicts), then the log after the store."""
     fenced = {offset for offset, verdict in index.entries if verdict == "fenced"}
     traces: dict[int, str] = {}
-    read = messages_at(consumer, topic, p, [offset for offset, _ in index.entries])
+    read = reader.records_at(topic, p, [offset for offset, _ in index.entries])
     try:
         for offset, event in _decoded(keyed(read, traces), topic, p, summary, meter):
             yield LoggedEvent(offset, event, offset in fenced, traces.pop(offset, None))
     finally:
         read.close()
-    tail = scan_messages(consumer, topic, p, index.applied_offset + 1, end)
+    tail = reader.scan_records(topic, p, index.applied_offset + 1, end)
     try:
         events = _decoded(keyed(tail, traces), topic, p, summary, meter)
         yield from with_traces(with_fencing(events, None, claim=index.epoch), traces)
@@ -181,7 +177,7 @@ class _Earlier:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
 
     def prefixed(self, p: int, logged: Iterable[LoggedEvent], listed: frozenset[str],
                  tenant: str) -> Iterator[LoggedEvent]:
@@ -200,14 +196,14 @@ class _Earlier:
         entries = [(o, v) for o, v in history_entries(self.settings, p, job_id) if o < offset]
         if not entries:
             return []
-        if self._consumer is None:
-            self._consumer = kafka.events_reader(self.settings, "audit-earlier")
-        return read_at(self._consumer, self.settings.events_topic, p, entries)
+        if self._reader is None:
+            self._reader = topic_reader(self.settings, "audit-earlier")
+        return read_at(self._reader, self.settings.events_topic, p, entries)
 
     def close(self) -> None:
-        """Release the consumer, if one was needed."""
-        if self._consumer is not None:
-            self._consumer.close()
+        """Release the reader, if one was needed."""
+        if self._reader is not None:
+            self._reader.close()
 
 
 def _partition_count(settings: Settings) -> int:

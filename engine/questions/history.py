@@ -13,15 +13,15 @@ from engine.contract.partitioner import partition_for
 from engine.contract.validation import check_job_id
 from engine.errors import DecodeError
 from engine.domain import fence
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, Message, header, messages_at, scan_messages
+from engine.runtime.kafka import header
+from engine.runtime.kafka.ports import Record, TopicReader, topic_reader
 from engine.runtime.kafka import scan_partition as scan_partition  # re-exported: where readers have imported it from
 from engine.questions.logged import LoggedEvent as LoggedEvent  # re-exported: where readers have imported it from
 
 
-def job_partition(settings: Settings, consumer: Consumer, job_id: str) -> int:
+def job_partition(settings: Settings, reader: TopicReader, job_id: str) -> int:
     """The partition of ``job_id`` (Java-compatible murmur2 over the events topic's count)."""
-    return partition_for(job_id, len(kafka.topic_partitions(consumer, settings.events_topic, "read")))
+    return partition_for(job_id, len(reader.partitions(settings.events_topic)))
 
 
 def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEvent]:
@@ -31,23 +31,20 @@ def job_events(settings: Settings, job_id: str, start: int = 0) -> list[LoggedEv
     (``stores.fence_at``); without a view, the first event's epoch stands in for it (``with_fencing``)."""
     from engine.questions.stores import fence_at
 
-    consumer = kafka.events_reader(settings, "history")
-    try:
-        p = job_partition(settings, consumer, job_id)
+    with topic_reader(settings, "history") as reader:
+        p = job_partition(settings, reader, job_id)
         known = fence_at(settings, p, start) if start > 0 else None
         if known is not None:  # read from the view's position on for the claims, keep the job's events from start
-            scanned = _scanned(consumer, settings.events_topic, p, job_id, known[0], claim=known[1])
+            scanned = _scanned(reader, settings.events_topic, p, job_id, known[0], claim=known[1])
             return [logged for logged in scanned if logged.offset >= start]
-        return _scanned(consumer, settings.events_topic, p, job_id, start, mid_log=start > 0)
-    finally:
-        consumer.close()
+        return _scanned(reader, settings.events_topic, p, job_id, start, mid_log=start > 0)
 
 
-def _scanned(consumer: Consumer, topic: str, p: int, job_id: str, start: int = 0, mid_log: bool = False,
+def _scanned(reader: TopicReader, topic: str, p: int, job_id: str, start: int = 0, mid_log: bool = False,
              claim: int = 0) -> list[LoggedEvent]:
     """The job's events in the log from ``start`` on, with the fencing rule and their ``traceparent`` headers."""
     traces: dict[int, str] = {}
-    records = keyed(scan_messages(consumer, topic, p, start), traces, job_id)
+    records = keyed(reader.scan_records(topic, p, start), traces, job_id)
     return list(with_traces(with_fencing(_decoded(records, topic, p), job_id, mid_log, claim), traces))
 
 
@@ -59,7 +56,7 @@ def _decoded(records: Iterable[tuple[int, bytes | None, bytes]], topic: str, p: 
             continue
 
 
-def keyed(messages: Iterable[Message], traces: dict[int, str],
+def keyed(messages: Iterable[Record], traces: dict[int, str],
           job_id: str | None = None) -> Iterator[tuple[int, bytes | None, bytes]]:
     """(offset, key, value) of each record; the ``traceparent`` header of each that has one (of ``job_id``'s
     records only, when given: the record key is the job id) put in ``traces`` by offset, for :func:`with_traces`."""
@@ -104,18 +101,15 @@ def with_fencing(events: Iterable[tuple[int, m.Event]], job_id: str | None,
 
 def events_at(settings: Settings, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
     """The events at the given offsets (from the history index), with the index's fenced verdicts."""
-    consumer = kafka.events_reader(settings, "history")
-    try:
-        return read_at(consumer, settings.events_topic, partition, verdicts)
-    finally:
-        consumer.close()
+    with topic_reader(settings, "history") as reader:
+        return read_at(reader, settings.events_topic, partition, verdicts)
 
 
-def read_at(consumer: Consumer, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
+def read_at(reader: TopicReader, topic: str, partition: int, verdicts: list[tuple[int, str]]) -> list[LoggedEvent]:
     """The events at the sorted offsets of ``verdicts`` (offset, verdict), marked fenced as the verdicts say."""
     fenced = {offset for offset, verdict in verdicts if verdict == "fenced"}
     out = []
-    for msg in messages_at(consumer, topic, partition, [offset for offset, _ in verdicts]):
+    for msg in reader.records_at(topic, partition, [offset for offset, _ in verdicts]):
         offset: int = msg.offset()  # type: ignore[assignment]
         event = decode_event_at(msg.value(), topic, partition, offset)  # type: ignore[arg-type]
         out.append(LoggedEvent(offset, event, offset in fenced, header(msg, TRACEPARENT) if msg.headers() else None))
@@ -151,27 +145,24 @@ def owner_tenant(events: list[LoggedEvent]) -> str | None:
 def _job_history(settings: Settings, job_id: str) -> list[LoggedEvent]:
     from engine.questions.stores import indexed_history
 
-    consumer = kafka.events_reader(settings, "history")
-    try:
-        p = job_partition(settings, consumer, job_id)
+    with topic_reader(settings, "history") as reader:
+        p = job_partition(settings, reader, job_id)
         indexed = indexed_history(settings, p, job_id)
         if indexed is None:
-            out = _scanned(consumer, settings.events_topic, p, job_id)
+            out = _scanned(reader, settings.events_topic, p, job_id)
         else:
-            out = read_at(consumer, settings.events_topic, p, indexed.entries)
-            out += _scanned(consumer, settings.events_topic, p, job_id, indexed.applied_offset + 1,
+            out = read_at(reader, settings.events_topic, p, indexed.entries)
+            out += _scanned(reader, settings.events_topic, p, job_id, indexed.applied_offset + 1,
                             claim=indexed.epoch)
-        return out or _landed_elsewhere(settings, consumer, job_id, p)
-    finally:
-        consumer.close()
+        return out or _landed_elsewhere(settings, reader, job_id, p)
 
 
-def _landed_elsewhere(settings: Settings, consumer: Consumer, job_id: str, home: int) -> list[LoggedEvent]:
+def _landed_elsewhere(settings: Settings, reader: TopicReader, job_id: str, home: int) -> list[LoggedEvent]:
     """The job's events in partitions other than its own (a record produced to the wrong partition is rejected
     where it landed), as the other stores of the state directory indexed them; none without such stores."""
     from engine.questions.misrouted import landed_elsewhere
 
     out: list[LoggedEvent] = []
     for landed in landed_elsewhere(settings, job_id, home):
-        out += read_at(consumer, settings.events_topic, landed.partition, landed.entries)
+        out += read_at(reader, settings.events_topic, landed.partition, landed.entries)
     return out

@@ -23,7 +23,7 @@ from engine.contract.heartbeat import WorkerRow
 from engine.domain.breaker import BreakerStatus
 
 REFRESH_S = 2.0
-"""How often the state directory's projections are read again while a followed job waits in a queue."""
+"""How often the state directory's projections are read again while an awaited job waits in a queue."""
 
 
 @dataclass(frozen=True, slots=True)

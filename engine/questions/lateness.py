@@ -19,9 +19,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.errors import DecodeError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, TopicPartition
-from engine.runtime.kafka import scan_partition
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore
 from projections.views.jobs import read_job
@@ -70,29 +68,25 @@ def collect(settings: Settings, task_type: str | None = None, since_us: int | No
     partition is read from the first offset written at or after ``since_us`` (Kafka's time
     index); otherwise from offset 0, to learn task types from the ``JobSubmitted`` events.
     """
-    consumer = kafka.events_reader(settings, "lateness")
     topic = settings.events_topic
     stores = dict(partition_dirs(settings))
     values: dict[str, array[int]] = {}
-    try:
-        count = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        chosen = partitions if partitions is not None else list(range(count))
-        starts = first_offsets(consumer, topic, [p for p in chosen if p in stores], since_us) if since_us else {}
+    with topic_reader(settings, "lateness") as reader:
+        chosen = partitions if partitions is not None else reader.partitions(topic)
+        starts = first_offsets(reader, topic, [p for p in chosen if p in stores], since_us) if since_us else {}
         for p in chosen:
-            for kind, late in _started(consumer, topic, p, stores.get(p), since_us, starts.get(p, 0)):
+            for kind, late in _started(reader, topic, p, stores.get(p), since_us, starts.get(p, 0)):
                 if task_type is None or kind == task_type:
                     values.setdefault(kind, array("q")).append(late)
-    finally:
-        consumer.close()
     return values
 
 
-def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: ignore[no-untyped-def]
+def _started(reader: TopicReader, topic: str, p: int, store_dir: Path | None,
              since_us: int | None, start: int = 0) -> Iterator[tuple[str, int]]:
     store = open_store(store_dir)
     kinds: dict[str, str] = {}  # job id -> task type, only when no projection is at hand
     try:
-        for offset, _, value in scan_partition(consumer, topic, p, start):
+        for offset, _, value in reader.scan(topic, p, start):
             try:
                 event = decode_event_at(value, topic, p, offset)
             except DecodeError:
@@ -107,14 +101,13 @@ def _started(consumer, topic: str, p: int, store_dir: Path | None,  # type: igno
             store.close()
 
 
-def first_offsets(consumer: Consumer, topic: str, partitions: list[int], since_us: int) -> dict[int, int]:
+def first_offsets(reader: TopicReader, topic: str, partitions: list[int], since_us: int) -> dict[int, int]:
     """Per partition, the first offset whose record was written at or after ``since_us`` (the end if none)."""
     if not partitions:
         return {}
-    asked = [TopicPartition(topic, p, since_us // 1000) for p in partitions]
-    found = kafka.call(consumer.offsets_for_times, asked, 10)
-    ends = kafka.end_offsets(consumer, topic, partitions)
-    return {tp.partition: tp.offset if tp.offset >= 0 else ends[tp.partition] for tp in found}
+    found = reader.offsets_at(topic, partitions, since_us // 1000)
+    ends = reader.end_offsets(topic, partitions)
+    return {p: offset if offset >= 0 else ends[p] for p, offset in found.items()}
 
 
 def open_store(path: Path | None) -> ProjectionStore | None:

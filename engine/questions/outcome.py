@@ -47,18 +47,18 @@ class Outcome:
     attempts: int = 0  # counted toward max_attempts: the attempts started but those re-queued (never above it)
     requeues: int = 0  # attempts given up by a re-queue (owner stopped, hand-over, owner lost) since the last replay
     requeued_why: str | None = None  # the latest re-queue's reason (JobRequeued.reason)
-    duplicate: bool = False  # the submit followed (``command_id``) made no job: its key's job existed already
+    duplicate: bool = False  # the submit awaited (``command_id``) made no job: its key's job existed already
     progress: tuple[float | None, str] | None = None  # the running attempt's latest report: (value, message)
     pool: str | None = None  # the remote pool the latest attempt was dispatched to (JobStarted.pool, v7; None: not one)
     due_at: int | None = None  # µs, UTC: when a scheduled or retry-waiting job is due (the latest due time set)
     events: list[LoggedEvent] = field(default_factory=list)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # scoped jobs: tenant -> job_id, status, error
     task_type: str | None = None  # from the job's JobSubmitted (or JobRejected)
-    held: str | None = None  # while queued: what a waiter knows holds it (an open breaker, a pause); set by a follow
+    held: str | None = None  # while queued: what a waiter knows holds it (an open breaker, a pause); set by a wait
     refusal: str | None = None  # the latest CommandRefused read: a command's answer for its waiter, not the job's
     dependencies: dict[str, str] = field(default_factory=dict)  # what it waits for: job id -> status (pending, …)
     dependents: list[str] = field(default_factory=list)  # the jobs that wait for it
-    command_id: str | None = None  # the submit a waiter follows: only its own DuplicateSubmitted makes a duplicate
+    command_id: str | None = None  # the submit a waiter awaits: only its own DuplicateSubmitted makes a duplicate
     ignored: int = 0  # events of the job its lifecycle forbids where it stood: the owner's fold ignores them too
     _state: JobState | None = field(default=None, repr=False, compare=False)  # the lifecycle's, as the owner folds
     _known: bool = field(default=False, repr=False, compare=False)  # read from the job's submission on

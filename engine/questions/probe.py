@@ -13,7 +13,7 @@ from typing import TypeVar, cast
 
 from engine.config import Settings
 from engine.runtime import kafka
-from engine.runtime.kafka import Consumer
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 
 T = TypeVar("T")
 
@@ -28,16 +28,16 @@ class EventsProbe:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
 
     def ask(self, timeout: float) -> None:
         """Return when the cluster lists the events topic's partitions within ``timeout`` s; else an epochq error."""
-        if self._consumer is None:
-            self._consumer = kafka.events_reader(self.settings, "console")
-        kafka.call(kafka.topic_partitions, self._consumer, self.settings.events_topic, "read", timeout)
+        if self._reader is None:
+            self._reader = topic_reader(self.settings, "console")
+        self._reader.partitions(self.settings.events_topic, "read", timeout)
 
     def close(self) -> None:
         """Release the Kafka client."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

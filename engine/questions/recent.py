@@ -25,8 +25,7 @@ from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain import fence
 from engine.errors import DecodeError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, TopicPartition
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.questions.history import with_fencing
 from engine.questions.lateness import first_offsets, open_store, task_type_of
 from engine.questions.stores import partition_dirs
@@ -160,7 +159,7 @@ class RecentWindow:
     def __init__(self, settings: Settings, window_s: int = 15 * 60):
         self.settings, self.window_us = settings, window_s * 1_000_000
         self._lock = threading.Lock()
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
         self._next: dict[int, int] = {}  # partition -> the next offset to read
         self._claims: dict[int, int] = {}  # partition -> the newest valid claim read (0: none yet)
         self._minutes: dict[int, Tally] = {}  # minute (µs since the epoch // MINUTE_US) -> tally
@@ -171,56 +170,54 @@ class RecentWindow:
         """The tallies of the minutes in the window ending ``now_us``, after reading what arrived since."""
         since = now_us - self.window_us
         with self._lock:
-            consumer = self._consumer or self._assigned(since)
-            ends = kafka.end_offsets(consumer, self.settings.events_topic, sorted(self._next))
-            if not self._caught_up(consumer, ends):  # nothing new: no fetch, no store opened
-                self._read_to(consumer, ends, since)
+            reader = self._reader or self._assigned(since)
+            ends = reader.end_offsets(self.settings.events_topic, sorted(self._next))
+            if not self._caught_up(reader, ends):  # nothing new: no fetch, no store opened
+                self._read_to(reader, ends, since)
             return self._answer(since)
 
-    def _read_to(self, consumer: Consumer, ends: dict[int, int], since_us: int) -> None:
+    def _read_to(self, reader: TopicReader, ends: dict[int, int], since_us: int) -> None:
         """Fold what the partitions hold up to ``ends``, then pause them again."""
         stores = {p: LazyStore(path) for p, path in partition_dirs(self.settings)}
-        assigned = [TopicPartition(self.settings.events_topic, p) for p in sorted(self._next)]
-        consumer.resume(assigned)
-        for tp in assigned:
+        topic, assigned = self.settings.events_topic, sorted(self._next)
+        reader.resume(topic, assigned)
+        for p in assigned:
             # A seek wakes the client's fetcher, which a resume alone leaves asleep until its next wake-up (up to
             # a second: every refresh while jobs ran took 1 s; 60 ms with the seek).
-            consumer.seek(TopicPartition(tp.topic, tp.partition, self._next[tp.partition]))
+            reader.seek(topic, p, self._next[p])
         try:
-            self._drain(consumer, ends, stores, since_us)
+            self._drain(reader, ends, stores, since_us)
         finally:
-            consumer.pause(assigned)  # between reads nothing is fetched, nor held in memory
+            reader.pause(topic, assigned)  # between reads nothing is fetched, nor held in memory
             for store in stores.values():
                 store.close()
 
-    def _assigned(self, since_us: int) -> Consumer:
-        """A consumer that stays assigned to every events partition, from the window's first offsets on."""
-        consumer = kafka.events_reader(self.settings, "recent")
+    def _assigned(self, since_us: int) -> TopicReader:
+        """A reader that stays assigned to every events partition, from the window's first offsets on."""
+        reader = topic_reader(self.settings, "recent")
         topic = self.settings.events_topic
-        count = len(kafka.call(consumer.list_topics, topic, 10).topics[topic].partitions)
-        self._next = first_offsets(consumer, topic, list(range(count)), since_us)
-        consumer.assign([TopicPartition(topic, p, offset) for p, offset in self._next.items()])
-        self._consumer = consumer
-        return consumer
+        self._next = first_offsets(reader, topic, reader.partitions(topic), since_us)
+        reader.assign(topic, self._next)
+        self._reader = reader
+        return reader
 
-    def _drain(self, consumer: Consumer, ends: dict[int, int], stores: dict[int, LazyStore], since_us: int) -> None:
+    def _drain(self, reader: TopicReader, ends: dict[int, int], stores: dict[int, LazyStore], since_us: int) -> None:
         """Fold what arrived, up to the ends read before (transaction markers included), or until a second
         passes with nothing (an open transaction holds the rest back)."""
         last_seen = time.monotonic()
-        while not self._caught_up(consumer, ends) and time.monotonic() - last_seen < IDLE_S:
-            batch = [msg for msg in kafka.call(consumer.consume, 5000, 0.05) if not msg.error()]
+        while not self._caught_up(reader, ends) and time.monotonic() - last_seen < IDLE_S:
+            batch = reader.read(5000, 0.05)
             if batch:
                 last_seen = time.monotonic()
             by_partition: dict[int, list[tuple[int, bytes]]] = {}
             for msg in batch:
-                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
+                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))  # type: ignore[arg-type]
             for p, records in by_partition.items():
                 self._fold(p, records, stores.get(p) or LazyStore(None), since_us)
 
-    def _caught_up(self, consumer: Consumer, ends: dict[int, int]) -> bool:
-        topic = self.settings.events_topic
-        at = kafka.call(consumer.position, [TopicPartition(topic, p) for p in ends])
-        return all(max(tp.offset, self._next[tp.partition]) >= ends[tp.partition] for tp in at)
+    def _caught_up(self, reader: TopicReader, ends: dict[int, int]) -> bool:
+        at = reader.positions(self.settings.events_topic, ends)
+        return all(max(offset, self._next[p]) >= ends[p] for p, offset in at.items())
 
     def _fold(self, p: int, records: list[tuple[int, bytes]], store: LazyStore, since_us: int) -> None:
         mid_log = self._next[p] > 0 and p not in self._claims
@@ -279,6 +276,6 @@ class RecentWindow:
     def close(self) -> None:
         """Release the Kafka client."""
         with self._lock:
-            if self._consumer is not None:
-                self._consumer.close()
-                self._consumer = None
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from engine.config import Settings
 from engine.errors import EpochqError
-from engine.runtime import kafka
+from engine.runtime.kafka.ports import topic_reader
 from engine.runtime.view.follow import newest_folded
 from projections.lock import holder_of
 from engine.questions.readers import READERS
@@ -85,12 +85,9 @@ def view_status(settings: Settings) -> ViewStatus:
     """The view of ``settings.state_dir`` against the end of every events partition now."""
     stores = dict(READERS.stores(settings))
     applied = {p: store.applied_offset() for p, store in stores.items()}
-    reader = kafka.events_reader(settings, "view-status")
-    try:
-        partitions = kafka.topic_partitions(reader, settings.events_topic, "read")
-        ends = kafka.end_offsets(reader, settings.events_topic, partitions)
-    finally:
-        reader.close()
+    with topic_reader(settings, "view-status") as reader:
+        partitions = reader.partitions(settings.events_topic)
+        ends = reader.end_offsets(settings.events_topic, partitions)
     newest = newest_folded(settings)
     root = view_root(settings.state_dir, settings.namespace)
     rows = [PartitionLag(p, ends[p], applied.get(p, -1), newest.get(p, 0), *_aside(stores.get(p))) for p in partitions]
@@ -128,12 +125,9 @@ def await_view(settings: Settings, timeout_s: float = CATCH_UP_S) -> None:
 
 
 def _ends(settings: Settings, timeout_s: float) -> dict[int, int]:
-    reader = kafka.events_reader(settings, "view-status")
-    try:
-        partitions = kafka.topic_partitions(reader, settings.events_topic, "read", timeout_s)
-        return kafka.end_offsets(reader, settings.events_topic, partitions, timeout_s)
-    finally:
-        reader.close()
+    with topic_reader(settings, "view-status") as reader:
+        partitions = reader.partitions(settings.events_topic, "read", timeout_s)
+        return reader.end_offsets(settings.events_topic, partitions, timeout_s)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from engine.config import Settings
 from engine.contract.heartbeat import WorkerRow, decode_heartbeat
-from engine.runtime import kafka
+from engine.runtime.kafka.ports import topic_reader
 from engine.runtime.topics import workers_topic
 
 __all__ = ["WorkerRow", "announced_task_types", "latest", "list_workers"]
@@ -47,10 +47,6 @@ def announced_task_types(rows: Sequence[WorkerRow]) -> set[str] | None:
 def list_workers(settings: Settings) -> list[WorkerRow]:
     """Every engine instance that has published a heartbeat and not stopped cleanly since."""
     topic = workers_topic(settings)
-    reader = kafka.events_reader(settings, "workers")
-    try:
-        records = [(key, value) for p in kafka.topic_partitions(reader, topic, "read")
-                   for _, key, value in kafka.scan_partition(reader, topic, p)]
-    finally:
-        reader.close()
+    with topic_reader(settings, "workers") as reader:
+        records = [(key, value) for p in reader.partitions(topic) for _, key, value in reader.scan(topic, p)]
     return latest(records, int(time.time() * 1_000_000))

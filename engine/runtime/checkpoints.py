@@ -25,8 +25,7 @@ from dataclasses import replace
 
 from engine.config import Settings
 from engine.errors import ProjectionCorruptedError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, Producer, TopicPartition
+from engine.runtime.kafka.ports import TopicReader, Transaction, topic_reader
 from engine.runtime.topics import checkpoints_topic
 from projections.checkpoint import (
     MANIFEST_KEY, CheckpointError, Manifest, chunk_key, decode_manifest, digest, encode_manifest, export, load_checked,
@@ -49,37 +48,32 @@ def cut(store: ProjectionStore, epoch: int, owner: str, now_us: int) -> tuple[li
     return chunks, Manifest(applied, epoch, owner, len(chunks), 0, digest(chunks), keys, now_us)
 
 
-def produce(producer: Producer, topic: str, partition: int, chunks: list[bytes], manifest: Manifest) -> Manifest:
-    """Write one checkpoint in one transaction of ``producer`` (the partition's owner's); its manifest.
+def produce(transaction: Transaction, topic: str, partition: int, chunks: list[bytes], manifest: Manifest) -> Manifest:
+    """Write one checkpoint in one transaction of the partition's owner's producer; its manifest.
 
-    Raises what ``engine.runtime.kafka`` translates (FencedError for a zombie); the caller aborts."""
+    Raises what the Kafka edge translates (FencedError for a zombie); the caller aborts."""
     first: list[int] = []
-
-    def on_first(err: object, msg: object) -> None:
-        if err is None:
-            first.append(msg.offset())  # type: ignore[attr-defined]
-
-    kafka.call(producer.begin_transaction)
+    transaction.begin()
     for i, chunk in enumerate(chunks):
-        kafka.produce_owned(producer, topic, chunk, chunk_key(i), partition, on_first if i == 0 else None)
-    producer.flush(kafka.TXN_TIMEOUT_S)  # the first chunk's offset goes into the manifest
+        transaction.produce(topic, chunk, chunk_key(i), partition, first.append if i == 0 else None)
+    transaction.flush()  # the first chunk's offset goes into the manifest
     if chunks and not first:
         raise CheckpointError("the first chunk's delivery was not reported")
     manifest = replace(manifest, first_chunk_offset=first[0] if first else 0)
-    kafka.produce_owned(producer, topic, encode_manifest(manifest), MANIFEST_KEY, partition)
-    kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
+    transaction.produce(topic, encode_manifest(manifest), MANIFEST_KEY, partition)
+    transaction.commit()
     return manifest
 
 
-def write_now(settings: Settings, store: ProjectionStore, producer: Producer, partition: int, epoch: int,
+def write_now(settings: Settings, store: ProjectionStore, transaction: Transaction, partition: int, epoch: int,
               owner: str) -> Manifest:
     """Cut and write a checkpoint at once (a graceful hand-back); the open transaction aborted on failure."""
     chunks, manifest = cut(store, epoch, owner, time.time_ns() // 1000)
     try:
-        return produce(producer, checkpoints_topic(settings), partition, chunks, manifest)
+        return produce(transaction, checkpoints_topic(settings), partition, chunks, manifest)
     except Exception:
         try:
-            kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
+            transaction.abort()
         except Exception as e:  # noqa: BLE001 - fenced or unreachable: nothing was committed either way
             log.debug("partition %d: checkpoint abort: %s", partition, e)
         raise
@@ -88,14 +82,14 @@ def write_now(settings: Settings, store: ProjectionStore, producer: Producer, pa
 # --- loading ---------------------------------------------------------------------------------
 
 
-def newest_manifest(consumer: Consumer, topic: str, partition: int) -> Manifest | None:
+def newest_manifest(reader: TopicReader, topic: str, partition: int) -> Manifest | None:
     """The newest committed manifest of ``topic[partition]``, looked for back from the end; None if none."""
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+    low, high = reader.watermarks(topic, partition)
     span = TAIL_RECORDS
     while True:
         start = max(low, high - span)
         raw = None
-        for _offset, key, value in kafka.scan_partition(consumer, topic, partition, start, high):
+        for _offset, key, value in reader.scan(topic, partition, start, high):
             if key == MANIFEST_KEY:
                 raw = value
         if raw is not None:
@@ -105,11 +99,11 @@ def newest_manifest(consumer: Consumer, topic: str, partition: int) -> Manifest 
         span *= 4
 
 
-def read_chunks(consumer: Consumer, topic: str, partition: int, manifest: Manifest) -> list[bytes]:
+def read_chunks(reader: TopicReader, topic: str, partition: int, manifest: Manifest) -> list[bytes]:
     """The chunks a manifest names, in order; CheckpointError if one is missing or out of place."""
     first, n = manifest.first_chunk_offset, manifest.chunks
     chunks: list[bytes] = []
-    for offset, key, value in kafka.scan_partition(consumer, topic, partition, first, first + n):
+    for offset, key, value in reader.scan(topic, partition, first, first + n):
         i = offset - first
         if key != chunk_key(i) or i != len(chunks):
             raise CheckpointError(f"offset {offset} holds {key!r}, not chunk {len(chunks)}")
@@ -118,7 +112,7 @@ def read_chunks(consumer: Consumer, topic: str, partition: int, manifest: Manife
 
 
 def seed(settings: Settings, partition: int, holder: str, events_end: int, identity: str,
-         consumer_for: Callable[[], Consumer] | None = None) -> int | None:
+         reader_for: Callable[[], TopicReader] | None = None) -> int | None:
     """Load the newest checkpoint into partition ``partition``'s store if it is empty; the offset it stands at.
 
     The store is first checked against the log (``identity``, ``events_end``): one folded from another log is
@@ -130,7 +124,7 @@ def seed(settings: Settings, partition: int, holder: str, events_end: int, ident
     try:
         if store.applied_offset() >= 0:
             return None
-        loaded = _load(settings, store, partition, events_end, consumer_for)
+        loaded = _load(settings, store, partition, events_end, reader_for)
         if loaded is None and next(iter(store.items()), None) is not None:
             store = store.reset()  # a load cut short left pairs without an offset: start empty
         return loaded
@@ -139,18 +133,18 @@ def seed(settings: Settings, partition: int, holder: str, events_end: int, ident
 
 
 def _load(settings: Settings, store: ProjectionStore, partition: int, events_end: int,
-          consumer_for: Callable[[], Consumer] | None) -> int | None:
+          reader_for: Callable[[], TopicReader] | None) -> int | None:
     topic, started = checkpoints_topic(settings), time.monotonic()
-    consumer = (consumer_for or (lambda: kafka.events_reader(settings, "checkpoints")))()
+    reader = (reader_for or (lambda: topic_reader(settings, "checkpoints")))()
     try:
-        manifest = newest_manifest(consumer, topic, partition)
+        manifest = newest_manifest(reader, topic, partition)
         if manifest is None:
             if events_end > 0:
                 log.warning("partition %d: no checkpoint in %s; restoring from offset 0", partition, topic)
             return None
         if manifest.events_offset >= events_end:
             raise CheckpointError(f"it stands at events offset {manifest.events_offset}, past the end {events_end}")
-        load_checked(store, manifest, read_chunks(consumer, topic, partition, manifest))
+        load_checked(store, manifest, read_chunks(reader, topic, partition, manifest))
     except (CheckpointError, ProjectionCorruptedError) as e:
         _fall_back(partition, str(e))
         return None
@@ -158,7 +152,7 @@ def _load(settings: Settings, store: ProjectionStore, partition: int, events_end
         _fall_back(partition, f"{type(e).__name__}: {e}")
         return None
     finally:
-        consumer.close()
+        reader.close()
     log.info("partition %d: loaded the checkpoint of epoch %d (%d keys, %d chunks) in %.2f s; restoring from "
              "offset %d", partition, manifest.epoch, manifest.keys, manifest.chunks, time.monotonic() - started,
              manifest.events_offset + 1)

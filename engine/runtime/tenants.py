@@ -21,9 +21,8 @@ from engine.contract.ids import validate_name, validate_tenant_id
 from engine.contract.messages import TenantConfig
 from engine.contract.signing import check_public_keys
 from engine.errors import DecodeError, KafkaUnavailableError, ValidationError
-from engine.runtime import kafka
-from engine.runtime.kafka import OFFSET_BEGINNING, Message, Producer, TopicPartition, plain
-from engine.runtime.kafka.errors import translated
+from engine.runtime.kafka import OFFSET_BEGINNING, plain
+from engine.runtime.kafka.ports import Record, topic_reader
 from engine.runtime.kafka.schemas import ensure_published
 
 DEFAULT_WEIGHT = 1.0
@@ -56,7 +55,7 @@ class TenantDirectory:
         self.topic, self._bootstrap = settings.tenants_topic, settings.require_bootstrap()
         self.skipped = 0
         self._tenants: dict[str, TenantConfig] = {}
-        self._consumer = kafka.events_reader(settings, "tenants", fetch_wait_ms=TAIL_WAIT_MS)
+        self._reader = topic_reader(settings, "tenants", fetch_wait_ms=TAIL_WAIT_MS)
         if load:
             self.load(timeout)
 
@@ -65,18 +64,16 @@ class TenantDirectory:
         self._tenants.clear()
         partitions = self._partitions(timeout)
         ends = self._unread_ends(partitions, timeout)
-        self._consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in partitions])
+        self._reader.assign(self.topic, {p: OFFSET_BEGINNING for p in partitions})
         deadline = time.monotonic() + timeout
-        with translated(f"cannot read {self.topic}"):
-            while not self._caught_up(ends):
-                if time.monotonic() > deadline:
-                    raise KafkaUnavailableError(f"could not read {self.topic} to its end within {timeout}s")
-                self._apply_all(self._consumer.consume(1000, 0.2))
+        while not self._caught_up(ends):
+            if time.monotonic() > deadline:
+                raise KafkaUnavailableError(f"could not read {self.topic} to its end within {timeout}s")
+            self._apply_all(self._reader.read(1000, 0.2))
 
     def refresh(self, max_records: int = 1000) -> int:
         """Apply what arrived since the last call, without waiting; the number of records seen."""
-        with translated(f"cannot read {self.topic}"):
-            batch = self._consumer.consume(max_records, 0)
+        batch = self._reader.read(max_records, 0)
         self._apply_all(batch)
         return len(batch)
 
@@ -113,7 +110,7 @@ class TenantDirectory:
 
     def close(self) -> None:
         """Stop following the topic."""
-        self._consumer.close()
+        self._reader.close()
 
     def __enter__(self) -> TenantDirectory:
         return self
@@ -123,19 +120,13 @@ class TenantDirectory:
         self.close()
 
     def _partitions(self, timeout: float) -> list[int]:
-        with translated(f"cannot read {self.topic} from Kafka at {self._bootstrap}"):
-            meta = self._consumer.list_topics(self.topic, timeout=timeout).topics[self.topic]
-        if meta.error is not None and meta.error.code() in kafka.DENIED_CODES:
-            raise kafka.denied(meta.error, f"cannot read {self.topic}")
-        if meta.error is not None:
-            raise KafkaUnavailableError(f"topic {self.topic} is unavailable ({meta.error}): run `epochq topics ensure`")
-        return sorted(meta.partitions)
+        return self._reader.partitions(self.topic, "read", timeout, where=f" from Kafka at {self._bootstrap}")
 
     def _unread_ends(self, partitions: list[int], timeout: float) -> dict[int, int]:
         """The end offset of each partition that holds records now (low watermark below high)."""
         out, deadline = {}, time.monotonic() + timeout
         for p in partitions:
-            low, high = plain.watermarks(self._consumer, self.topic, p, deadline)
+            low, high = self._reader.watermarks(self.topic, p, deadline - time.monotonic())
             if high > low:
                 out[p] = high
         return out
@@ -144,13 +135,12 @@ class TenantDirectory:
         """Whether every partition's position reached the end it had when loading began."""
         if not ends:
             return True
-        positions = self._consumer.position([TopicPartition(self.topic, p) for p in ends])
-        return all(tp.offset >= ends[tp.partition] for tp in positions)
+        positions = self._reader.positions(self.topic, ends)
+        return all(offset >= ends[p] for p, offset in positions.items())
 
-    def _apply_all(self, batch: list[Message]) -> None:
-        for msg in batch:
-            if msg.error() is None:
-                self._apply(msg.key(), msg.value())
+    def _apply_all(self, batch: list[Record]) -> None:
+        for record in batch:
+            self._apply(record.key(), record.value())
 
     def _apply(self, key: bytes | None, value: bytes | None) -> None:
         """Fold one record: a tombstone deletes the tenant, a config sets it, garbage is skipped."""
@@ -200,13 +190,13 @@ def remove_tenant(settings: Settings, tenant_id: str) -> None:
     _write(settings, validate_tenant_id(tenant_id), None)
 
 
-def tenants_producer(settings: Settings) -> Producer:
-    """An idempotent producer to the tenants topic, keyed with the Java-compatible partitioner."""
-    return plain.producer(settings, {"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random"})
+def tenants_writer(settings: Settings) -> plain.Writer:
+    """An idempotent writer to the tenants topic, keyed with the Java-compatible partitioner."""
+    return plain.writer(settings, {"enable.idempotence": True, "acks": "all", "partitioner": "murmur2_random"})
 
 
 def _write(settings: Settings, tenant_id: str, value: bytes | None) -> None:
     if value is not None:
         ensure_published(settings, "tenant")
-    plain.write(tenants_producer(settings), settings.tenants_topic, [(tenant_id.encode(), value)],
+    tenants_writer(settings).write(settings.tenants_topic, [(tenant_id.encode(), value)],
                 f"cannot write to {settings.tenants_topic}", WRITE_TIMEOUT_S)

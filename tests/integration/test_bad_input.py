@@ -19,7 +19,6 @@ from engine.contract.codec import encode_command
 from engine.contract.ids import new_command_id, new_job_id
 from engine.contract.partitioner import partition_for
 from engine.errors import ValidationError
-from engine.runtime import kafka
 from tests.integration.conftest import ROOT, eventually, start_engine
 from tests.integration.helpers.raw import decided, job_events_eventually, partition_events, produce_raw
 
@@ -106,11 +105,11 @@ def epochq(settings: Settings, *args: str, stdin: bytes | None = None) -> subpro
 
 @pytest.mark.parametrize("size", [2_000_000, 9_000_000])
 def test_the_client_refuses_a_large_payload_before_producing_it(settings: Settings, client: Client, size: int) -> None:
-    end = kafka.end_offsets(client._reader, settings.commands_topic, range(3))
+    end = client._reader.end_offsets(settings.commands_topic, range(3))
     with pytest.raises(ValidationError) as caught:
         client.submit("echo", {"blob": "x" * size}, tenant="acme")
     assert caught.value.reason == "payload_too_large" and str(caught.value).startswith("payload: is ")
-    assert kafka.end_offsets(client._reader, settings.commands_topic, range(3)) == end  # nothing produced
+    assert client._reader.end_offsets(settings.commands_topic, range(3)) == end  # nothing produced
 
 
 def test_the_cli_takes_large_payloads_from_a_file_or_stdin_and_says_what_is_wrong_in_one_line(  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from engine.client import Client, JobHandle
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.errors import NotFoundError
-from engine.questions.follow import decided
+from engine.questions.waiting import decided
 from tests.integration.conftest import start_engine, status_is
 from tests.integration.helpers.cli import epochq
 from tests.integration.helpers.raw import partition_events

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from engine.client import Client
 from engine.config import Settings
-from engine.questions.follow import decided
+from engine.questions.waiting import decided
 from tests.integration.conftest import ROOT, start_engine
 
 

@@ -20,7 +20,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import OFFSET_BEGINNING as OFFSET_BEGINNING
 from confluent_kafka import OFFSET_INVALID as OFFSET_INVALID
@@ -48,6 +48,9 @@ from engine.errors import (
     TransactionAbortedError,
     ValidationError,
 )
+
+if TYPE_CHECKING:
+    from engine.runtime.kafka.ports import Record
 
 TXN_TIMEOUT_S = 30.0
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
@@ -177,7 +180,7 @@ def produce_error(err: KafkaError, what: str) -> EpochqError:
     return KafkaUnavailableError(f"{what}: {err.name()}: {err.str()}")
 
 
-def produce(producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int = -1,
+def produce(producer: Producer, topic: str, value: bytes | None, key: bytes | None, partition: int = -1,
             on_delivery: Any = None, headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
     """Produce one record (to ``partition``, or -1: the producer's partitioner), waiting for queue space.
 
@@ -201,17 +204,18 @@ def produce_owned(producer: Producer, topic: str, value: bytes, key: bytes | Non
         raise translate(e) from e
 
 
-def call(fn: Callable[..., Any], *args: Any) -> Any:
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run a client call, translating its librdkafka error into a typed one."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except KafkaException as e:
         raise translate(e) from e
 
 
-def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0) -> list[int]:
-    """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed."""
-    with translated(f"cannot {what} {topic}"):
+def topic_partitions(client: Any, topic: str, what: str, timeout: float = 10.0, where: str = "") -> list[int]:
+    """The partitions of ``topic`` as the cluster sees it; refused (ACLs) or missing (`topics ensure`) typed
+    (``cannot <what> <topic><where>``: ``where`` may name the cluster)."""
+    with translated(f"cannot {what} {topic}{where}"):
         meta = client.list_topics(topic, timeout=timeout).topics.get(topic)
     if meta is not None and meta.error is not None and meta.error.code() in DENIED_CODES:
         raise denied(meta.error, f"cannot {what} {topic}")
@@ -351,7 +355,7 @@ def messages_at(consumer: Consumer, topic: str, partition: int, offsets: list[in
             messages.close()
 
 
-def header(msg: Message, name: str) -> str | None:
+def header(msg: Record, name: str) -> str | None:
     """The value of a record's header ``name`` (the first, as text), or None if it has none."""
     headers: Any = msg.headers()
     for key, value in headers or ():

@@ -47,8 +47,6 @@ RECORD_FAULTS = frozenset({
 the transaction's. A record that timed out is blamed too: a topic deleted after the check times out its records,
 and re-deciding the same records would abort every transaction after it; in an outage the attempts blamed are
 retried by their policy."""
-UNREACHABLE_CODES = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE}
-"""librdkafka's ways of saying no broker answered."""
 UNSAID_FATAL = KafkaError._FATAL
 """A call on a producer already failed for good: the cause (a fence, or not) is not in the error."""
 
@@ -100,17 +98,6 @@ def typed(error: BaseException) -> BaseException:
 def is_end_of_partition(error: KafkaError | None) -> bool:
     """Whether a message's error only says the partition's end was reached."""
     return error is not None and error.code() == PARTITION_EOF
-
-
-def untranslated(error: BaseException) -> tuple[str, bool] | None:
-    """(one line, whether no broker answered) for a librdkafka exception that escaped translation; None for
-    any other exception. The CLI's last resort: still one line, never a traceback."""
-    if not isinstance(error, KafkaException):
-        return None
-    err = kafka_error(error)
-    if err is None:
-        return str(error), False
-    return err.str(), err.code() in UNREACHABLE_CODES
 
 
 def denied(err: KafkaError, what: str) -> AccessDeniedError:

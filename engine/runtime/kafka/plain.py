@@ -1,6 +1,7 @@
 """Plain (non-transactional) clients: a writer that waits for its acknowledgements, a partition's watermarks.
 
-The tenants table, the heartbeats and the command-line tools write through these; every
+The client's commands, a worker's results and heartbeats, the tenants table and the command-line tools write
+through these (outside the edge, as a :class:`Writer`: the port that hides the client's producer); every
 librdkafka error comes out typed (``engine.runtime.kafka.errors``).
 """
 
@@ -15,7 +16,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from engine.config import Settings
 from engine.errors import KafkaUnavailableError
 from engine.errors import EpochqError
-from engine.runtime.kafka import produce, produce_error
+from engine.runtime.kafka import command_producer, produce, produce_error
 from engine.runtime.kafka.errors import DENIED_CODES, TRANSIENT_READ_CODES, denied, failure, translated
 
 
@@ -105,3 +106,58 @@ def watermarks(consumer: Consumer, topic: str, partition: int, deadline: float) 
             if err.code() not in TRANSIENT_READ_CODES or time.monotonic() >= deadline:
                 raise KafkaUnavailableError(f"cannot read the offsets of {topic}[{partition}]: {err.str()}") from e
             time.sleep(0.1)
+
+
+class Writer:
+    """A plain producer behind the edge: the port a client, a worker or a tool writes records through.
+
+    Records are queued (waiting for queue space when it is full) and delivered in the background; every
+    call is translated (a refused or failed produce is the typed error ``kafka.produce_error`` says)."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    def put(self, topic: str, records: Iterable[tuple[bytes, bytes, Any]], deliveries: Deliveries) -> None:
+        """Queue ``(value, key, headers)`` records; their delivery failures land in ``deliveries``."""
+        produce_each(self._producer, topic, records, deliveries)
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None,
+                headers: list[tuple[str, str | bytes | None]] | None = None) -> None:
+        """Queue one record (its delivery reported only if it fails: the producer's config says how)."""
+        try:
+            produce(self._producer, topic, value, key, headers=headers)
+        except KafkaException as e:
+            raise produce_error(e.args[0], f"{topic}: cannot write {key!r}") from e
+        self.serve()
+
+    def send(self, topic: str, key: bytes | None, value: bytes | None, reported: Callable[[str | None], None]) -> None:
+        """Queue one record without waiting; ``reported`` hears how it went (:func:`send`)."""
+        send(self._producer, topic, key, value, reported)
+
+    def write(self, topic: str, records: Iterable[tuple[bytes | None, bytes | None]], what: str,
+              timeout_s: float) -> None:
+        """Write ``(key, value)`` records and wait until the brokers acknowledged each (:func:`write`)."""
+        write(self._producer, topic, records, what, timeout_s)
+
+    def serve(self) -> None:
+        """Serve the delivery reports that arrived (without waiting)."""
+        with translated("serving the delivery reports"):
+            self._producer.poll(0)
+
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` until every record queued is delivered; how many are not."""
+        with translated("waiting for the brokers' acknowledgements"):
+            return int(self._producer.flush(timeout_s))
+
+
+def writer(settings: Settings, config: Mapping[str, Any]) -> Writer:
+    """A :class:`Writer` of the configured cluster, with librdkafka's ``config`` over its settings."""
+    return Writer(producer(settings, config))
+
+
+def command_writer(settings: Settings) -> Writer:
+    """The client's :class:`Writer` to ``<ns>.commands`` (``kafka.command_producer``: idempotent, Java's
+    partitioning, deliveries reported only when they fail)."""
+    return Writer(command_producer(settings))

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from engine.config import Settings
 from engine.runtime import checkpoints
+from engine.runtime.kafka.ports import Transaction
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.write import Writer, Written
 from engine.runtime.topics import checkpoints_topic
@@ -54,7 +55,8 @@ class Checkpointer:
                  partition.number, manifest.events_offset, manifest.keys, manifest.chunks,
                  partition.offsets.since_checkpoint)
         partition.offsets = partition.offsets.checkpointed(manifest.events_offset)
-        return self.writer.launch_call(partition, wake, checkpoints.produce, partition.producer, self.topic,
+        transaction = Transaction(partition.producer)  # type: ignore[arg-type]  # an active partition has one
+        return self.writer.launch_call(partition, wake, checkpoints.produce, transaction, self.topic,
                                        partition.number, chunks, manifest)
 
     def on_close(self, partition: Partition) -> None:
@@ -63,8 +65,8 @@ class Checkpointer:
                 or partition.store is None or partition.producer is None or partition.state is not State.REVOKING:
             return
         try:
-            manifest = checkpoints.write_now(self.settings, partition.store, partition.producer, partition.number,
-                                             partition.epoch, partition.owner_id)
+            manifest = checkpoints.write_now(self.settings, partition.store, Transaction(partition.producer),
+                                             partition.number, partition.epoch, partition.owner_id)
         except Exception as e:  # noqa: BLE001 - the next owner replays a little more: never a reason to fail
             log.warning("partition %d: no checkpoint at hand-back (%s)", partition.number, e)
             return

@@ -224,15 +224,15 @@ class CommandReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.consumer.subscribe([self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                    on_lost=self._on_lost)
+            kafka.call(self.consumer.subscribe, [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                       on_lost=self._on_lost)
             while not self._stopping.is_set():
                 self._serve_requests()
                 if self.inbox.full():
                     time.sleep(0.005)  # the loop has a backlog to decide first
                     continue
                 messages = kafka.call(self.consumer.consume, self.max_messages, 0.02)
-                self.metadata = self.consumer.consumer_group_metadata()
+                self.metadata = kafka.call(self.consumer.consumer_group_metadata)
                 if messages:
                     self.inbox.put_commands(self.seeks, messages)
         except BaseException as e:  # noqa: BLE001 - the loop sees it and stops; it must not vanish
@@ -262,7 +262,7 @@ class CommandReader(threading.Thread):
         """Whether the seek is done with: applied, or moot because the partition left."""
         try:
             offset = request.offset if request.offset is not None else self._committed(request.partition)
-            self.consumer.seek(TopicPartition(self.topic, request.partition, offset))
+            kafka.call(self.consumer.seek, TopicPartition(self.topic, request.partition, offset))
         except Exception as e:  # noqa: BLE001 - refused now; tried again while the partition is ours
             if self._assigned(request.partition):
                 self._refused(request, e)
@@ -274,14 +274,14 @@ class CommandReader(threading.Thread):
 
     def _committed(self, partition: int) -> int:
         """The group's committed offset of ``partition`` (read_committed: stable), or the beginning if none."""
-        (tp,) = self.consumer.committed([TopicPartition(self.topic, partition)], COMMITTED_TIMEOUT_S)
+        (tp,) = kafka.call(self.consumer.committed, [TopicPartition(self.topic, partition)], COMMITTED_TIMEOUT_S)
         if tp.error is not None:
             raise KafkaUnavailableError(f"committed offset of {self.topic}[{partition}]: {tp.error}")
         return tp.offset if tp.offset >= 0 else kafka.OFFSET_BEGINNING
 
     def _assigned(self, partition: int) -> bool:
         try:
-            return any(tp.partition == partition for tp in self.consumer.assignment())
+            return any(tp.partition == partition for tp in kafka.call(self.consumer.assignment))
         except Exception:  # noqa: BLE001 - a consumer that cannot say: assume it still holds it, try again
             return True
 
@@ -296,13 +296,13 @@ class CommandReader(threading.Thread):
 
     def _quietly(self, fn: Callable[[list[TopicPartition]], None], partitions: list[int]) -> None:
         try:
-            fn([TopicPartition(self.topic, p) for p in partitions])
+            kafka.call(fn, [TopicPartition(self.topic, p) for p in partitions])
         except Exception as e:  # noqa: BLE001 - pausing a partition the group just took away is moot
             log.debug("%s of %s skipped: %s", fn.__name__, partitions, e)
 
     def _close(self) -> None:
         try:
-            self.consumer.close()
+            kafka.call(self.consumer.close)
         except Exception as e:  # noqa: BLE001 - leaving the group at exit: nothing else to do
             log.warning("closing the commands consumer: %s", e)
         self._closed.set()

@@ -182,7 +182,7 @@ def finish(written: Written) -> Written:
     if written.future is not None:
         written.future.result()
     if written.error is None and written.staged.events and (written.first is None or written.last is None):
-        written.partition.producer.poll(0)  # type: ignore[union-attr]  # serve what the commit's flush queued
+        kafka.call(written.partition.producer.poll, 0)  # type: ignore[union-attr]  # serve what the commit's flush queued
     return written
 
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 from engine.clock import now_us
 from engine.config import Settings
 from engine.contract.heartbeat import LOST_AFTER, LeasedJob, WorkerRow, decode_heartbeat
-from engine.runtime import kafka
+from engine.runtime.kafka.ports import heartbeats_reader
 from engine.runtime.topics import workers_topic
 
 log = logging.getLogger("epochq.pools")
 POLL_S = 0.2
+BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class PoolDirectory:
     """The newest heartbeat of each remote worker, read on a thread of its own; and the renewals they bring."""
 
     def __init__(self, settings: Settings) -> None:
-        self._consumer = kafka.heartbeats_reader(settings, workers_topic(settings))
+        self._reader = heartbeats_reader(settings, workers_topic(settings))
         self._lock = threading.Lock()
         self._rows: dict[str, WorkerRow] = {}
         self._renewals: list[Renewal] = []
@@ -47,15 +48,14 @@ class PoolDirectory:
         complained = False
         while not self._stop.is_set():
             try:
-                msg = self._consumer.poll(POLL_S)
+                records = self._reader.read_soon(BATCH, POLL_S)
             except Exception as e:  # noqa: BLE001 - a reader that fails says so once and tries again
                 if not complained:
                     log.warning("reading the workers' heartbeats failed: %s", e)
                 complained = True
                 continue
-            if msg is None or msg.error():
-                continue
-            self._take(msg.key(), msg.value())
+            for record in records:
+                self._take(record.key(), record.value())
 
     def _take(self, key: bytes | None, value: bytes | None) -> None:
         instance = (key or b"").decode(errors="replace")
@@ -92,5 +92,5 @@ class PoolDirectory:
         """Stop the reader."""
         self._stop.set()
         self._thread.join(2.0)
-        self._consumer.close()
+        self._reader.close()
 

@@ -33,10 +33,10 @@ from engine.contract.codec import encode_command
 from engine.contract.heartbeat import LaneSlots, LeasedJob, WorkerRow, encode_heartbeat
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ConfigError, DecodeError
-from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
-from engine.runtime.kafka import Message, TopicPartition, plain
+from engine.runtime.kafka import plain
+from engine.runtime.kafka.ports import Record, dispatch_reader
 from engine.runtime.outputgate import KafkaTopicGate
 from engine.runtime.remote.owner import DEFAULT_POOL
 from engine.runtime.remote.dispatch import CancelAttempt, Dispatch, decode_message, dispatch_topic, encode_records
@@ -155,15 +155,13 @@ class Worker:
         self.task_types = served(app, pool)  # before the pool's topic is made: a mistyped pool stops here
         topic = dispatch_topic(settings.namespace, pool)
         ensure_dispatch_topic(settings, topic)
-        self.consumer = kafka.dispatch_consumer(settings, topic, f"{settings.namespace}.pool.{pool}",
-                                                store_offsets=False)
-        self.consumer.subscribe([topic], on_revoke=self._revoked, on_lost=self._revoked)
+        self.reader = dispatch_reader(settings, topic, f"{settings.namespace}.pool.{pool}", on_revoke=self._revoked)
         self.topic = topic
         self.executor = Executor(app, {lane: concurrency for lane in RUNNABLE_LANES}, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
-        self.results = kafka.command_producer(settings)
+        self.results = plain.command_writer(settings)
         self.signer = worker_signer(settings)
-        self.beats = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
+        self.beats = plain.writer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
         self.every_s = beat_every(app, pool)
         self.started_at_us = now_us()
         self.taken: dict[tuple[str, int], Taken] = {}  # (job id, attempt) -> running, or held waiting for a slot
@@ -200,17 +198,14 @@ class Worker:
         """How many attempts this worker runs now (held ones not counted)."""
         return len(self.taken) - len(self.waiting)
 
-    def _read(self) -> list[Message]:
+    def _read(self) -> list[Record]:
         if self.taken:  # busy: take what is there without waiting (cancels among it), then wait for results
-            return list(self.consumer.consume(num_messages=READ_BATCH, timeout=0))
-        first = list(self.consumer.consume(num_messages=1, timeout=IDLE_WAIT_S))  # idle: wake with the first record
-        return first + list(self.consumer.consume(num_messages=READ_BATCH - 1, timeout=0)) if first else first
+            return self.reader.read(READ_BATCH, 0)
+        return self.reader.read_soon(READ_BATCH, IDLE_WAIT_S)  # idle: wake with the first record
 
-    def _take(self, messages: list[Message]) -> None:
+    def _take(self, messages: list[Record]) -> None:
         now = time.time()
         for msg in messages:
-            if msg.error():
-                continue
             self.offsets.read(msg.partition() or 0, msg.offset() or 0)
             try:
                 d = decode_message(msg.value())
@@ -247,10 +242,10 @@ class Worker:
         log.info("job %s attempt %d: cancel asked (grace %.3gs)", c.job_id, c.attempt, c.grace_s)
         self.executor.cancel(c.job_id, c.attempt, c.grace_s)
 
-    def _revoked(self, _consumer: object, partitions: list[TopicPartition]) -> None:
+    def _revoked(self, partitions: list[int]) -> None:
         """Partitions went to another worker: the dispatches held from them are its now (their offsets were never
         stored past them); the attempts running here run on."""
-        gone = {tp.partition for tp in partitions}
+        gone = set(partitions)
         for taken in [t for t in self.waiting if t.at[0] in gone]:
             self.waiting.remove(taken)
             del self.taken[(taken.dispatch.job_id, taken.dispatch.attempt)]
@@ -258,7 +253,7 @@ class Worker:
 
     def _store_offsets(self) -> None:
         due = self.offsets.due(t.at for t in self.waiting)
-        if due and not kafka.store_offsets(self.consumer, self.topic, due):
+        if due and not self.reader.store_offsets(self.topic, due):
             log.debug("dispatch offsets %s not stored: a partition was revoked meanwhile", due)
 
     def _start_waiting(self) -> None:
@@ -292,8 +287,7 @@ class Worker:
     def _send(self, command: m.Command) -> None:
         value = encode_command(command)
         headers = self.signer.headers(value) if self.signer is not None else None
-        kafka.produce(self.results, self.settings.commands_topic, value, command.job_id.encode(), headers=headers)
-        self.results.poll(0)
+        self.results.produce(self.settings.commands_topic, value, command.job_id.encode(), headers)
         self.reported += 1
 
     def _beat(self, force: bool = False) -> None:
@@ -302,7 +296,6 @@ class Worker:
             return
         self._next_beat = clock + self.every_s
         self.beats.produce(workers_topic(self.settings), encode_heartbeat(self.row()), self.instance.encode())
-        self.beats.poll(0)
 
     def row(self) -> WorkerRow:
         """This worker's heartbeat now."""
@@ -329,4 +322,4 @@ class Worker:
         self.results.flush(10.0)
         self.beats.produce(workers_topic(self.settings), None, self.instance.encode())
         self.beats.flush(5.0)
-        self.consumer.close()
+        self.reader.close()

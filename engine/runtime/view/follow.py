@@ -26,10 +26,8 @@ from pathlib import Path
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.errors import ProjectionCorruptedError, RetryableError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, TopicPartition
 from engine.runtime.kafka.admin import log_identity
-from engine.runtime.kafka.errors import is_end_of_partition
+from engine.runtime.kafka.ports import TopicReader, topic_reader
 from projections.evolve import Folded
 from projections.identity import matched
 from projections.lock import StoreLock, holder_name
@@ -69,7 +67,7 @@ class ViewFollower:
         self.topic = settings.events_topic
         self.keep_finished_us = keep_finished_us
         self.root = view_root(settings.state_dir, settings.namespace)
-        self.consumer: Consumer = kafka.events_reader(settings, "view", fetch_wait_ms=50)
+        self.reader: TopicReader = topic_reader(settings, "view", fetch_wait_ms=50, told=self._told)
         self.followed: dict[int, Followed] = {}
         self.identity: str | None = None  # of the events topic's log, asked once
         self.stopping = threading.Event()
@@ -104,10 +102,10 @@ class ViewFollower:
 
     def discover(self) -> None:
         """Follow the partitions of the events topic not followed yet (TopicMismatchError when it is missing)."""
-        partitions = kafka.topic_partitions(self.consumer, self.topic, "read")
+        partitions = self.reader.partitions(self.topic)
         new = [p for p in partitions if p not in self.followed]
         if new:
-            identity, ends = self._log_identity(), kafka.end_offsets(self.consumer, self.topic, new)
+            identity, ends = self._log_identity(), self.reader.end_offsets(self.topic, new)
         for p in new:
             store = open_store(view_store_path(self.settings.state_dir, self.settings.namespace, p))
             self._follow(p, matched(store, identity, ends[p], f"view: partition {p}"))
@@ -122,19 +120,16 @@ class ViewFollower:
 
     def step(self) -> int:
         """Fold what arrived (waiting a moment when nothing did); commit when due. How many records."""
-        messages = kafka.call(self.consumer.consume, FETCH, 0.1)
-        for msg in messages:
-            if msg.error():
-                if not is_end_of_partition(msg.error()):
-                    self._warn(f"view: reading {self.topic}[{msg.partition()}]: {msg.error().str()}")
-                continue
-            followed = self.followed.get(msg.partition())
+        records = self.reader.read(FETCH, 0.1)
+        for record in records:
+            p = record.partition()
+            followed = self.followed.get(p)  # type: ignore[arg-type]
             if followed is not None:
-                self._fold(msg.partition(), followed, msg.offset(), msg.value())
-        self._pending += len(messages)
+                self._fold(p, followed, record.offset(), record.value())  # type: ignore[arg-type]
+        self._pending += len(records)
         if self._pending >= COMMIT_RECORDS or time.monotonic() - self._committed_at >= COMMIT_S:
             self.commit()
-        return len(messages)
+        return len(records)
 
     def commit(self) -> None:
         """Commit every partition's pending fold, its applied offset past the markers the consumer read past."""
@@ -155,7 +150,7 @@ class ViewFollower:
             for followed in self.followed.values():
                 followed.store.close()
             self.followed.clear()
-            self.consumer.close()
+            self.reader.close()
         finally:
             self.lock.release()
 
@@ -166,13 +161,17 @@ class ViewFollower:
             self._warned[line] = now
             log.warning("%s", line)
 
+    def _told(self, line: str) -> None:
+        """A read's error: warned (the view reads on)."""
+        self._warn(f"view: {line}")
+
     def _fold(self, p: int, followed: Followed, offset: int, value: bytes | None) -> None:
         try:
             followed.restorer.feed(((offset, value),))
         except ProjectionCorruptedError as e:
             log.error("view: partition %d corrupt (%s); wiping it and folding from offset 0", p, e)
             self.followed.pop(p)
-            kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
+            self.reader.remove(self.topic, p)
             self._follow(p, followed.store.reset())
             return
         followed.dirty = True
@@ -188,16 +187,15 @@ class ViewFollower:
 
         restorer.on_folded = folded
         self.followed[p] = followed
-        kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
+        self.reader.add(self.topic, p, restorer.next_offset)
 
     def _skip_markers(self) -> None:
         """Record the consumer's position as applied where it lies past the last record folded: what it skipped
         there are commit markers (and aborted records), nothing to fold. Every record it returned is folded."""
-        tps = [TopicPartition(self.topic, p) for p in self.followed]
-        for tp in kafka.call(self.consumer.position, tps):
-            followed = self.followed[tp.partition]
-            if tp.offset >= 0 and tp.offset - 1 > followed.restorer.next_offset - 1:
-                followed.restorer.batch.last_offset = tp.offset - 1
+        for p, offset in self.reader.positions(self.topic, self.followed).items():
+            followed = self.followed[p]
+            if offset >= 0 and offset - 1 > followed.restorer.next_offset - 1:
+                followed.restorer.batch.last_offset = offset - 1
                 followed.dirty = True
 
     def _write_seen(self) -> None:

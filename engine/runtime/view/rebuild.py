@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.config import Settings
-from engine.runtime import kafka
 from engine.runtime.kafka import KafkaLog
 from engine.runtime.kafka.admin import log_identity
+from engine.runtime.kafka.ports import topic_reader
 from engine.runtime.view.follow import view_holder
 from projections.lock import StoreLock
 from projections.rebuild import LogReader, Verification, compare
@@ -87,8 +87,5 @@ def _verify_one(log: LogReader, settings: Settings, p: int, keep_us: int) -> Ver
 
 
 def _partitions(settings: Settings) -> list[int]:
-    reader = kafka.events_reader(settings, "view-rebuild")
-    try:
-        return kafka.topic_partitions(reader, settings.events_topic, "read")
-    finally:
-        reader.close()
+    with topic_reader(settings, "view-rebuild") as reader:
+        return reader.partitions(settings.events_topic)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.contract import messages as m
-from engine.questions.follow import decided
+from engine.questions.waiting import decided
 from engine.questions.history import LoggedEvent
 from engine.questions.outcome import Outcome
 from projections.batch import Batch

@@ -1,6 +1,6 @@
-"""Following many jobs' events at once: the one reader behind ``wait``, ``wait_all`` and ``as_completed``.
+"""Waiting for many jobs' outcomes at once: the one reader behind ``wait``, ``wait_all`` and ``as_completed``.
 
-Each events partition is read once from the earliest start among the jobs followed in it;
+Each events partition is read once from the earliest start among the jobs awaited in it;
 every record is routed by its key to its job's outcome, and ownership claims (no key) feed
 the partition's fencing verdicts. A client keeps one reader for all its waits, so a
 finished job's ``wait()`` costs an assignment and one fetch, not a new consumer.
@@ -19,8 +19,7 @@ from engine.contract.codec import decode_event_at
 from engine.domain import fence
 from engine.domain.pauses import TASK_ENVELOPE
 from engine.errors import DecodeError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, Message, TopicPartition
+from engine.runtime.kafka.ports import Record, TopicReader, topic_reader
 from engine.questions.holdups import Holdups, projection_source
 from engine.questions.history import LoggedEvent
 from engine.questions.outcome import Outcome
@@ -35,8 +34,8 @@ MAX_WAIT_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
-class Followed:
-    """One job to follow: its events partition and an offset at or before its first event to read."""
+class Awaited:
+    """One job a wait is for: its events partition and an offset at or before its first event to read."""
 
     job_id: str
     partition: int
@@ -59,7 +58,7 @@ def decided(outcome: Outcome) -> bool:
 
 
 class _Partition:
-    """The fencing state of one followed partition: the newest claim, and the next offset expected."""
+    """The fencing state of one partition a wait reads: the newest claim, and the next offset expected."""
 
     __slots__ = ("claim", "next", "known", "start")
 
@@ -80,15 +79,15 @@ class _Partition:
         return not fence.counts(event.epoch, self.claim)
 
 
-class Follower:
-    """A client's events reader for waits: one consumer, reused; a concurrent wait gets a consumer of its own."""
+class Waiter:
+    """A client's events reader for waits: one reader, reused; a concurrent wait gets a reader of its own."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._consumer: Consumer | None = None
+        self._reader: TopicReader | None = None
         self._lock = threading.Lock()
 
-    def follow(self, jobs: Sequence[Followed], timeout: float, until: Until = finished,
+    def wait(self, jobs: Sequence[Awaited], timeout: float, until: Until = finished,
                watch: Watch | None = None) -> Iterator[Outcome]:
         """Each job's outcome as soon as ``until`` holds for it; at the deadline, the others as they stand.
 
@@ -98,44 +97,49 @@ class Follower:
         if not jobs:
             return
         shared = self._lock.acquire(blocking=False)
-        consumer = self._shared() if shared else kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
+        reader = self._shared() if shared else _waiting_reader(self.settings)
         holdups = Holdups(projection_source(self.settings)) if watch is not None else None
         try:
-            yield from _Run(consumer, self.settings.events_topic, jobs, until, watch, holdups,
+            yield from _Wait(reader, self.settings.events_topic, jobs, until, watch, holdups,
                             self._fences).run(timeout)
         finally:
             if shared:
-                consumer.unassign()
+                reader.unassign()
                 self._lock.release()
             else:
-                consumer.close()
+                reader.close()
 
     def _fences(self, partition: int, start: int) -> tuple[int, int] | None:
         from engine.questions.stores import fence_at
 
         return fence_at(self.settings, partition, start)
 
-    def _shared(self) -> Consumer:
-        if self._consumer is None:
-            self._consumer = kafka.events_reader(self.settings, "wait", FETCH_WAIT_MS)
-        return self._consumer
+    def _shared(self) -> TopicReader:
+        if self._reader is None:
+            self._reader = _waiting_reader(self.settings)
+        return self._reader
 
     def close(self) -> None:
         """Release the reader."""
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
 
-class _Run:
-    """One follow: the outcomes of its jobs, folded from the records read since their starts."""
+def _waiting_reader(settings: Settings) -> TopicReader:
+    """A reader of the events for waits: a refused read says the command was sent but its outcome is unreadable."""
+    return topic_reader(settings, "wait", FETCH_WAIT_MS, waiter=True)
 
-    def __init__(self, consumer: Consumer, topic: str, jobs: Sequence[Followed], until: Until,
+
+class _Wait:
+    """One wait: the outcomes of its jobs, folded from the records read since their starts."""
+
+    def __init__(self, reader: TopicReader, topic: str, jobs: Sequence[Awaited], until: Until,
                  watch: Watch | None, holdups: Holdups | None = None,
                  fences: Callable[[int, int], tuple[int, int] | None] | None = None) -> None:
         """``fences(partition, start)``: where to read ``partition`` from and the newest valid claim before there,
         when a view knows them (``stores.fence_at``)."""
-        self.consumer, self.topic, self.until, self.watch, self.holdups = consumer, topic, until, watch, holdups
+        self.reader, self.topic, self.until, self.watch, self.holdups = reader, topic, until, watch, holdups
         self.outcomes = {j.job_id: Outcome(j.job_id, command_id=j.command_id) for j in jobs}
         self.partition_of = {j.job_id: j.partition for j in jobs}
         self.keys = {j.job_id.encode(): j.job_id for j in jobs}
@@ -147,20 +151,18 @@ class _Run:
         self.pending = set(self.outcomes)
 
     def run(self, timeout: float) -> Iterator[Outcome]:
-        self.consumer.assign([TopicPartition(self.topic, p, s.next) for p, s in self.partitions.items()])
+        self.reader.assign(self.topic, {p: s.next for p, s in self.partitions.items()})
         deadline = time.monotonic() + timeout
         while self.pending and (remaining := deadline - time.monotonic()) > 0:
-            first = self.consumer.poll(min(remaining, MAX_WAIT_S))  # returns with the first record
-            if first is not None:
-                yield from self._take([first, *self.consumer.consume(BATCH, 0)])
+            yield from self._take(self.reader.read_soon(BATCH, min(remaining, MAX_WAIT_S)))
             if self.holdups is not None and self.holdups.due() and self._queued() and self.holdups.refresh():
                 self._recheck(self.pending)
         for job_id in sorted(self.pending):
             yield self.outcomes[job_id]
 
-    def _take(self, messages: list[Message]) -> Iterator[Outcome]:
-        for msg in messages:
-            logged = self._relevant(msg)
+    def _take(self, records: list[Record]) -> Iterator[Outcome]:
+        for record in records:
+            logged = self._relevant(record)
             if logged is None:
                 continue
             job_id = logged.event.job_id or ""
@@ -175,20 +177,18 @@ class _Run:
                 self.pending.discard(job_id)
                 yield outcome
 
-    def _relevant(self, msg: Message) -> LoggedEvent | None:
-        """The record as an event of a followed job, with its fencing verdict; None for any other record."""
-        offset, p = msg.offset(), msg.partition()
+    def _relevant(self, record: Record) -> LoggedEvent | None:
+        """The record as an event of an awaited job, with its fencing verdict; None for any other record."""
+        offset, p = record.offset(), record.partition()
         state = self.partitions.get(p)  # type: ignore[arg-type]
-        if msg.error() and (refused := kafka.read_refused(msg.error(), self.topic)) is not None:
-            raise refused
-        if msg.error() or state is None or offset is None or offset < state.next:
+        if state is None or offset is None or offset < state.next:
             return None
         state.next = offset + 1
-        key = msg.key()
+        key = record.key()
         if key is not None and key not in self.keys and not (self.holdups is not None and key.startswith(PAUSES)):
             return None
         try:
-            event = decode_event_at(msg.value(), self.topic, p, offset)  # type: ignore[arg-type]
+            event = decode_event_at(record.value(), self.topic, p, offset)  # type: ignore[arg-type]
         except DecodeError:
             return None
         fenced = state.verdict(event)
@@ -199,7 +199,7 @@ class _Run:
         return LoggedEvent(offset, event, fenced)
 
     def _queued(self) -> bool:
-        """Whether a job still followed waits in a queue (what holds it is then worth reading again)."""
+        """Whether a job still awaited waits in a queue (what holds it is then worth reading again)."""
         return any(self.outcomes[job_id].status == "queued" for job_id in self.pending)
 
     def _holdup(self, partition: int, event: m.Event) -> bool:
