@@ -29,7 +29,7 @@ from engine.errors import AccessDeniedError, FencedError, ProducerFailedError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import effects
 from engine.runtime.loop.partition import Offsets, State
-from engine.runtime.loop.write import Written
+from engine.runtime.loop.written import Written
 from projections.evolve import record_position
 from projections.views.dependencies import read_reports
 

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.runtime import checkpoints
 from engine.runtime.loop.partition import Partition, State
-from engine.runtime.loop.write import Writer, Written
+from engine.runtime.loop.write import Writer
+from engine.runtime.loop.written import Written
 from engine.runtime.topics import checkpoints_topic
 
 log = logging.getLogger("epochq.checkpoints")

@@ -15,6 +15,7 @@ a backlog of commands never holds up recording results and starting jobs.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
-from engine.runtime.loop.write import Written
+from engine.runtime.loop.written import Written
 
 ADMIT_BUDGET_S = 0.02
 """The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
@@ -61,6 +62,8 @@ class Decider:
     base_ctx: DecideContext
     turn: int = 0
     pools_free: Callable[[], dict[str, int]] = dict
+    admit_budget_s: float | None = ADMIT_BUDGET_S
+    """The longest a tick spends deciding commands (None: all of them; a virtual clock does not move meanwhile)."""
     """Per remote pool, how many more attempts its workers take from this engine now (engine.runtime.remote)."""
 
     def decide(self, partitions: Mapping[int, Partition], timers: Mapping[int, PartitionTimers],
@@ -91,9 +94,9 @@ class Decider:
     def _commands(self, active: list[Partition], timers: Mapping[int, PartitionTimers],
                   ctxs: dict[int, DecideContext]) -> int:
         """Decide waiting commands, a few per partition in turn, for at most ADMIT_BUDGET_S; how many."""
-        budget_ends, done = time.perf_counter() + ADMIT_BUDGET_S, 0
-        queued = [p for p in active if p.inbound.commands]
-        while queued and time.perf_counter() < budget_ends:
+        budget_ends = math.inf if self.admit_budget_s is None else time.perf_counter() + self.admit_budget_s
+        done, queued = 0, [p for p in active if p.inbound.commands]
+        while queued and (budget_ends == math.inf or time.perf_counter() < budget_ends):
             for partition in queued:
                 draft, ctx, desk = partition.draft, ctxs[partition.number], timers[partition.number].desk
                 commands = partition.inbound.commands

@@ -40,14 +40,13 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, Emit, RequeueReason
+from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.jobs import JobView
-from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.kafka import Consumer
-from engine.runtime.loop import orphans, refusals, resetups
+from engine.runtime.loop import core, orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
@@ -59,8 +58,6 @@ from engine.runtime.loop.restoring import Restoring
 from engine.runtime.loop.timers import PartitionTimers
 from projections.lock import holder_name
 from projections.profile import owner_profile
-from projections.views.breakers import all_breakers
-from projections.views.counters import fair_state
 from projections.views.indexes import running_jobs
 
 log = logging.getLogger("epochq.lifecycle")
@@ -162,10 +159,7 @@ class Lifecycle:
         return fed.unknown
 
     def _claim(self, partition: Partition, now: int) -> None:
-        draft = partition.draft
-        draft.claim(draft.last_epoch() + 1)
-        draft.stage(Emit(None, None, m.OwnershipClaimed(partition.number, self.owner_id)), now)
-        partition.move(State.CLAIMING)
+        core.claim(partition, now)
         log.info("partition %d: claiming epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
     def _resume(self, partition: Partition, now: int) -> None:
@@ -181,24 +175,13 @@ class Lifecycle:
     def activate(self, partition: Partition, now: int) -> None:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
         (``loop/orphans.py``)."""
-        partition.move(State.ACTIVE)
+        own = self._own_epochs.setdefault(partition.number, set())
+        activated = core.activate(partition, self.board, self.poison, self.windows, now, self.base_ctx, own,
+                                  self.pool_of)
         self._active_since[partition.number] = time.monotonic()
-        store, draft = partition.store, partition.draft
-        draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
-        for record in all_breakers(store):
-            self.board.resume(record)
-        timers = PartitionTimers(draft, self.windows, self.board, self.poison.job)
-        timers.desk.load(now)
-        self.timers[partition.number] = timers
-        draft.observer = timers.observe
-        left = [(job_id, epoch) for job_id, epoch in running_jobs(store) if fence.older(epoch, draft.epoch)]
-        running, adopted = orphans.adopt(left, draft.job, self.pool_of)
-        self._adopt(partition, adopted)
-        theirs, mine = orphans.ours(running, self._own_epochs.setdefault(partition.number, set()))
-        orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
-        orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
-                        RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
-        self._own_epochs[partition.number].add(draft.epoch)
+        self.timers[partition.number] = activated.timers
+        self._adopt(partition, activated.adopted)
+        own.add(partition.epoch)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
@@ -245,7 +228,6 @@ class Lifecycle:
         partition.hold_until = hold_until
         partition.draft.forget()
         self.timers.pop(partition.number, None)
-        partition.draft.observer = None
         self.reader.pause([partition.number])
         offset = rewind_to if rewind_to is not None else partition.offsets.commands
         if offset is not None:

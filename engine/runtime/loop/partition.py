@@ -35,6 +35,7 @@ from projections.profile import WRITE_MODEL, Profile
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
     from engine.runtime.kafka import Producer
+    from engine.runtime.loop.written import Written
     from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.partition")
@@ -144,7 +145,7 @@ class Partition:
         self.revoke_deadline = 0.0
         self.revoke_reason = ""  # why it is given back: owner_stopped (SIGTERM) or handover (a rebalance)
         self.handed_back = False  # the attempts that outlived the grace period are re-queued (loop/orphans.py)
-        self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
+        self.writing: Written | None = None  # the transaction under way, if any
 
     @property
     def epoch(self) -> int:
@@ -157,6 +158,23 @@ class Partition:
             raise IllegalTransition(f"partition {self.number}: {self.state} -> {to} is not in the table")
         log.debug("partition %d: %s -> %s", self.number, self.state, to)
         self.state = to
+
+    def rewound(self, tag: int) -> None:
+        """Its commands are read again from a seek: the batches the reader tagged below ``tag`` are stale."""
+        self.accept_tag = tag
+
+    def began(self, written: Written) -> None:
+        """A transaction of this partition is under way: it decides nothing more until it has ended."""
+        self.writing = written
+
+    def ended(self) -> None:
+        """Its transaction under way has ended (the apply step takes it)."""
+        self.writing = None
+
+    def stands(self, offsets: Offsets) -> None:
+        """Where it stands in its events and commands partitions now (after a transaction, a restore, a
+        checkpoint)."""
+        self.offsets = offsets
 
     def open(self, store: ProjectionStore, producer: Producer) -> None:
         """The store and the producer are ready (or the store was wiped): the draft starts over it."""
