@@ -61,6 +61,8 @@ def judge(written: Written) -> tuple[Verdict, Offsets]:
     staged, commands = written.staged, offsets.commands
     if staged.next_command_offset is not None:
         commands = staged.next_command_offset
+    if written.checkpoint is not None:  # a checkpoint counts once its transaction has committed
+        offsets = offsets.checkpointed(written.checkpoint)
     n = len(staged.events)
     if not n:
         return Verdict.COMMITTED, replace(offsets, commands=commands)

@@ -48,6 +48,7 @@ class Decided:
     overdue: dict[int, int] = field(default_factory=dict)  # partition -> jobs the overdue sweep fired
     promoted: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> timers held after promotion
     wake_at: int | None = None  # a rate-limited job waits for its bucket's next token until then (µs)
+    started: int = 0  # attempts started (each JobStarted staged), in process and for remote pools
 
 
 @dataclass(slots=True)
@@ -87,7 +88,7 @@ class Decider:
         decided.commands = self._commands(active, timers, ctxs)
         for partition in active:
             self._fire_timers(partition.number, timers[partition.number], ctxs[partition.number], decided)
-        self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
+        decided.started = self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
         decided.wake_at = self.dispatcher.wake.take()
         return decided
 
@@ -117,21 +118,24 @@ class Decider:
             decided.promoted[number] = timers.held()
 
     def _dispatch(self, partitions: Mapping[int, Partition], active: list[Draft], writing: Iterable[Written],
-                  ctxs: dict[int, DecideContext]) -> None:
+                  ctxs: dict[int, DecideContext]) -> int:
+        """Deal each lane's free slots, then each remote pool's, over the active drafts in turn; how many started."""
         if not active:
-            return
+            return 0
         self.turn += 1
         held = list(partitions.values())
+        started = 0
         taken = slots_spoken_for([p.draft.staged for p in held] + [w.staged for w in writing],
                                  [p.inbound.results for p in held], self.dispatcher.pool_of)
         for lane in RUNNABLE_LANES:
             free = self.free_slots(lane) - taken[lane.value]
             if free > 0:
-                self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])
+                started += self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])
         for pool, free in self.pools_free().items():
             free -= taken[f"pool:{pool}"]
             for lane in RUNNABLE_LANES:  # a pool's slots serve every lane, the most urgent first
                 if free <= 0:
                     break
-                free -= self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number],
-                                             pool)
+                n = self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number], pool)
+                free, started = free - n, started + n
+        return started

@@ -128,8 +128,7 @@ class Lifecycle:
                 continue
             if partition.state is State.ACTIVE or (partition.writing is not None and partition.state is not
                                                    State.REVOKING):
-                partition.move(State.REVOKING)  # a transaction under way (a claim, say) ends first
-                partition.revoke_deadline, partition.revoke_reason = deadline, reason
+                partition.revoke(deadline, reason)  # a transaction under way (a claim, say) ends first
             elif partition.state is not State.REVOKING:
                 self.close(p)
         self.reader.pause(numbers)
@@ -163,7 +162,7 @@ class Lifecycle:
         log.info("partition %d: claiming epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
     def _resume(self, partition: Partition, now: int) -> None:
-        partition.resuming = False
+        partition.resumed()
         newest = partition.draft.last_epoch()
         if not fence.counts(partition.epoch, newest):
             log.error("partition %d: the log holds a newer claim (epoch %d) than ours (%d)",
@@ -225,15 +224,13 @@ class Lifecycle:
         if why is not None:
             log.warning("partition %d: %s; catching up from the log", partition.number, why)
         claiming = partition.state is State.CLAIMING
-        partition.hold_until = hold_until
         partition.draft.forget()
         self.timers.pop(partition.number, None)
         self.reader.pause([partition.number])
         offset = rewind_to if rewind_to is not None else partition.offsets.commands
         if offset is not None:
-            partition.accept_tag = self.reader.seek(partition.number, offset)
-        partition.resuming = not claiming
-        partition.move(State.RESTORING)
+            partition.rewound(self.reader.seek(partition.number, offset))
+        partition.resync(hold_until, resuming=not claiming)
         self.taking.start(partition)
 
     def corrupted(self, partition: Partition, error: ProjectionCorruptedError) -> None:
@@ -269,13 +266,13 @@ class Lifecycle:
         partition.draft.forget()
         self._release(partition)
         _close_quietly(partition)
-        partition.state = State.CLOSED  # this episode is over; a new Partition takes p again
+        partition.closed()  # this episode is over; a new Partition takes p again
         self.changed = True
         if p not in self.reader.assigned:
             log.info("partition %d: not set up again: the group no longer assigns it here", p)
             return
         again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
-        again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
+        again.rewound(self.reader.rewind_committed(p))  # what was read before is read again, from there
         self.taking.defer(p, now + delay)
 
     # --- giving back ------------------------------------------------------------------------
@@ -298,9 +295,8 @@ class Lifecycle:
     def _handed_back(self, partition: Partition, now_us: int) -> bool:
         """Re-queue, once, the jobs still running under ``partition``'s epoch; whether that staged anything (to be
         written before the partition closes)."""
-        if partition.handed_back or partition.store is None:
+        if partition.store is None or not partition.hand_back():
             return False
-        partition.handed_back = True
         ours = [(job_id, epoch) for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
         running = [job_id for job_id, _ in orphans.adopt(ours, partition.draft.job, self.pool_of)[0]]  # remote: kept
         reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
@@ -339,8 +335,7 @@ class Lifecycle:
             return
         partition.draft.forget()
         self._release(partition)
-        if partition.state is not State.CLOSED:
-            partition.state = State.CLOSED  # from any state: the group or the broker already took it
+        partition.closed()  # from any state: the group or the broker already took it
         self.changed = True
         log.warning("partition %d: dropped (%s) at epoch %d", p, why, partition.epoch)
 
@@ -362,8 +357,7 @@ class Lifecycle:
 def _close_quietly(partition: Partition) -> None:
     """Close a failed producer: what it still queued is purged; its open transaction is aborted if it still can
     be, or else by the next producer's initialisation."""
-    producer = partition.producer
-    partition.producer = None
+    producer = partition.let_go()  # its store is closed already
     if producer is None:
         return
     try:

@@ -1,6 +1,7 @@
 """One job partition this instance holds: its lease, its draft and its inbound queues, split by what changes together.
 
-- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``): the state machine
+- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``), changed only by its own
+  methods (each step calls one; no other module writes its fields): the state machine
   below, the store and the producer, where the log and the commands partition stand (one
   :class:`Offsets` value, which the apply step returns and the restore and checkpoint steps replace),
   the transaction under way, refusals in a row, the revoke deadline;
@@ -158,6 +159,47 @@ class Partition:
             raise IllegalTransition(f"partition {self.number}: {self.state} -> {to} is not in the table")
         log.debug("partition %d: %s -> %s", self.number, self.state, to)
         self.state = to
+
+    def revoke(self, deadline: float, reason: str) -> None:
+        """Give it back: no new work; close by ``deadline`` (monotonic), what still runs re-queued with ``reason``."""
+        self.move(State.REVOKING)
+        self.revoke_deadline, self.revoke_reason = deadline, reason
+
+    def hand_back(self) -> bool:
+        """Whether what still runs at the end of the grace period is to be re-queued now (once: True the first
+        time)."""
+        first, self.handed_back = not self.handed_back, True
+        return first
+
+    def resync(self, hold_until: float, resuming: bool) -> None:
+        """Restore it from the log again, deciding nothing before ``hold_until`` (monotonic); ``resuming``: back
+        to ACTIVE under the same epoch once caught up (else a claim is made again)."""
+        self.hold_until, self.resuming = hold_until, resuming
+        self.move(State.RESTORING)
+
+    def resumed(self) -> None:
+        """Caught up after a resync: no longer resuming (it activates, or steps down)."""
+        self.resuming = False
+
+    def closed(self) -> None:
+        """Closed from whatever state it was in (dropped, or set up again as a new partition)."""
+        if self.state is not State.CLOSED:
+            self.move(State.CLOSED)
+
+    def refused(self) -> int:
+        """One more transaction refused for want of an ACL; how many in a row now."""
+        self.refusals += 1
+        return self.refusals
+
+    def accepted(self) -> int:
+        """A transaction committed: how many were refused in a row before it (the count starts again)."""
+        refused, self.refusals = self.refusals, 0
+        return refused
+
+    def let_go(self) -> Producer | None:
+        """Forget its store and producer (closed, or failing, elsewhere); the producer, to close."""
+        producer, self.store, self.producer = self.producer, None, None
+        return producer
 
     def rewound(self, tag: int) -> None:
         """Its commands are read again from a seek: the batches the reader tagged below ``tag`` are stale."""

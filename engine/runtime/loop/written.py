@@ -22,6 +22,8 @@ class Written:
     last: int | None = None  # offset of the last event
     future: Future[None] | None = None  # the commit, on a commit thread
     refused: dict[tuple[str, int], str] = field(default_factory=dict)  # (job, attempt) -> why a record of it was
+    checkpoint: int | None = None
+    """A checkpoint's transaction: the events offset it was cut at, the partition's newest once it commits."""
 
     @property
     def done(self) -> bool:
