@@ -62,6 +62,8 @@ class Decider:
     free_slots: Callable[[Lane], int]
     base_ctx: DecideContext
     turn: int = 0
+    """Which partition the next deal begins with; it moves each time a deal starts something, so how many ticks
+    ran between two deals (an I/O matter: commits, wake-ups) never changes who is served first."""
     pools_free: Callable[[], dict[str, int]] = dict
     admit_budget_s: float | None = ADMIT_BUDGET_S
     """The longest a tick spends deciding commands (None: all of them; a virtual clock does not move meanwhile)."""
@@ -122,7 +124,6 @@ class Decider:
         """Deal each lane's free slots, then each remote pool's, over the active drafts in turn; how many started."""
         if not active:
             return 0
-        self.turn += 1
         held = list(partitions.values())
         started = 0
         taken = slots_spoken_for([p.draft.staged for p in held] + [w.staged for w in writing],
@@ -138,4 +139,6 @@ class Decider:
                     break
                 n = self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number], pool)
                 free, started = free - n, started + n
+        if started:  # the next deal begins with the next partition: the turn moves with starts, not with ticks
+            self.turn += 1
         return started

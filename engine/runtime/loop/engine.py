@@ -1,29 +1,22 @@
-"""The engine process: one loop, and the only place that knows the order of its steps.
+"""The engine process: the composition root, and the ports through which the loop's core meets Kafka, RocksDB,
+the executor and the wall clock.
 
-Per tick, over what arrived since the last one, in this order (each step's input → what it returns)::
+The order of a tick and what each step does are the core's (``loop/core.py``: ``tick``); this module makes
+the collaborators (the commands reader, the lifecycle, the writer, the executor, the remote pools) and is
+the core's :class:`~engine.runtime.loop.core.Ports` for them::
 
-    read    the inbox, waited on until the next due time → Arrivals (results, rebalance notes); command batches
-            wait in the inbox's commands (loop/inbox.py)
-    hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
-    route   command records and finished attempts → queued in their partitions' inbound queues; records
-            dropped and rewinds, which the loop carries out (loop/route.py)
-    apply   each transaction that has ended → its verdict and the partition's offsets after it, which the loop
-            keeps before it commits the draft's batch; a Followup (go on, activate, step down, drop, back off,
-            resync) the lifecycle follows; and the attempts to start (loop/apply.py)
-    start   those attempts → the executor
-    decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
-            due timers, free slots, each staged into the draft and folded at once; Decided (commands
-            taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
-    write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
-            thread; the Written under way (loop/write.py)
-    settle  close revoking partitions whose handlers are done (past the grace period, what still runs is re-queued
-            first: loop/orphans.py); fold the standbys; tenants, metrics, heartbeat
+    read      the inbox, waited on until the next due time: command batches, finished attempts, rebalance notes
+    hold      the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
+    routed    the reader rewound where the route step asks; records dropped counted
+    applied   each transaction's verdict carried out: metrics, cancels, the lifecycle's next move (a store that
+              failed to commit is wiped and restored)
+    start     adopted remote attempts leased; the attempts granted to remote pools, the rest to the executor
+    decided   what the decide step returned: commands counted, timer gauges, a token's wake-up; a store that
+              failed a read is wiped
+    write     one transaction per partition's staged work, committed on a commit thread; checkpoints due
+    settle    revoking partitions closed; standbys folded; tenants, metrics, heartbeat
 
-A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
-partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
-its draft (loop/draft.py) is the one value the deciding steps are handed and stage into, its
-inbound queues are filled by route and emptied by decide. Collaborators are passed to the steps;
-none of them calls back into the engine.
+None of the steps calls back into the engine.
 """
 
 from __future__ import annotations

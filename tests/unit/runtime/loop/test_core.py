@@ -331,6 +331,19 @@ def test_a_due_timer_fires_in_the_decide_step_once_its_job_is_staged() -> None:
                                                                    "JobStarted"]
 
 
+def test_the_dealing_turn_moves_with_starts_not_with_ticks() -> None:
+    slots = [0]
+    the_core, ports = made_core(slots=0)
+    the_core.decider.free_slots = lambda lane: slots[0] if lane is Lane.NORMAL else 0
+    ports.send(submit("job-1"))
+    for _ in range(3):  # ticks that start nothing (no slot free): who is served first stays as it was
+        core.tick(the_core, ports)
+    assert the_core.decider.turn == 0
+    slots[0] = 1
+    core.tick(the_core, ports)
+    assert ports.decided_[-1].started == 1 and the_core.decider.turn == 1
+
+
 # --- the lifecycle -------------------------------------------------------------------------------
 
 
