@@ -22,7 +22,7 @@ from bench.harness import engine_process, fresh_settings, local_broker
 from engine.client import Client
 from engine.domain.lanes import Lane
 from engine.questions.recorded import recorded_events
-from engine.testing.loop import Setup
+from engine.testing.virtual import Setup
 from engine.testing.simulate import RecordedJob, Scenario, Simulated, compare, recorded_jobs, simulate
 
 RATES = {"heavy": 70, "medium": 20, "light": 10}

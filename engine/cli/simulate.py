@@ -18,7 +18,7 @@ from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.questions.recorded import recorded_events
 from engine.runtime.tenants import TenantDirectory
 from engine.runtime.topics import partition_count
-from engine.testing.loop import Setup
+from engine.testing.virtual import Setup
 from engine.testing.simulate import (
     MAX_PARTITIONS, MAX_SLOTS, WEIGHTS, Row, Scenario, Simulated, compare, failure_lines, recorded_jobs, simulate,
 )

@@ -13,6 +13,6 @@ It imports no Kafka client and no RocksDB (checked by import-linter); docs/testi
 from __future__ import annotations
 
 from engine.testing.engine import TestEngine, TestHandle
-from engine.testing.loop import BusyError
+from engine.testing.virtual import BusyError
 
 __all__ = ["BusyError", "TestEngine", "TestHandle"]

@@ -5,7 +5,7 @@ Temporal's time-skipping environment): no broker, no disk, no threads, no sleepi
 as with ``Client``, then ``run_until_idle()`` or ``advance(hours=5)``; read ``status`` (the
 client's ``Outcome``) and ``history`` (the events a reader of the log would get). What runs is
 the engine's own decide/evolve, admission, fair dispatch, timers, schedules, breakers and the
-executor's handler call (``engine.testing.loop``); docs/testing.md says what differs.
+executor's handler call (``engine.testing.virtual``); docs/testing.md says what differs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.loop.options import DEFAULT_SLOTS
 from engine.runtime.observe.tracing import current_traceparent
 from engine.questions.outcome import Outcome
-from engine.testing.loop import Setup, VirtualLoop
+from engine.testing.virtual import Setup, VirtualLoop
 from engine.testing.runner import InlineRunner
 from projections.views.schedules import all_schedules, read_schedule
 

@@ -6,7 +6,7 @@ outcome and how long it held its slot: from the decision that started it to the 
 recorded its result, so the engine's own round trips (the transaction that commits the start,
 the one that records the result) count as they did, not only the handler's run.
 :func:`simulate` submits the same jobs at the same instants to a
-:class:`~engine.testing.loop.VirtualLoop` — the engine's own admission, lanes, fair queuing,
+:class:`~engine.testing.virtual.VirtualLoop` — the engine's own admission, lanes, fair queuing,
 rate limits, retries — whose runner holds a slot for each attempt's recorded time instead of
 calling a handler; :func:`compare` sets the recorded and the simulated waits (ready → first
 start) and served shares side by side, per tenant and task type. ``epochq simulate`` is the
@@ -33,7 +33,7 @@ from engine.domain.decide import TaskPolicy
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.ratelimits import limit_envelope
 from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
-from engine.testing.loop import Setup, VirtualLoop
+from engine.testing.virtual import Setup, VirtualLoop
 
 EMPTY = m.Payload(b"null")
 Attempt = tuple[str, int]  # (outcome kind, duration µs)
@@ -191,7 +191,7 @@ def simulate(jobs: list[RecordedJob], scenario: Scenario) -> Simulated:
 def _replayed(jobs: list[RecordedJob], scenario: Scenario) -> VirtualLoop:
     loop = VirtualLoop(scenario.setup, jobs[0].submitted_at, RecordedRunner(jobs), scenario.policies, {},
                        decode=False)
-    count = len(loop.held)
+    count = loop.count
     for task_type, (rate, burst) in sorted(scenario.rates.items()):
         body = m.SetRateLimit(task_type, rate, burst, "simulate", "simulate")  # each partition takes its share
         for p in range(count):

@@ -69,16 +69,14 @@ class Admission:
     again as failures (``OutputRefusedError``), never written again (the loop fills it; loop/effects.py)."""
 
     def admit(self, draft: Draft, offset: int, raw: bytes, ctx: DecideContext,
-              signature: bytes | None = None, desk: ScheduleDesk | None = None) -> tuple[m.Event, ...]:
-        """Decide the command at ``offset`` (``signature``: its signature header; ``desk``: the partition's
-        schedules); set it aside if that raises. The events it staged (folded into the draft's batch)."""
+              signature: bytes | None = None, desk: ScheduleDesk | None = None) -> None:
+        """Decide the command at ``offset`` into the draft (``signature``: its signature header; ``desk``: the
+        partition's schedules); set it aside if that raises."""
         command: list[m.Command] = []
-        before = len(draft.staged.events)
         error = draft.attempt(self._one, draft, offset, raw, ctx, command, signature, desk)
         if error is not None:
             self.poison.command(draft, command[0] if command else None, offset, raw or b"", error, ctx, self.topic)
         draft.consumed(offset)
-        return tuple(draft.staged.events[before:])
 
     def _one(self, draft: Draft, offset: int, raw: bytes, ctx: DecideContext,
              seen: list[m.Command], signature: bytes | None, desk: ScheduleDesk | None) -> None:

@@ -29,7 +29,7 @@ from engine.errors import AccessDeniedError, FencedError, ProducerFailedError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import effects
 from engine.runtime.loop.partition import Offsets, State
-from engine.runtime.loop.write import Written
+from engine.runtime.loop.written import Written
 from projections.evolve import record_position
 from projections.views.dependencies import read_reports
 
@@ -61,6 +61,8 @@ def judge(written: Written) -> tuple[Verdict, Offsets]:
     staged, commands = written.staged, offsets.commands
     if staged.next_command_offset is not None:
         commands = staged.next_command_offset
+    if written.checkpoint is not None:  # a checkpoint counts once its transaction has committed
+        offsets = offsets.checkpointed(written.checkpoint)
     n = len(staged.events)
     if not n:
         return Verdict.COMMITTED, replace(offsets, commands=commands)

@@ -20,7 +20,8 @@ from engine.config import Settings
 from engine.runtime import checkpoints
 from engine.runtime.kafka.ports import Transaction
 from engine.runtime.loop.partition import Partition, State
-from engine.runtime.loop.write import Writer, Written
+from engine.runtime.loop.write import Writer
+from engine.runtime.loop.written import Written
 from engine.runtime.topics import checkpoints_topic
 
 log = logging.getLogger("epochq.checkpoints")
@@ -54,10 +55,11 @@ class Checkpointer:
         log.info("partition %d: checkpoint at events offset %d (%d keys, %d chunks, %d events since the last)",
                  partition.number, manifest.events_offset, manifest.keys, manifest.chunks,
                  partition.offsets.since_checkpoint)
-        partition.offsets = partition.offsets.checkpointed(manifest.events_offset)
         transaction = Transaction(partition.producer)  # type: ignore[arg-type]  # an active partition has one
-        return self.writer.launch_call(partition, wake, checkpoints.produce, transaction, self.topic,
-                                       partition.number, chunks, manifest)
+        written = self.writer.launch_call(partition, wake, checkpoints.produce, transaction, self.topic,
+                                          partition.number, chunks, manifest)
+        written.checkpoint = manifest.events_offset  # the partition's newest once it commits (loop/apply.py)
+        return written
 
     def on_close(self, partition: Partition) -> None:
         """A partition handed back gracefully: checkpoint it now, if it folded enough since its last one."""
@@ -70,5 +72,5 @@ class Checkpointer:
         except Exception as e:  # noqa: BLE001 - the next owner replays a little more: never a reason to fail
             log.warning("partition %d: no checkpoint at hand-back (%s)", partition.number, e)
             return
-        partition.offsets = partition.offsets.checkpointed(manifest.events_offset)
+        partition.stands(partition.offsets.checkpointed(manifest.events_offset))  # committed: write_now waited
         log.info("partition %d: checkpoint at hand-back, events offset %d", partition.number, manifest.events_offset)

@@ -15,6 +15,7 @@ a backlog of commands never holds up recording results and starting jobs.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from engine.runtime.loop.draft import Draft
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.poison import PoisonDesk
 from engine.runtime.loop.timers import PartitionTimers
-from engine.runtime.loop.write import Written
+from engine.runtime.loop.written import Written
 
 ADMIT_BUDGET_S = 0.02
 """The longest a tick spends deciding commands; the rest wait for the next tick, so a backlog of
@@ -47,6 +48,7 @@ class Decided:
     overdue: dict[int, int] = field(default_factory=dict)  # partition -> jobs the overdue sweep fired
     promoted: dict[int, tuple[int, int]] = field(default_factory=dict)  # partition -> timers held after promotion
     wake_at: int | None = None  # a rate-limited job waits for its bucket's next token until then (µs)
+    started: int = 0  # attempts started (each JobStarted staged), in process and for remote pools
 
 
 @dataclass(slots=True)
@@ -60,7 +62,11 @@ class Decider:
     free_slots: Callable[[Lane], int]
     base_ctx: DecideContext
     turn: int = 0
+    """Which partition the next deal begins with; it moves each time a deal starts something, so how many ticks
+    ran between two deals (an I/O matter: commits, wake-ups) never changes who is served first."""
     pools_free: Callable[[], dict[str, int]] = dict
+    admit_budget_s: float | None = ADMIT_BUDGET_S
+    """The longest a tick spends deciding commands (None: all of them; a virtual clock does not move meanwhile)."""
     """Per remote pool, how many more attempts its workers take from this engine now (engine.runtime.remote)."""
 
     def decide(self, partitions: Mapping[int, Partition], timers: Mapping[int, PartitionTimers],
@@ -84,16 +90,16 @@ class Decider:
         decided.commands = self._commands(active, timers, ctxs)
         for partition in active:
             self._fire_timers(partition.number, timers[partition.number], ctxs[partition.number], decided)
-        self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
+        decided.started = self._dispatch(partitions, [p.draft for p in active], writing, ctxs)
         decided.wake_at = self.dispatcher.wake.take()
         return decided
 
     def _commands(self, active: list[Partition], timers: Mapping[int, PartitionTimers],
                   ctxs: dict[int, DecideContext]) -> int:
         """Decide waiting commands, a few per partition in turn, for at most ADMIT_BUDGET_S; how many."""
-        budget_ends, done = time.perf_counter() + ADMIT_BUDGET_S, 0
-        queued = [p for p in active if p.inbound.commands]
-        while queued and time.perf_counter() < budget_ends:
+        budget_ends = math.inf if self.admit_budget_s is None else time.perf_counter() + self.admit_budget_s
+        done, queued = 0, [p for p in active if p.inbound.commands]
+        while queued and (budget_ends == math.inf or time.perf_counter() < budget_ends):
             for partition in queued:
                 draft, ctx, desk = partition.draft, ctxs[partition.number], timers[partition.number].desk
                 commands = partition.inbound.commands
@@ -114,21 +120,25 @@ class Decider:
             decided.promoted[number] = timers.held()
 
     def _dispatch(self, partitions: Mapping[int, Partition], active: list[Draft], writing: Iterable[Written],
-                  ctxs: dict[int, DecideContext]) -> None:
+                  ctxs: dict[int, DecideContext]) -> int:
+        """Deal each lane's free slots, then each remote pool's, over the active drafts in turn; how many started."""
         if not active:
-            return
-        self.turn += 1
+            return 0
         held = list(partitions.values())
+        started = 0
         taken = slots_spoken_for([p.draft.staged for p in held] + [w.staged for w in writing],
                                  [p.inbound.results for p in held], self.dispatcher.pool_of)
         for lane in RUNNABLE_LANES:
             free = self.free_slots(lane) - taken[lane.value]
             if free > 0:
-                self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])
+                started += self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number])
         for pool, free in self.pools_free().items():
             free -= taken[f"pool:{pool}"]
             for lane in RUNNABLE_LANES:  # a pool's slots serve every lane, the most urgent first
                 if free <= 0:
                     break
-                free -= self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number],
-                                             pool)
+                n = self.dispatcher.deal(lane.value, free, rotate(active, self.turn), lambda d: ctxs[d.number], pool)
+                free, started = free - n, started + n
+        if started:  # the next deal begins with the next partition: the turn moves with starts, not with ticks
+            self.turn += 1
+        return started

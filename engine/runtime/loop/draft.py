@@ -44,7 +44,6 @@ new_event = builder(m.Event)
 Headers = list[tuple[str, str | bytes | None]]
 """A record's headers, as the producer takes them."""
 
-Observer = Callable[[m.Event, Folded], None]
 Mark = tuple[int, int, int, int]
 
 
@@ -112,7 +111,6 @@ class Draft:
         self.batch: Batch = None  # type: ignore[assignment]  # set when the store opens
         self.ready: ReadyView = None  # type: ignore[assignment]
         self.staged = Staged()
-        self.observer: Observer | None = None  # the time router and schedules, while active
         self.fair: dict[str, FairState] = {}  # each lane's fair-queuing clock, loaded when active
         self.corrupt: ProjectionCorruptedError | None = None  # the store failed a read: wipe and restore it
 
@@ -183,8 +181,6 @@ class Draft:
             staged.traced[len(staged.raws) - 1] = [(TRACEPARENT, job.traceparent.encode())]
         if folded.status == APPLIED and isinstance(emit.body, m.JobStarted) and folded.after is not None:
             staged.starts.append((event, folded.after))
-        if self.observer is not None:
-            self.observer(event, folded)
         return event
 
     def consumed(self, offset: int) -> None:

@@ -1,29 +1,22 @@
-"""The engine process: one loop, and the only place that knows the order of its steps.
+"""The engine process: the composition root, and the ports through which the loop's core meets Kafka, RocksDB,
+the executor and the wall clock.
 
-Per tick, over what arrived since the last one, in this order (each step's input → what it returns)::
+The order of a tick and what each step does are the core's (``loop/core.py``: ``tick``); this module makes
+the collaborators (the commands reader, the lifecycle, the writer, the executor, the remote pools) and is
+the core's :class:`~engine.runtime.loop.core.Ports` for them::
 
-    read    the inbox, waited on until the next due time → Arrivals (results, rebalance notes); command batches
-            wait in the inbox's commands (loop/inbox.py)
-    hold    the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
-    route   command records and finished attempts → queued in their partitions' inbound queues; records
-            dropped and rewinds, which the loop carries out (loop/route.py)
-    apply   each transaction that has ended → its verdict and the partition's offsets after it, which the loop
-            keeps before it commits the draft's batch; a Followup (go on, activate, step down, drop, back off,
-            resync) the lifecycle follows; and the attempts to start (loop/apply.py)
-    start   those attempts → the executor
-    decide  per partition that may decide, its draft and its inbound queues → results, progress, commands,
-            due timers, free slots, each staged into the draft and folded at once; Decided (commands
-            taken, timer sweeps) the loop carries out, and a store that failed a read is wiped (loop/deciding.py)
-    write   each partition's staged work (Draft.take_staged) → one transaction, committed on a commit
-            thread; the Written under way (loop/write.py)
-    settle  close revoking partitions whose handlers are done (past the grace period, what still runs is re-queued
-            first: loop/orphans.py); fold the standbys; tenants, metrics, heartbeat
+    read      the inbox, waited on until the next due time: command batches, finished attempts, rebalance notes
+    hold      the notes → partitions set up, restored, claimed or resumed (loop/lifecycle.py, loop/restoring.py)
+    routed    the reader rewound where the route step asks; records dropped counted
+    applied   each transaction's verdict carried out: metrics, cancels, the lifecycle's next move (a store that
+              failed to commit is wiped and restored)
+    start     adopted remote attempts leased; the attempts granted to remote pools, the rest to the executor
+    decided   what the decide step returned: commands counted, timer gauges, a token's wake-up; a store that
+              failed a read is wiped
+    write     one transaction per partition's staged work, committed on a commit thread; checkpoints due
+    settle    revoking partitions closed; standbys folded; tenants, metrics, heartbeat
 
-A transaction written in one tick is applied in a later one (its commit runs meanwhile). A
-partition is split by what changes together (loop/partition.py): its lease is the lifecycle's,
-its draft (loop/draft.py) is the one value the deciding steps are handed and stage into, its
-inbound queues are filled by route and emptied by decide. Collaborators are passed to the steps;
-none of them calls back into the engine.
+None of the steps calls back into the engine.
 """
 
 from __future__ import annotations
@@ -41,25 +34,23 @@ from engine.clock import now_us
 from engine.config import Settings
 from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.lanes import Lane
-from engine.errors import ProjectionCorruptedError
 from engine.runtime import kafka
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import sampling
-from engine.runtime.loop.admit import Admission
-from engine.runtime.loop.apply import Followup, Next, Verdict, commit, followup, judge, run_requests
+from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
-from engine.runtime.loop.deciding import Decided, Decider
-from engine.runtime.loop.dispatch import Dispatcher
+from engine.runtime.loop.core import Applied, Core, Read, Rules, decider, tick
+from engine.runtime.loop.deciding import Decided
 from engine.runtime.loop.heartbeat import Heartbeat
 from engine.runtime.loop.inbox import REVOKE_SLACK_S, CommandReader, Inbox, Note, reader_failed, rebalance_timeout_ms
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.options import EngineOptions
-from engine.runtime.loop.draft import cancel_requests
-from engine.runtime.loop.partition import Partition, State
+from engine.runtime.loop.draft import Staged
+from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.poison import PoisonDesk
-from engine.runtime.loop.route import Routed, route
+from engine.runtime.loop.route import Routed
 from engine.runtime.loop.standby import Standbys
 from engine.runtime.loop.write import Writer, Written, finish
 from engine.runtime.observe.metrics import EngineMetrics
@@ -78,8 +69,6 @@ STANDBY_BUDGET_S = 0.01
 """The longest a tick spends folding standby copies (``--standby``): they follow, the owned partitions lead."""
 HAND_BACK_S = 3.0
 """How long a stopping engine may take past its grace period to record the hand-back of what still runs."""
-WRITING = (State.ACTIVE, State.REVOKING, State.CLAIMING)
-"""The states in which a partition's staged work is written."""
 
 
 class Engine:
@@ -117,22 +106,18 @@ class Engine:
         self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
                                    board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
                                    base_ctx, remote.attempt_pool)  # remote attempts: adopted, not re-queued
-        admission = Admission(settings.commands_topic, count, base_ctx.tasks, options.lane_limits,  # type: ignore[arg-type]
-                              self.tenants.max_queued, self.tenants.scoped, self.poison,
-                              CommandChecker(settings, self.tenants.public_keys, signer), namespace=settings.namespace,
-                              pool_of=remote.pool_of)
-        dispatcher = (Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair,
-                                 pool_of=remote.pool_of) if remote.active
-                      else Dispatcher(board, self.tenants.weight, self.owner_id, self.poison.job, options.fair))
+        rules = Rules(settings.commands_topic, count, base_ctx, self.owner_id, options.lane_limits,
+                      self.tenants.weight, self.tenants.max_queued, self.tenants.scoped, options.fair,
+                      CommandChecker(settings, self.tenants.public_keys, signer), settings.namespace,
+                      remote.pool_of if remote.active else None, catalog_pool=remote.pool_of)
         local_slots = self.executor.free_slots if options.execute else _none  # --no-execute: every type is remote
-        self.decider = Decider(admission, dispatcher, board, self.poison, local_slots, base_ctx,
-                               pools_free=partial(self._pools_free, count) if remote.active else dict)
+        self.decider = decider(rules, board, self.poison, local_slots,
+                               partial(self._pools_free, count) if remote.active else dict)
+        self.core = Core(self.decider, self.lifecycle.partitions, self.lifecycle.timers, partial(attempt_timeout, app))
         self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
-        self._writing: list[Written] = []  # transactions under way
         self._next_tenants = self._next_metrics = 0.0
-        self._timeout_of = partial(attempt_timeout, app)
         self._token_due: int | None = None  # when a rate-limited job's next token is due (µs; Decided.wake_at)
         self.heartbeat = Heartbeat(settings, self.owner_id, task_types=app.task_types,
                                    pools={t: p for t in app.task_types if (p := remote.pool_of(t)) is not None})
@@ -165,28 +150,47 @@ class Engine:
         self.inbox.wake()
 
     def tick(self, taking: bool = True) -> None:
-        """One round of the loop, its steps in the module docstring's order; ``taking=False`` (draining) records
-        results but starts nothing new."""
-        arrivals = self.inbox.take(self._wait())  # read
+        """One round of the loop (``loop/core.py``'s tick over this engine's ports); ``taking=False`` (draining)
+        records results but starts nothing new."""
+        tick(self.core, self, taking)
+
+    # --- the ports the core's tick drives (loop/core.py: Ports) ----------------------------------
+
+    def clock(self) -> int:
+        """The wall clock (µs)."""
+        return now_us()
+
+    def read(self) -> Read:
+        """Wait for what arrives (up to the next due time); the commands read, the attempts finished, the notes."""
+        arrivals = self.inbox.take(self._wait())
         reader_failed(self.reader)
-        now = now_us()
-        self._hold(arrivals.notes, now)  # hold
-        routed = route(self.partitions, _drain(self.inbox.commands), self._finished(arrivals.results))  # route
-        self._routed(routed)
-        t0 = time.perf_counter()
-        starts = self._apply([w for w in self._writing if w.done], now)  # apply
+        commands = _drain(self.inbox.commands)  # taken as the route step goes
+        return Read(commands, self._finished(arrivals.results), arrivals.notes)
+
+    def hold(self, read: Read, now: int) -> None:
+        """Act on the rebalance notes; set up, restore and claim partitions."""
+        self._hold(read.notes, now)
+
+    def finished(self, ended: list[Written]) -> None:
+        """Collect the ended transactions' delivery reports."""
+        for w in ended:
+            finish(w)
+
+    def start(self, starts: list[RunRequest]) -> None:
+        """Lease what was adopted and granted to remote pools; hand the rest to the executor."""
+        self._adopt()
+        starts = self.remote.grant(starts)
         if starts:
-            self.executor.submit_many(starts)  # start
-        t1 = time.perf_counter()
-        progress = self.executor.take_progress() + self.remote.renew() if self.remote.active \
+            self.executor.submit_many(starts)
+
+    def progress(self) -> list[tuple[RunRequest, float | None, str]]:
+        """The progress the executor's handlers (and remote workers' heartbeats) reported."""
+        return self.executor.take_progress() + self.remote.renew() if self.remote.active \
             else self.executor.take_progress()
-        decided = self.decider.decide(self.partitions, self.lifecycle.timers, progress, self._writing, now,
-                                      taking)  # decide
-        self._decided(decided)
-        t2 = time.perf_counter()
-        self._writing += self._launch()  # write
-        self.metrics.tick(t2 - t1, time.perf_counter() - t2, t1 - t0)
-        self._settle(taking, now)  # settle
+
+    def timed(self, apply_s: float, decide_s: float, write_s: float) -> None:
+        """The tick's step timings, as metrics."""
+        self.metrics.tick(decide_s, write_s, apply_s)
 
     def _wait(self) -> float:
         """How long the loop may sleep: until the next timer or deadline, at most ``idle_s``."""
@@ -221,45 +225,30 @@ class Engine:
         settled = [r for r in (self.executor.settle(item) for item in results if item) if r]
         return settled + self.executor.expire() + self.remote.expire()
 
-    def _routed(self, routed: Routed) -> None:
+    def routed(self, routed: Routed) -> None:
         """Carry out what the route step could not place: count the records dropped, rewind the reader."""
         self.inbox.decided(routed.dropped)
         for rewind in routed.rewinds:
-            self.partitions[rewind.partition].accept_tag = self.reader.seek(rewind.partition, rewind.offset)
+            self.partitions[rewind.partition].rewound(self.reader.seek(rewind.partition, rewind.offset))
 
     # --- apply, decide, write -------------------------------------------------------------------
 
-    def _apply(self, written: list[Written], now: int) -> list[RunRequest]:
-        """Apply each ended transaction and carry out its verdict; the attempts to start. ``now`` is the tick's:
-        what an activation stages (orphans re-queued) must not be stamped later than what this tick decides next."""
-        starts: list[RunRequest] = []
-        for w in written:
-            self._writing.remove(w)
-            w.partition.writing = None
-            finish(w)
-            if self.partitions.get(w.partition.number) is not w.partition:
-                continue  # dropped meanwhile (lost or fenced): nothing of it may be applied
-            verdict, w.partition.offsets = judge(w)
-            try:
-                if verdict is Verdict.COMMITTED:
-                    commit(w)
-            except ProjectionCorruptedError as e:
-                self.inbox.decided(w.partition.inbound.drop_commands())
-                self.lifecycle.corrupted(w.partition, e)
-                starts += run_requests(w, self._timeout_of, time.time())
-                continue
-            step = followup(w, verdict, w.partition.state)
-            if w.refused and not step.counted:  # remote results' records refused: decided again as failures
-                self.decider.admission.refused_outputs.update(remote_refusals(w))
-            if step.counted:
-                for event, folded in zip(w.staged.events, w.staged.folds):
-                    self.metrics.observe(event, folded.status, folded.before, folded.after)
-                starts += run_requests(w, self._timeout_of, time.time())
-                for job_id, attempt in cancel_requests(w.staged):
-                    self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
-            self._follow(w, step, now)
-        self._adopt()
-        return self.remote.grant(starts)
+    def applied(self, applied: Applied, now: int) -> None:
+        """Carry out one transaction's verdict: count and cancel what its events say, then its partition's next
+        state (a store that failed to commit its batch is wiped and restored)."""
+        w, step = applied.written, applied.step
+        if applied.counted:
+            for event, folded in zip(w.staged.events, w.staged.folds):
+                self.metrics.observe(event, folded.status, folded.before, folded.after)
+            for job_id, attempt in applied.cancels:
+                self.executor.cancel(job_id, attempt, self.options.cancel_grace_s)
+        if applied.corrupt is not None:
+            self.inbox.decided(w.partition.inbound.drop_commands())
+            self.lifecycle.corrupted(w.partition, applied.corrupt)
+            return
+        if w.refused and not step.counted:  # remote results' records refused: decided again as failures
+            self.decider.admission.refused_outputs.update(remote_refusals(w))
+        self._follow(w, step, now)
 
     def _adopt(self) -> None:
         """Lease the remote attempts the partitions activated since the last call adopted (``loop/orphans.py``)."""
@@ -284,7 +273,7 @@ class Engine:
             self.inbox.decided(partition.inbound.drop_commands())
         self.lifecycle.follow(partition, step, w.error, now)
 
-    def _decided(self, decided: Decided) -> None:
+    def decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""
         self.inbox.decided(decided.commands)
         self._token_due = decided.wake_at
@@ -299,28 +288,23 @@ class Engine:
             partition.inbound.keep_results(partition.draft.staged.take_results())
             self.lifecycle.corrupted(partition, partition.draft.corrupt)  # type: ignore[arg-type]
 
-    def _launch(self) -> list[Written]:
-        """Start one transaction for each partition with staged work and none under way (or a checkpoint, when
-        one is due); the transactions started."""
-        started: list[Written] = []
+    def write(self, work: list[tuple[Partition, Staged]]) -> list[Written]:
+        """Begin one transaction for each partition's staged work (its remote dispatches, slots and cancels in
+        it), and a checkpoint for each partition due one; the transactions begun."""
+        begun = []
+        for partition, staged in work:
+            self.remote.stage(staged, partition.number, partition.draft.batch)  # dispatches: same transaction
+            self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
+            self.remote.stage_cancels(staged, self.options.cancel_grace_s)  # told to the worker that runs it
+            begun.append(self.writer.launch(partition, staged, self.reader.group_metadata(), self.inbox.wake))
         for partition in self.partitions.values():
-            if partition.draft.staged and partition.writing is None and partition.state in WRITING:
-                staged = partition.draft.take_staged()
-                self.remote.stage(staged, partition.number, partition.draft.batch)  # dispatches: same transaction
-                self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
-                self.remote.stage_cancels(staged, self.options.cancel_grace_s)  # told to the worker that runs it
-                partition.writing = self.writer.launch(partition, staged, self.reader.group_metadata(),
-                                                       self.inbox.wake)
-            elif self.checkpointer.due(partition):
-                partition.writing = self.checkpointer.launch(partition, self.inbox.wake)  # woken when committed
-            else:
-                continue
-            started.append(partition.writing)
-        return started
+            if self.checkpointer.due(partition):
+                begun.append(self.checkpointer.launch(partition, self.inbox.wake))  # woken when committed
+        return begun
 
     # --- settle, housekeeping and stopping ----------------------------------------------------
 
-    def _settle(self, taking: bool, now: int) -> None:
+    def settle(self, taking: bool, now: int) -> None:
         """Close revoking partitions whose handlers are done (re-queue what outlived the grace period first); fold
         the standbys; tenants, metrics, heartbeat."""
         self.lifecycle.settle_revoking(self.executor.in_flight, now)
@@ -362,9 +346,9 @@ class Engine:
 
     def shutdown(self) -> None:
         """Close what is still held, leave the group, stop every thread."""
-        for w in self._writing:
+        for w in self.core.writing:
             finish(w)  # never close a store under a transaction still being committed
-        self._writing.clear()
+        self.core.writing.clear()
         self.lifecycle.close_all()
         if self.standbys is not None:
             self.standbys.close()

@@ -40,14 +40,13 @@ from collections.abc import Callable
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.domain import fence
-from engine.domain.decide import DecideContext, Emit, RequeueReason
+from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.jobs import JobView
-from engine.domain.lanes import RUNNABLE_LANES
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.kafka import Consumer
-from engine.runtime.loop import orphans, refusals, resetups
+from engine.runtime.loop import core, orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
@@ -59,8 +58,6 @@ from engine.runtime.loop.restoring import Restoring
 from engine.runtime.loop.timers import PartitionTimers
 from projections.lock import holder_name
 from projections.profile import owner_profile
-from projections.views.breakers import all_breakers
-from projections.views.counters import fair_state
 from projections.views.indexes import running_jobs
 
 log = logging.getLogger("epochq.lifecycle")
@@ -131,8 +128,7 @@ class Lifecycle:
                 continue
             if partition.state is State.ACTIVE or (partition.writing is not None and partition.state is not
                                                    State.REVOKING):
-                partition.move(State.REVOKING)  # a transaction under way (a claim, say) ends first
-                partition.revoke_deadline, partition.revoke_reason = deadline, reason
+                partition.revoke(deadline, reason)  # a transaction under way (a claim, say) ends first
             elif partition.state is not State.REVOKING:
                 self.close(p)
         self.reader.pause(numbers)
@@ -162,14 +158,11 @@ class Lifecycle:
         return fed.unknown
 
     def _claim(self, partition: Partition, now: int) -> None:
-        draft = partition.draft
-        draft.claim(draft.last_epoch() + 1)
-        draft.stage(Emit(None, None, m.OwnershipClaimed(partition.number, self.owner_id)), now)
-        partition.move(State.CLAIMING)
+        core.claim(partition, now)
         log.info("partition %d: claiming epoch %d as %s", partition.number, partition.epoch, self.owner_id)
 
     def _resume(self, partition: Partition, now: int) -> None:
-        partition.resuming = False
+        partition.resumed()
         newest = partition.draft.last_epoch()
         if not fence.counts(partition.epoch, newest):
             log.error("partition %d: the log holds a newer claim (epoch %d) than ours (%d)",
@@ -181,24 +174,13 @@ class Lifecycle:
     def activate(self, partition: Partition, now: int) -> None:
         """The claim is committed (or a resync caught up): decide, read commands, arm timers, re-queue orphans
         (``loop/orphans.py``)."""
-        partition.move(State.ACTIVE)
+        own = self._own_epochs.setdefault(partition.number, set())
+        activated = core.activate(partition, self.board, self.poison, self.windows, now, self.base_ctx, own,
+                                  self.pool_of)
         self._active_since[partition.number] = time.monotonic()
-        store, draft = partition.store, partition.draft
-        draft.fair = {lane.value: fair_state(store, lane.value) for lane in RUNNABLE_LANES}
-        for record in all_breakers(store):
-            self.board.resume(record)
-        timers = PartitionTimers(draft, self.windows, self.board, self.poison.job)
-        timers.desk.load(now)
-        self.timers[partition.number] = timers
-        draft.observer = timers.observe
-        left = [(job_id, epoch) for job_id, epoch in running_jobs(store) if fence.older(epoch, draft.epoch)]
-        running, adopted = orphans.adopt(left, draft.job, self.pool_of)
-        self._adopt(partition, adopted)
-        theirs, mine = orphans.ours(running, self._own_epochs.setdefault(partition.number, set()))
-        orphans.requeue(draft, orphans.orphaned(theirs, draft.epoch), self.poison, now, self.base_ctx)
-        orphans.requeue(draft, orphans.orphaned(mine, draft.epoch), self.poison, now, self.base_ctx,
-                        RequeueReason.PRODUCER_RESET)  # this process's own attempts: its producer was replaced
-        self._own_epochs[partition.number].add(draft.epoch)
+        self.timers[partition.number] = activated.timers
+        self._adopt(partition, activated.adopted)
+        own.add(partition.epoch)
         self.reader.resume([partition.number])
         self.changed = True
         log.info("partition %d: active at epoch %d as %s", partition.number, partition.epoch, self.owner_id)
@@ -243,16 +225,13 @@ class Lifecycle:
         if why is not None:
             log.warning("partition %d: %s; catching up from the log", partition.number, why)
         claiming = partition.state is State.CLAIMING
-        partition.hold_until = hold_until
         partition.draft.forget()
         self.timers.pop(partition.number, None)
-        partition.draft.observer = None
         self.reader.pause([partition.number])
         offset = rewind_to if rewind_to is not None else partition.offsets.commands
         if offset is not None:
-            partition.accept_tag = self.reader.seek(partition.number, offset)
-        partition.resuming = not claiming
-        partition.move(State.RESTORING)
+            partition.rewound(self.reader.seek(partition.number, offset))
+        partition.resync(hold_until, resuming=not claiming)
         self.taking.start(partition)
 
     def corrupted(self, partition: Partition, error: ProjectionCorruptedError) -> None:
@@ -288,13 +267,13 @@ class Lifecycle:
         partition.draft.forget()
         self._release(partition)
         _close_quietly(partition)
-        partition.state = State.CLOSED  # this episode is over; a new Partition takes p again
+        partition.closed()  # this episode is over; a new Partition takes p again
         self.changed = True
         if p not in self.reader.assigned:
             log.info("partition %d: not set up again: the group no longer assigns it here", p)
             return
         again = self.partitions[p] = Partition(p, self.owner_id, self.profile)
-        again.accept_tag = self.reader.rewind_committed(p)  # what was read before is read again, from there
+        again.rewound(self.reader.rewind_committed(p))  # what was read before is read again, from there
         self.taking.defer(p, now + delay)
 
     # --- giving back ------------------------------------------------------------------------
@@ -317,9 +296,8 @@ class Lifecycle:
     def _handed_back(self, partition: Partition, now_us: int) -> bool:
         """Re-queue, once, the jobs still running under ``partition``'s epoch; whether that staged anything (to be
         written before the partition closes)."""
-        if partition.handed_back or partition.store is None:
+        if partition.store is None or not partition.hand_back():
             return False
-        partition.handed_back = True
         ours = [(job_id, epoch) for job_id, epoch in running_jobs(partition.store) if epoch == partition.epoch]
         running = [job_id for job_id, _ in orphans.adopt(ours, partition.draft.job, self.pool_of)[0]]  # remote: kept
         reason = RequeueReason(partition.revoke_reason or RequeueReason.HANDOVER)
@@ -358,8 +336,7 @@ class Lifecycle:
             return
         partition.draft.forget()
         self._release(partition)
-        if partition.state is not State.CLOSED:
-            partition.state = State.CLOSED  # from any state: the group or the broker already took it
+        partition.closed()  # from any state: the group or the broker already took it
         self.changed = True
         log.warning("partition %d: dropped (%s) at epoch %d", p, why, partition.epoch)
 
@@ -381,8 +358,7 @@ class Lifecycle:
 def _close_quietly(partition: Partition) -> None:
     """Close a failed producer: what it still queued is purged; its open transaction is aborted if it still can
     be, or else by the next producer's initialisation."""
-    producer = partition.producer
-    partition.producer = None
+    producer = partition.let_go()  # its store is closed already
     if producer is None:
         return
     try:

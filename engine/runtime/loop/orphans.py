@@ -8,8 +8,8 @@ dead-lettered instead, ``owner_lost_repeatedly``; the attempts of an epoch this 
 before it replaced a failed producer are ``producer_reset``: :func:`ours`). At a planned
 hand-back the owner does it itself for the attempts of its own epoch that outlived the grace
 period (:func:`hand_back`: ``owner_stopped`` or ``handover``), so the next owner starts them at
-once and knows why. A job a decision raises for is set aside by the poison desk. Each returns
-the events staged.
+once and knows why (it returns the events staged: the partition closes only once they are
+written). A job a decision raises for is set aside by the poison desk.
 
 An attempt dispatched to a remote pool is neither: its worker runs on whoever owns the partition.
 The new owner adopts it (:func:`adopt`, ``engine.domain.remote.adopted``) with a fresh lease from
@@ -80,9 +80,9 @@ def adoption(partition: int, epoch: int, job: JobView, now: float) -> tuple[RunR
 
 
 def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,
-            base: DecideContext = NO_POLICIES, reason: RequeueReason = RequeueReason.OWNER_LOST) -> list[m.Event]:
+            base: DecideContext = NO_POLICIES, reason: RequeueReason = RequeueReason.OWNER_LOST) -> None:
     """Decide ``RequeueOrphan`` for each of ``orphans`` into ``draft`` with ``base``'s task policies (a job lost more
-    than its ``max_lost`` is dead-lettered instead); the events staged, in order."""
+    than its ``max_lost`` is dead-lettered instead); says in the log how many."""
     staged = _decide_each(draft, [(job_id, RequeueOrphan(job_id, reason)) for job_id in orphans], poison, now, base)
     dead = [e.job_id or "" for e in staged if isinstance(e.body, m.JobDeadLettered)]
     if len(orphans) > len(dead):
@@ -91,7 +91,6 @@ def requeue(draft: Draft, orphans: list[str], poison: PoisonDesk, now: int,
     if dead:
         log.warning("partition %d: dead-lettered %d job(s) whose engine died more often than their max_lost allows "
                     "while running them (owner_lost_repeatedly): %s", draft.number, len(dead), ", ".join(dead[:5]))
-    return staged
 
 
 def hand_back(draft: Draft, running: list[str], reason: RequeueReason, poison: PoisonDesk,

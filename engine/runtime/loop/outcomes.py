@@ -23,22 +23,18 @@ log = logging.getLogger("epochq.outcomes")
 
 
 def record(draft: Draft, results: list[RunResult], board: BreakerBoard, poison: PoisonDesk,
-           ctx: DecideContext) -> list[m.Event]:
-    """Decide every finished attempt of ``draft``'s partition started under the epoch it holds now; the events
-    staged (folded into the draft's batch), in order."""
-    events: list[m.Event] = []
+           ctx: DecideContext) -> None:
+    """Decide every finished attempt of ``draft``'s partition started under the epoch it holds now, into the draft
+    (its staged events are the step's output)."""
     for result in results:
         req = result.request
         if req.partition != draft.number or not fence.counts(req.epoch, draft.epoch):
             log.warning("dropping result of job %s attempt %d: partition %d no longer ours at epoch %d",
                         req.job_id, req.attempt, req.partition, req.epoch)
             continue
-        before = len(draft.staged.events)
         error = draft.attempt(_record_one, draft, result, board, ctx)
         if error is not None:
             poison.job(draft, req.job_id, error, ctx, "result")
-        events += draft.staged.events[before:]
-    return events
 
 
 def _record_one(draft: Draft, result: RunResult, board: BreakerBoard, ctx: DecideContext) -> None:

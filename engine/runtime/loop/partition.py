@@ -1,6 +1,7 @@
 """One job partition this instance holds: its lease, its draft and its inbound queues, split by what changes together.
 
-- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``): the state machine
+- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``), changed only by its own
+  methods (each step calls one; no other module writes its fields): the state machine
   below, the store and the producer, where the log and the commands partition stand (one
   :class:`Offsets` value, which the apply step returns and the restore and checkpoint steps replace),
   the transaction under way, refusals in a row, the revoke deadline;
@@ -35,6 +36,7 @@ from projections.profile import WRITE_MODEL, Profile
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
     from engine.runtime.kafka import Producer
+    from engine.runtime.loop.written import Written
     from projections.store import ProjectionStore
 
 log = logging.getLogger("epochq.partition")
@@ -144,7 +146,7 @@ class Partition:
         self.revoke_deadline = 0.0
         self.revoke_reason = ""  # why it is given back: owner_stopped (SIGTERM) or handover (a rebalance)
         self.handed_back = False  # the attempts that outlived the grace period are re-queued (loop/orphans.py)
-        self.writing: Any = None  # the transaction under way (engine.runtime.loop.write.Written), if any
+        self.writing: Written | None = None  # the transaction under way, if any
 
     @property
     def epoch(self) -> int:
@@ -157,6 +159,64 @@ class Partition:
             raise IllegalTransition(f"partition {self.number}: {self.state} -> {to} is not in the table")
         log.debug("partition %d: %s -> %s", self.number, self.state, to)
         self.state = to
+
+    def revoke(self, deadline: float, reason: str) -> None:
+        """Give it back: no new work; close by ``deadline`` (monotonic), what still runs re-queued with ``reason``."""
+        self.move(State.REVOKING)
+        self.revoke_deadline, self.revoke_reason = deadline, reason
+
+    def hand_back(self) -> bool:
+        """Whether what still runs at the end of the grace period is to be re-queued now (once: True the first
+        time)."""
+        first, self.handed_back = not self.handed_back, True
+        return first
+
+    def resync(self, hold_until: float, resuming: bool) -> None:
+        """Restore it from the log again, deciding nothing before ``hold_until`` (monotonic); ``resuming``: back
+        to ACTIVE under the same epoch once caught up (else a claim is made again)."""
+        self.hold_until, self.resuming = hold_until, resuming
+        self.move(State.RESTORING)
+
+    def resumed(self) -> None:
+        """Caught up after a resync: no longer resuming (it activates, or steps down)."""
+        self.resuming = False
+
+    def closed(self) -> None:
+        """Closed from whatever state it was in (dropped, or set up again as a new partition)."""
+        if self.state is not State.CLOSED:
+            self.move(State.CLOSED)
+
+    def refused(self) -> int:
+        """One more transaction refused for want of an ACL; how many in a row now."""
+        self.refusals += 1
+        return self.refusals
+
+    def accepted(self) -> int:
+        """A transaction committed: how many were refused in a row before it (the count starts again)."""
+        refused, self.refusals = self.refusals, 0
+        return refused
+
+    def let_go(self) -> Producer | None:
+        """Forget its store and producer (closed, or failing, elsewhere); the producer, to close."""
+        producer, self.store, self.producer = self.producer, None, None
+        return producer
+
+    def rewound(self, tag: int) -> None:
+        """Its commands are read again from a seek: the batches the reader tagged below ``tag`` are stale."""
+        self.accept_tag = tag
+
+    def began(self, written: Written) -> None:
+        """A transaction of this partition is under way: it decides nothing more until it has ended."""
+        self.writing = written
+
+    def ended(self) -> None:
+        """Its transaction under way has ended (the apply step takes it)."""
+        self.writing = None
+
+    def stands(self, offsets: Offsets) -> None:
+        """Where it stands in its events and commands partitions now (after a transaction, a restore, a
+        checkpoint)."""
+        self.offsets = offsets
 
     def open(self, store: ProjectionStore, producer: Producer) -> None:
         """The store and the producer are ready (or the store was wiped): the draft starts over it."""

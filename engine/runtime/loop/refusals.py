@@ -31,21 +31,21 @@ def hold_s(refusals: int) -> float:
 def refused(partition: Partition, error: Exception | None) -> float:
     """A transaction of ``partition`` was refused: say so (once); until when (monotonic) it holds before it decides
     again (the loop restores it meanwhile)."""
-    partition.refusals += 1
-    hold = hold_s(partition.refusals)
-    if partition.refusals == 1:
+    refusals = partition.refused()
+    hold = hold_s(refusals)
+    if refusals == 1:
         log.error("partition %d: transaction refused: %s; its commands wait until it is granted "
                   "(tried again in %.1f s, then ever less often, at most every %.0f s)",
                   partition.number, error, hold, MAX_HOLD_S)
     else:
         log.info("partition %d: transaction refused again (%d in a row); next try in %.1f s",
-                 partition.number, partition.refusals, hold)
+                 partition.number, refusals, hold)
     return time.monotonic() + hold
 
 
 def accepted(partition: Partition) -> None:
     """A transaction of ``partition`` committed: an episode of refusals, if any, is over."""
-    if partition.refusals:
+    refused = partition.accepted()
+    if refused:
         log.warning("partition %d: the brokers accept its transactions again (after %d refused)",
-                    partition.number, partition.refusals)
-        partition.refusals = 0
+                    partition.number, refused)

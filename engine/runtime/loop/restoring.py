@@ -125,7 +125,7 @@ class Restoring:
         except Exception:  # e.g. the events' end unreadable while a broker is away: the retry opens afresh
             self.forget(p)
             store.close()
-            partition.store = partition.producer = None
+            partition.let_go()
             raise
         partition.move(State.RESTORING)
 
@@ -136,7 +136,7 @@ class Restoring:
         p = partition.number
         topic = self.settings.events_topic
         end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
-        partition.offsets = offsets = partition.offsets.restoring(end)  # never short of our own committed writes
+        partition.stands(offsets := partition.offsets.restoring(end))  # never short of our own committed writes
         restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
                             profile=partition.profile)
         self.restorers[p] = restorer
@@ -202,7 +202,7 @@ class Restoring:
         restorer = self.restorers.pop(p)
         restorer.finish()
         self._unassign_events(p)
-        partition.offsets = partition.offsets.restored()
+        partition.stands(partition.offsets.restored())
         if restorer.set_aside:
             log.warning("partition %d: %d record(s) set aside while restoring (undecodable or poison)",
                         p, restorer.set_aside)

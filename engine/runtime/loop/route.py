@@ -15,15 +15,32 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import cast
-
-from engine.runtime.kafka import Message
+from typing import Any, Protocol, cast
 
 from engine.runtime.execution.verdicts import RunResult
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.signatures import signature_of
 
 log = logging.getLogger("epochq.engine")
+
+
+class CommandRecord(Protocol):
+    """One record of the commands topic as the reader hands it over (a Kafka message, or one in memory)."""
+
+    def error(self) -> Any:
+        """Why it is no record (an error the consumer reported), or None."""
+
+    def partition(self) -> int | None:
+        """Its partition."""
+
+    def offset(self) -> int | None:
+        """Its offset."""
+
+    def value(self) -> bytes | None:
+        """Its value: the encoded command."""
+
+    def headers(self) -> Any:
+        """Its headers (the signature's, if any)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +59,7 @@ class Routed:
     rewinds: list[Rewind] = field(default_factory=list)
 
 
-def route(partitions: Mapping[int, Partition], records: Iterable[tuple[int, Message]],
+def route(partitions: Mapping[int, Partition], records: Iterable[tuple[int, CommandRecord]],
           results: Iterable[RunResult]) -> Routed:
     """Queue each command record (with its seek tag) and each result at its partition; what was not placed."""
     routed, rewound = Routed(), set[int]()
@@ -59,7 +76,7 @@ def route(partitions: Mapping[int, Partition], records: Iterable[tuple[int, Mess
     return routed
 
 
-def _command(partitions: Mapping[int, Partition], tag: int, msg: Message, rewound: set[int],
+def _command(partitions: Mapping[int, Partition], tag: int, msg: CommandRecord, rewound: set[int],
              routed: Routed) -> bool:
     """Queue one record; whether it was queued."""
     if msg.error():

@@ -17,7 +17,9 @@ bookkeeping of its two sweeps. Every tick, per partition:
    (``BreakerHalfOpened``): a stale pop yields no event.
 
 The hot set follows the fold (:meth:`PartitionTimers.observe`): an event that puts a job
-into the due index within the horizon adds its timer, one that takes it out removes it.
+into the due index within the horizon adds its timer, one that takes it out removes it. The
+timers read what the draft staged (:meth:`PartitionTimers.catch_up`) before they fire and
+before the draft's work is written; nothing is wired into the draft.
 A ``PartitionTimers`` belongs to one activation of one owner and is never persisted: a new
 owner (or one resynced after an aborted transaction) starts empty and sweeps. Memory grows
 with the entries due inside the horizon, never with all future jobs.
@@ -113,11 +115,13 @@ class PartitionTimers:
         self.board = board
         self.set_aside = set_aside or _log_only
         self.overdue_fired = 0
+        self._seen: tuple[object, int] = (None, 0)  # (the draft's staged value, how many of its events seen)
 
     def tick(self, ctx: DecideContext) -> tuple[bool, int]:
         """Sweep if due, fire what is due; (whether a promotion sweep ran, jobs the overdue sweep fired)."""
         store, now = self.draft.store, ctx.now
         assert store is not None, "an active partition has its store open"
+        self.catch_up()
         promoted = self.jobs.promote(store, now) | self.schedules.promote(store, now) | \
             self.breakers.promote(store, now)
         overdue = self._fire_jobs(self.jobs.overdue(store, now), ctx)
@@ -126,10 +130,12 @@ class PartitionTimers:
             error = self.draft.attempt(self.desk.decide, sid, ScheduleDue(sid), ctx)
             if error is not None:
                 self.set_aside(self.draft, None, error, ctx, "schedule")
+            self.catch_up()
         for task_type in self.breakers.overdue(store, now) + self.breakers.hot.pop_due(now, FIRE_BATCH):
             body = self.board.cooled(task_type, now)
             if body is not None:
                 self.draft.stage(Emit(None, None, body), now)
+        self.catch_up()
         self.desk.ping(now)
         self.overdue_fired += overdue
         return promoted, overdue
@@ -142,7 +148,20 @@ class PartitionTimers:
             if error is not None:
                 self.set_aside(self.draft, job_id, error, ctx, "timer")
             fired += len(self.draft.staged.events) > before
+            self.catch_up()
         return fired
+
+    def catch_up(self) -> None:
+        """Observe the events staged in the draft since the last look (:meth:`observe`): called before the
+        timers fire and before the draft's work is taken for writing, never from inside a decision, so an
+        input undone (``Draft.attempt``) is never seen."""
+        staged = self.draft.staged
+        seen_of, seen = self._seen
+        if seen_of is not staged:
+            seen = 0
+        for event, folded in zip(staged.events[seen:], staged.folds[seen:]):
+            self.observe(event, folded)
+        self._seen = (staged, len(staged.events))
 
     def observe(self, event: m.Event, folded: Folded) -> None:
         """Keep the hot sets in step with one folded event."""

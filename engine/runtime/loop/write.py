@@ -17,8 +17,7 @@ and the apply step has taken it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine.contract.codec import encode_command
@@ -30,39 +29,12 @@ from engine.runtime.kafka.errors import typed
 from engine.runtime.loop import effects_kafka
 from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.partition import Partition
+from engine.runtime.loop.written import Written as Written  # its name here too (the writer makes them)
 from engine.runtime.signatures import CommandSigner
 
 
 Explain = Callable[[AccessDeniedError, list[str], int], AccessDeniedError]
 """(the refusal, the topics the transaction wrote, its partition) -> the refusal naming what is missing."""
-
-
-@dataclass(slots=True)
-class Written:
-    """One partition's transaction: under way, then committed (with its events' offsets) or failed."""
-
-    partition: Partition
-    staged: Staged
-    error: Exception | None = None
-    first: int | None = None  # offset of the first event
-    last: int | None = None  # offset of the last event
-    future: Future[None] | None = None  # the commit, on a commit thread
-    refused: dict[tuple[str, int], str] = field(default_factory=dict)  # (job, attempt) -> why a record of it was
-
-    @property
-    def done(self) -> bool:
-        """Whether the transaction has ended (committed, or failed)."""
-        return self.future is None or self.future.done()
-
-    def delivered(self, index: int) -> Any:
-        """The delivery callback of the event at ``index`` (first or last)."""
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                if index == 0:
-                    self.first = msg.offset()
-                if index == len(self.staged.events) - 1:
-                    self.last = msg.offset()
-        return on_delivery
 
 
 class Writer:

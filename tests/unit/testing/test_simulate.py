@@ -8,7 +8,7 @@ from engine import App, JobContext, RetryPolicy
 from engine.domain.decide import TaskPolicy
 from engine.domain.lanes import Lane
 from engine.testing import TestEngine
-from engine.testing.loop import Setup
+from engine.testing.virtual import Setup
 from engine.testing.simulate import RecordedJob, Scenario, compare, failure_lines, recorded_jobs, simulate
 
 T0 = 1_780_000_000_000_000

@@ -55,7 +55,6 @@ class Rig:
         self.draft.stage(Emit(None, None, m.OwnershipClaimed(0, "owner-a")), NOW)
         self.partition.state = State.ACTIVE
         self.timers = PartitionTimers(self.draft, Windows(), self.board, self.poison.job)
-        self.draft.observer = self.timers.observe
         self.admission = Admission("ns.commands", 1, TASKS, {}, lambda t: None, lambda s: (), self.poison)
         self.dispatcher = Dispatcher(self.board, lambda t: 1.0, "owner-a", self.poison.job)
         self.log: list[tuple[int, m.Event]] = []  # what the log holds, at its offsets
@@ -228,7 +227,8 @@ def test_jobs_left_running_by_an_older_epoch_are_requeued_under_the_new_one(rig:
     rig.apply()
     orphaned = orphans.orphaned(running_jobs(rig.store), rig.draft.epoch)
     assert sorted(orphaned) == ["job-0", "job-1"]
-    staged = orphans.requeue(rig.draft, orphaned, rig.poison, NOW)
+    orphans.requeue(rig.draft, orphaned, rig.poison, NOW)
+    staged = rig.draft.staged.events
     assert [e.type for e in staged] == ["JobRequeued", "JobRequeued"] and staged == rig.draft.staged.events
     assert [rig.job_state(j) for j in orphaned] == [JobState.QUEUED, JobState.QUEUED] and rig.poisoned == []
 
