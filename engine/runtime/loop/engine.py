@@ -297,8 +297,9 @@ class Engine:
             self.remote.settle(staged.events)  # attempts it ends free their pool's slot (a redo decides again)
             self.remote.stage_cancels(staged, self.options.cancel_grace_s)  # told to the worker that runs it
             begun.append(self.writer.launch(partition, staged, self.reader.group_metadata(), self.inbox.wake))
+        launched = {partition.number for partition, _ in work}  # under way from now (the core marks them after)
         for partition in self.partitions.values():
-            if self.checkpointer.due(partition):
+            if partition.number not in launched and self.checkpointer.due(partition):
                 begun.append(self.checkpointer.launch(partition, self.inbox.wake))  # woken when committed
         return begun
 
