@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from engine.errors import TaskDefinitionError
+
 US = 1_000_000
 
 
@@ -41,11 +43,12 @@ class BreakerPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.failure_threshold, bool) or not isinstance(self.failure_threshold, int) \
                 or self.failure_threshold < 1:
-            raise ValueError(f"failure_threshold must be an integer >= 1, got {self.failure_threshold!r}")
+            raise TaskDefinitionError(f"breaker: failure_threshold must be an integer >= 1, "
+                                      f"got {self.failure_threshold!r}")
         if not _finite(self.window_s) or self.window_s <= 0:
-            raise ValueError(f"window_s must be a finite number > 0, got {self.window_s!r}")
+            raise TaskDefinitionError(f"breaker: window_s must be a finite number > 0, got {self.window_s!r}")
         if not _finite(self.cooldown_s) or self.cooldown_s < 0:
-            raise ValueError(f"cooldown_s must be a finite number >= 0, got {self.cooldown_s!r}")
+            raise TaskDefinitionError(f"breaker: cooldown_s must be a finite number >= 0, got {self.cooldown_s!r}")
 
     @property
     def window_us(self) -> int:

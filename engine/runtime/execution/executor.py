@@ -24,7 +24,7 @@ from typing import Any
 from engine.app import App, TaskSpec
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
-from engine.errors import ValidationError
+from engine.errors import ConfigError, IllegalStateError, ValidationError
 from engine.runtime.execution.aio import AsyncRunner
 from engine.runtime.execution.attempt import failed_attempt, run_attempt, run_attempt_async, run_in_process
 from engine.runtime.execution.context import JobContext
@@ -96,18 +96,18 @@ class Executor:
             return max(0, slots - running - max(0, stuck - slots))
 
     def submit(self, request: RunRequest) -> None:
-        """Start ``request`` in a slot of its lane; ``RuntimeError`` if none is free.
+        """Start ``request`` in a slot of its lane; ``IllegalStateError`` (a bug of the caller) if none is free.
 
         An unknown task type takes no slot: its ``invalid`` result is ready at the next poll.
         """
         with self._lock:
             if self._closed:
-                raise RuntimeError("executor is shut down; it accepts no new work")
+                raise IllegalStateError("executor is shut down; it accepts no new work")
             spec = self._spec_for(request)
             if spec is None:
                 return
             if self.free_slots(request.lane) < 1:
-                raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+                raise IllegalStateError(f"lane {request.lane} has no free slot for job {request.job_id}")
             self._start(request, spec)
 
     def submit_many(self, requests: list[RunRequest]) -> None:
@@ -116,12 +116,12 @@ class Executor:
         with self._lock:
             for request in requests:
                 if self._closed:
-                    raise RuntimeError("executor is shut down; it accepts no new work")
+                    raise IllegalStateError("executor is shut down; it accepts no new work")
                 spec = self._spec_for(request)
                 if spec is None:
                     continue
                 if self.free_slots(request.lane) < 1:
-                    raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+                    raise IllegalStateError(f"lane {request.lane} has no free slot for job {request.job_id}")
                 self._start(request, spec, waking)
         if waking:
             self._event_loop().submit_many(waking)
@@ -187,7 +187,7 @@ class Executor:
         with self._lock:
             if self._process is None:
                 if self._closed:
-                    raise RuntimeError("executor is shut down; no process pool to run in")
+                    raise IllegalStateError("executor is shut down; no process pool to run in")
                 context = multiprocessing.get_context(PROCESS_START_METHOD)
                 self._process = ProcessPoolExecutor(max_workers=self._process_workers, mp_context=context)
             return self._process
@@ -371,8 +371,8 @@ def _check_slots(lane_slots: Mapping[Lane, int]) -> dict[Lane, int]:
     for key, count in lane_slots.items():
         lane = Lane(key)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"lane_slots[{lane}]: expected a whole number >= 0, got {count!r}")
+            raise ConfigError(f"lane_slots[{lane}]: expected a whole number >= 0, got {count!r}")
         if lane is Lane.DEAD and count:
-            raise ValueError("lane_slots[DEAD]: the dead-letter queue runs nothing; give it 0 slots")
+            raise ConfigError("lane_slots[DEAD]: the dead-letter queue runs nothing; give it 0 slots")
         slots[lane] = count
     return slots
