@@ -21,7 +21,7 @@ from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
 from engine.errors import ConfigError, IllegalStateError, ValidationError
 from engine.runtime.execution.context import JobContext
-from engine.runtime.execution.executor import Executor, Outcome, RunRequest, RunResult
+from engine.runtime.execution.executor import Executor, AttemptOutcome, RunRequest, RunResult
 from engine.contract.validation import MAX_RESULT_BYTES
 from engine.runtime.execution.payloads import decode_payload, encode_result, load_payload
 
@@ -51,7 +51,7 @@ def request(task_type: str, payload: Payload | None = None, *, lane: Lane = Lane
     )
 
 
-def run_one(executor: Executor, req: RunRequest, wait: float = 5.0) -> Outcome:
+def run_one(executor: Executor, req: RunRequest, wait: float = 5.0) -> AttemptOutcome:
     executor.submit(req)
     results = executor.wait_results(wait)
     assert [r.request for r in results] == [req]
@@ -78,7 +78,7 @@ class Recorder:
 
     def __init__(self, fail: BaseException | None = None, after_fails: bool = False) -> None:
         self.calls: list[str] = []
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[AttemptOutcome] = []
         self.fail = fail
         self.after_fails = after_fails
 
@@ -95,7 +95,7 @@ class Recorder:
             raise self.fail
         return {"to": payload.to, "retries": payload.retries}
 
-    def after_execute(self, ctx: JobContext, payload: Email, outcome: Outcome) -> None:
+    def after_execute(self, ctx: JobContext, payload: Email, outcome: AttemptOutcome) -> None:
         self.calls.append(f"after_execute:{outcome.kind}")
         self.outcomes.append(outcome)
         if self.after_fails:
@@ -334,7 +334,7 @@ def test_in_flight_counts_by_partition_and_poll_respects_max_items(executor: Exe
 # --- class handlers ----------------------------------------------------------------------
 
 
-def run_with(handler: Recorder, req_payload: Payload | None = None) -> Outcome:
+def run_with(handler: Recorder, req_payload: Payload | None = None) -> AttemptOutcome:
     app = App()
     app.register("rec", handler)
     ex = Executor(app, {Lane.NORMAL: 1})
