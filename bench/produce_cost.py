@@ -79,20 +79,20 @@ def micro(n: int = 200_000) -> None:
     import timeit
 
     from engine.runtime.execution.context import JobContext
-    from engine.runtime.execution.verdicts import Outcome, OutcomeKind
+    from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind
     from engine.runtime.observe.tracing import tracing
 
     def best(fn: object) -> float:
         return min(timeit.repeat(fn, number=n, repeat=7)) / n * 1e9  # type: ignore[arg-type]
 
-    def succeeded_before(result: bytes | None, duration_us: int) -> Outcome:  # Outcome.succeeded before the change
-        return Outcome(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
+    def succeeded_before(result: bytes | None, duration_us: int) -> AttemptOutcome:  # .succeeded before the change
+        return AttemptOutcome(AttemptOutcomeKind.SUCCEEDED, result=result, duration_us=duration_us)
 
     ctx = JobContext("j", "t", "noop", 1, 1, 0, None, 0.0)
-    done = Outcome.succeeded(None, 5)
+    done = AttemptOutcome.succeeded(None, 5)
     print(f"per attempt, no OpenTelemetry provider set and no records: the tracing test {best(tracing):.0f} ns, "
           f"the records test {best(lambda: done.records and None) - best(lambda: None):.0f} ns, "
-          f"a success's outcome {best(lambda: Outcome.succeeded(None, 5, ctx._records)):.0f} ns "
+          f"a success's outcome {best(lambda: AttemptOutcome.succeeded(None, 5, ctx._records)):.0f} ns "
           f"(before: {best(lambda: succeeded_before(None, 5)):.0f} ns)")
 
 

@@ -9,7 +9,8 @@ Five groups under :class:`EpochqError`, one recovery each (docs/errors.md):
 - :class:`InputError` — the caller's mistake: refuse the input (or quarantine the record), name the
   field or the record, never retry it as it is. ``ValidationError``, ``UnknownTaskError``,
   ``NotFoundError``, ``InvalidTransitionError``, ``DecodeError``, ``UnknownTypeError``,
-  ``MalformedError``.
+  ``MalformedError``, ``TruncatedError``. A pure function given an argument outside its domain (a weight of 0,
+  a priority of 12) raises ``ValidationError`` naming the argument.
 - :class:`PartitionLostError` — this instance no longer owns the partition: step down, drop its
   state, hand it over, never retry the write (Kafka Streams' TaskMigrated). ``FencedError``.
 - :class:`CorruptedError` — state that cannot be trusted: wipe it and restore from the log (Kafka
@@ -18,13 +19,19 @@ Five groups under :class:`EpochqError`, one recovery each (docs/errors.md):
 - :class:`FatalError` — the process cannot go on: stop and fix the cause (a setting, the topics,
   credentials, the local broker, a bug). ``ConfigError``, ``TaskDefinitionError``,
   ``TopicMismatchError``, ``AccessDeniedError``, ``BrokerError`` and its kin, ``IllegalStateError``,
-  ``UnsupportedSchemaError``, ``BusyError``.
+  ``ContractError``, ``BusyError``. An engine meets one while it runs only as a refusal of a partition's
+  transaction (``AccessDeniedError``): it holds that partition, says once what to fix, and tries again ever
+  less often (loop/refusals.py) instead of stopping, since another engine of the same principal would be
+  refused the same.
 
 Every librdkafka error is translated into this tree once, where it enters (the Kafka edge,
 ``engine.runtime.kafka``, the only package that imports confluent-kafka); a record that makes one
 step raise is *poison*: it is set aside as an event and the loop goes on (docs/operations.md).
-``Cancelled``, raised in a handler to stop when a cancel was asked for, is a control-flow signal,
-not an error: it sits outside the tree.
+``Cancelled``, raised in a handler to stop when a cancel was asked for, and ``Unsupported``, raised inside
+the codec for what its compiled path does not serve (the fastavro path takes it), are control-flow signals,
+not errors: they sit outside the tree. Code in ``engine/`` raises no builtin exception but where a Python
+protocol asks for one (a module's ``__getattr__``, a pydantic validator, an abstract stub);
+``tests/unit/test_raises.py`` keeps that list.
 """
 
 from __future__ import annotations
@@ -158,6 +165,13 @@ class MalformedError(InputError, ValueError):
     Raised by the compiled readers; the codec reports it as the ``DecodeError`` of the record."""
 
 
+class TruncatedError(MalformedError, EOFError):
+    """Bytes that end before the record does (a block counts more entries than the bytes left can hold).
+
+    Raised by the compiled readers; the codec reports it as a truncated body (still an ``EOFError``, as the
+    readers' ends of input are)."""
+
+
 # --- the partition is lost -------------------------------------------------------------------------
 
 
@@ -192,7 +206,8 @@ class ConfigError(FatalError):
 
 
 class TaskDefinitionError(ConfigError, ValueError):
-    """An ``@app.task`` option is invalid (a name with a space, a bad lane…): the app cannot be loaded.
+    """An ``@app.task`` option is invalid (a name with a space, a bad lane, a ``RetryPolicy`` or
+    ``BreakerPolicy`` out of range…): the app cannot be loaded.
 
     Still a ``ValueError``, as the decorator always raised."""
 
@@ -204,17 +219,25 @@ class TopicMismatchError(FatalError):
 class AccessDeniedError(FatalError):
     """The brokers refused this principal an operation (an ACL) or a login; retrying does not help.
 
-    Fix the credentials (docs/security.md) or ask for the ACL (``epochq acl apply``)."""
+    Fix the credentials (docs/security.md) or ask for the ACL (``epochq acl apply``). Fatal, because nothing
+    but an operator fixes it: the CLI, a client, a worker and a view stop and say so. A running engine's
+    partition whose transaction is refused is the one caller that waits instead of stopping (it holds the
+    partition, says once which grant is missing, and tries again ever less often: loop/refusals.py), since
+    stopping would only hand the partition to another engine of the same principal, refused the same; it
+    waits for the operator, it does not treat the refusal as transient."""
 
 
 class IllegalStateError(FatalError, RuntimeError):
-    """The engine was asked to take a step its own tables lack (a partition moving along an edge it
-    does not have): a bug, never input. Stop; the traceback says where."""
+    """The engine's own code asked for what its own rules lack: a bug, never input. A partition moving
+    along an edge its table does not have, a ``JobView`` field that does not exist, an input ``decide`` has
+    no rule for, work handed to an executor that is shut down or has no free slot in the lane, metrics
+    served twice. Stop; the traceback says where."""
 
 
-class UnsupportedSchemaError(FatalError):
-    """A schema the compiled codec does not serve. The codec falls back to fastavro for it, so this
-    never leaves ``engine.contract``; a path without a fallback stops."""
+class ContractError(FatalError):
+    """The schema contract itself is unusable: a subject with no shipped versions, a subject that does not
+    exist, a schema naming a type it does not define. The installation (or a schema being added) is broken:
+    fix the ``.avsc`` files; nothing decoded or written with it could be trusted."""
 
 
 class BusyError(FatalError, RuntimeError):

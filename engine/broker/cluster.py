@@ -29,6 +29,7 @@ from engine.broker.state import (
     save_state,
     state_path,
 )
+from engine.errors import ConfigError
 
 __all__ = [
     "BrokerStatus",
@@ -83,7 +84,7 @@ def start(
     Blocks until every broker is listed by the cluster metadata, at most ``timeout`` s.
     """
     if nodes not in HEAP_MB:
-        raise ValueError(f"nodes must be 1 or 3, not {nodes}")
+        raise ConfigError(f"nodes must be 1 or 3, not {nodes}")
     root = broker_home(home)
     with _home_lock(root):
         existing = _live_state(root)
@@ -99,14 +100,14 @@ def _start_with_retries(nodes: int, port: int | None, timeout: float, root: Path
     Free ports are found by binding port 0 and closing it, so on a busy machine another
     process (a client's outgoing connection) can take one before the JVM binds it.
     """
-    for attempt in range(1, attempts + 1):
+    for _ in range(attempts - 1):
         try:
             return _start_fresh(nodes, port, timeout, root, secure)
         except BrokerExitedError:
-            if port is not None or attempt == attempts:
+            if port is not None:
                 raise
             _forget(root, keep_data=False)
-    raise AssertionError("unreachable")
+    return _start_fresh(nodes, port, timeout, root, secure)  # the last try: its error is the caller's
 
 
 def stop(*, home: Path | str | None = None, keep_data: bool = False, timeout: float = 30.0) -> bool:
@@ -172,13 +173,7 @@ def _recorded_node(
         raise BrokerNotRunningError(
             f"no local broker recorded in {state_path(home)}: start one with `epochq broker start`"
         )
-    try:
-        return info, info.node(node_id)
-    except KeyError:
-        ids = ", ".join(str(n.node_id) for n in info.nodes)
-        raise BrokerNotRunningError(
-            f"no node {node_id} in the local cluster at {info.bootstrap} (its nodes: {ids})"
-        ) from None
+    return info, info.node(node_id)
 
 
 def status(*, home: Path | str | None = None) -> BrokerStatus:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from engine.errors import ConfigError
 
 __all__ = ["NodeSpec", "cluster_settings", "node_settings", "render_server_properties"]
 
@@ -75,7 +76,7 @@ class NodeSpec:
 def cluster_settings(nodes: int) -> dict[str, str]:
     """Decide the replication settings for a cluster of ``nodes`` nodes (1 or 3)."""
     if nodes not in (1, 3):
-        raise ValueError(f"nodes must be 1 or 3, not {nodes}")
+        raise ConfigError(f"nodes must be 1 or 3, not {nodes}")
     rf, min_isr = (1, 1) if nodes == 1 else (3, 2)
     settings = {key: str(rf) for key in REPLICATION_KEYS}
     settings.update({key: str(min_isr) for key in MIN_ISR_KEYS})

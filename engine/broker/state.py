@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.errors import BrokerNotRunningError
+
 __all__ = [
     "HOME_ENV",
     "BrokerInfo",
@@ -99,11 +101,12 @@ class BrokerInfo:
         return state_path(self.home)
 
     def node(self, node_id: int) -> NodeInfo:
-        """Return the node with ``node_id``; raises ``KeyError`` if there is none."""
+        """Return the node with ``node_id``; ``BrokerNotRunningError`` naming the nodes there are if there is none."""
         for node in self.nodes:
             if node.node_id == node_id:
                 return node
-        raise KeyError(node_id)
+        ids = ", ".join(str(n.node_id) for n in self.nodes)
+        raise BrokerNotRunningError(f"no node {node_id} in the local cluster at {self.bootstrap} (its nodes: {ids})")
 
 
 def save_state(info: BrokerInfo) -> None:

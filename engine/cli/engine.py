@@ -145,10 +145,7 @@ def _run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level, args.log_format)
     lane_slots(args.concurrency, args.slots)  # a bad count fails here, once, not in every child
-    try:
-        processes = supervisor.process_count(args.processes)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
+    processes = supervisor.process_count(args.processes)
     if processes > 1:
         if args.standby:
             raise ConfigError("--standby: the processes of --processes share one state directory, where each "

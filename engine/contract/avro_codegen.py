@@ -22,17 +22,13 @@ from typing import Any
 
 from engine.contract import avro_fast
 from engine.contract.records import records_of
-from engine.errors import UnsupportedSchemaError
+from engine.contract.avro_fast import Unsupported as Unsupported  # raised here too; the codec falls back on it
 
 _PRIMITIVE_WRITERS = {"int": "write_long", "long": "write_long", "string": "write_string",
                       "bytes": "write_bytes", "double": "pack_double", "float": "pack_float"}
 RUNTIME = {name: getattr(avro_fast, name) for name in (
     "ONE_BYTE", "write_long", "write_string", "write_bytes", "pack_double", "pack_float",
     "ZIGZAG", "read_long", "read_span", "read_double", "read_float", "bad_count", "bad_branch")}
-
-
-Unsupported = UnsupportedSchemaError
-"""A schema the generator does not compile; the codec uses fastavro for it instead (in the error tree)."""
 
 
 def body_field(record: Mapping[str, Any]) -> dict[str, Any] | None:

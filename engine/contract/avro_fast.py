@@ -3,11 +3,11 @@ that never read past the end of a buffer or allocate more than it holds.
 
 Generated encoders and decoders (:mod:`engine.contract.avro_codegen`) call these by name. Writers
 return ``bytes`` and raise on any value they are not sure to write exactly as fastavro's
-``schemaless_writer`` would (the codec then retries on fastavro itself, which either writes it or
-says precisely what is wrong). Readers take ``(raw, pos)`` and return ``(value, pos)``; they
-raise :class:`MalformedError` for bytes no valid encoding holds, :class:`EOFError` for a count
-that the bytes left cannot hold, and may raise anything else (an IndexError past the end, a
-short struct) for what the codec then hands to fastavro to explain.
+``schemaless_writer`` would (:class:`Unsupported`; the codec then retries on fastavro itself, which
+either writes it or says precisely what is wrong). Readers take ``(raw, pos)`` and return ``(value, pos)``;
+they raise :class:`MalformedError` for bytes no valid encoding holds, :class:`TruncatedError` for a count
+that the bytes left cannot hold, and may raise anything else (:class:`Unsupported`, an IndexError past the
+end, a short struct) for what the codec then hands to fastavro to explain.
 """
 
 from __future__ import annotations
@@ -17,6 +17,15 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import MalformedError as MalformedError  # its name here too: the compiled readers raise it
+from engine.errors import TruncatedError
+
+
+class Unsupported(Exception):
+    """What the compiled codec does not serve — a schema feature it does not compile, a value it does not write
+    exactly as fastavro would, an encoding it does not read — so the codec takes the fastavro path for it.
+
+    A control-flow signal inside ``engine.contract``, never an error a caller sees: the codec catches it
+    where it falls back, so it sits outside the error tree (like ``Cancelled``)."""
 
 Writer = Callable[[Any], bytes]
 
@@ -66,7 +75,7 @@ def write_long(n: int) -> bytes:
     if not z >> 7:  # 0 <= z < 128: n in [-64, 63]
         return ONE_BYTE[z]
     if not _MIN_LONG <= n <= _MAX_LONG:
-        raise OverflowError(f"{n} does not fit an Avro long")
+        raise Unsupported(f"{n} does not fit an Avro long")  # fastavro says so in its words
     if z >> 49 and not z >> 56:  # a timestamp in microseconds, these decades
         return _write_eight(z)
     return _SPREAD[(z.bit_length() + 6) // 7 - 1](z)
@@ -82,7 +91,7 @@ def write_string(s: str) -> bytes:
 def write_bytes(b: bytes) -> bytes:
     """Avro bytes: length, then the bytes (exactly ``bytes``; other buffers go to fastavro)."""
     if type(b) is not bytes:
-        raise TypeError(f"fast path writes bytes only, not {type(b).__name__}")
+        raise Unsupported(f"fast path writes bytes only, not {type(b).__name__}")
     size = len(b)
     return (ONE_BYTE[size << 1] if size < 64 else write_long(size)) + b
 
@@ -168,15 +177,15 @@ def read_float(raw: bytes, pos: int) -> tuple[float, int]:
 
 def bad_count(count: int, left: int) -> None:
     """Raise for a block of more entries than the ``left`` bytes can hold (each takes one or more)."""
-    raise EOFError(f"block of {count} entries but only {left} bytes left")
+    raise TruncatedError(f"block of {count} entries but only {left} bytes left")
 
 
 def bad_branch(index_byte: int) -> None:
     """Raise for a union index byte that names no branch.
 
     A first byte with the high bit set may still be a (non-minimal) varint of a valid index: that
-    is left to fastavro (a plain ValueError); any other byte cannot be a valid index.
+    is left to fastavro (:class:`Unsupported`); any other byte cannot be a valid index.
     """
     if index_byte & 0x80:
-        raise ValueError("a union index longer than one byte")
+        raise Unsupported("a union index longer than one byte")
     raise MalformedError(f"union index {ZIGZAG[index_byte]} names no branch")

@@ -42,7 +42,7 @@ from engine.contract.versions import (
     load_version,
     versions_in,
 )
-from engine.errors import DecodeError, UnknownTypeError, ValidationError
+from engine.errors import ContractError, DecodeError, UnknownTypeError, ValidationError
 
 SUBJECTS = ("command", "event", "tenant")
 _DETAIL_LIMIT = 160
@@ -55,7 +55,7 @@ class SchemaCatalog:
     def __init__(self, subject: str, versions: Iterable[SchemaVersion]):
         ordered = sorted(versions, key=lambda v: v.version)
         if not ordered:
-            raise FileNotFoundError(f"no schema versions for subject {subject!r}")
+            raise ContractError(f"no schema versions for subject {subject!r}")
         self.subject = subject
         self.versions: tuple[SchemaVersion, ...] = tuple(ordered)
         self.current = ordered[-1]
@@ -258,7 +258,7 @@ class MessageCodec(Generic[MessageT]):
         """A record of the current schema, through the generated reader.
 
         Bytes no valid record holds (MalformedError) and counts larger than what is left
-        (EOFError) are reported at once; anything else it cannot read, or reads to anywhere but the
+        (TruncatedError) are reported at once; anything else it cannot read, or reads to anywhere but the
         end, the fastavro path reads again, and either decodes or says precisely why not.
         """
         try:
@@ -308,7 +308,7 @@ def _build(record_map: RecordMap, datum: dict[str, Any], what: str) -> Any:
 def catalog(subject: str) -> SchemaCatalog:
     """The shipped catalog of one subject (``command``, ``event`` or ``tenant``), loaded once."""
     if subject not in SUBJECTS:
-        raise ValueError(f"unknown subject {subject!r}; expected one of {SUBJECTS}")
+        raise ContractError(f"unknown subject {subject!r}; expected one of {SUBJECTS}")
     return SchemaCatalog.from_dir(resources.files("engine.schemas"), subject)
 
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from engine.errors import ContractError
+
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})
 COMPLEX = NAMED | {"array", "map"}
@@ -59,7 +61,7 @@ class Names:
             full = node if "." in node else _join(namespace, node)
             found = self.types.get(full) or self.types.get(node)
             if found is None:
-                raise ValueError(f"unknown type {node!r}")
+                raise ContractError(f"unknown type {node!r}")
             return found
         if isinstance(node, dict) and node.get("type") in PRIMITIVES:
             return node["type"]  # {"type": "long", "logicalType": ...} is plain long

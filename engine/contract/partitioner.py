@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+from engine.errors import ValidationError
+
 SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -40,6 +42,6 @@ def murmur2(data: bytes) -> int:
 def partition_for(key: str | bytes, num_partitions: int) -> int:
     """The partition of a keyed record: ``toPositive(murmur2(key)) % num_partitions``, key UTF-8."""
     if num_partitions < 1:
-        raise ValueError(f"num_partitions must be at least 1, got {num_partitions}")
+        raise ValidationError(f"num_partitions must be at least 1, got {num_partitions}", "num_partitions")
     data = key.encode("utf-8") if isinstance(key, str) else bytes(key)
     return (murmur2(data) & 0x7FFFFFFF) % num_partitions

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from engine.errors import TaskDefinitionError
+
 US = 1_000_000
 
 
@@ -41,11 +43,12 @@ class BreakerPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.failure_threshold, bool) or not isinstance(self.failure_threshold, int) \
                 or self.failure_threshold < 1:
-            raise ValueError(f"failure_threshold must be an integer >= 1, got {self.failure_threshold!r}")
+            raise TaskDefinitionError(f"breaker: failure_threshold must be an integer >= 1, "
+                                      f"got {self.failure_threshold!r}")
         if not _finite(self.window_s) or self.window_s <= 0:
-            raise ValueError(f"window_s must be a finite number > 0, got {self.window_s!r}")
+            raise TaskDefinitionError(f"breaker: window_s must be a finite number > 0, got {self.window_s!r}")
         if not _finite(self.cooldown_s) or self.cooldown_s < 0:
-            raise ValueError(f"cooldown_s must be a finite number >= 0, got {self.cooldown_s!r}")
+            raise TaskDefinitionError(f"breaker: cooldown_s must be a finite number >= 0, got {self.cooldown_s!r}")
 
     @property
     def window_us(self) -> int:
@@ -119,7 +122,7 @@ Transition = BreakerOpened | BreakerHalfOpened | BreakerClosed
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class Permit:
     """Whether a job may start now, the breaker's state if it does, and any transition.
 
     ``state`` already counts the start (a half-open breaker has its probe in flight);
@@ -134,19 +137,19 @@ class Decision:
     retry_at: int | None = None
 
 
-def may_start(state: BreakerState, policy: BreakerPolicy, now_us: int) -> Decision:
+def may_start(state: BreakerState, policy: BreakerPolicy, now_us: int) -> Permit:
     """Whether a job of the type may start at ``now_us``; past the cool-down this is the probe."""
     if state.status is BreakerStatus.CLOSED:
-        return Decision(True, state)
+        return Permit(True, state)
     if state.status is BreakerStatus.HALF_OPEN:
         if state.probe_in_flight:
-            return Decision(False, state, reason="half-open: the probe is still running")
-        return Decision(True, on_started(state), reason="half-open: this job is the probe")
+            return Permit(False, state, reason="half-open: the probe is still running")
+        return Permit(True, on_started(state), reason="half-open: this job is the probe")
     reopen_at = _reopen_at(state, policy)
     if now_us < reopen_at:
-        return Decision(False, state, reason="open: cooling down", retry_at=reopen_at)
+        return Permit(False, state, reason="open: cooling down", retry_at=reopen_at)
     half = BreakerHalfOpened(now_us, f"cool-down of {policy.cooldown_s:g}s passed")
-    return Decision(True, on_started(apply(state, half)), half, "half-open: this job is the probe")
+    return Permit(True, on_started(apply(state, half)), half, "half-open: this job is the probe")
 
 
 def on_cooled_down(state: BreakerState, policy: BreakerPolicy,

@@ -19,7 +19,7 @@ from engine.domain.inputs import (
 )
 from engine.domain.jobs import JobView
 from engine.domain.switch import type_switch
-from engine.errors import ValidationError
+from engine.errors import IllegalStateError, ValidationError
 
 __all__ = [
     "AttemptFinished", "CommandInput", "DecideContext", "Decision", "Emit", "HandBack", "Input", "Limits",
@@ -43,7 +43,7 @@ def told(job: JobView | None, outcome: Decision, now: int) -> Decision:
 
 @type_switch
 def _decide(given: object, job: JobView | None, ctx: DecideContext) -> Decision:
-    raise TypeError(f"decide has no rule for {type(given).__name__}")
+    raise IllegalStateError(f"decide has no rule for {type(given).__name__}")
 
 
 @_decide.register

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, cast
 
+from engine.errors import ValidationError
+
 VTIME_SCALE = 1_000_000
 """Virtual-time units per unit of ``cost / weight`` (a job of cost 1 at weight 1)."""
 
@@ -62,7 +64,7 @@ class FairState:
         """The state ``to_dict`` produced (canonicalised)."""
         tags = data.get("finish_tags") or {}
         if not isinstance(tags, Mapping):
-            raise ValueError(f"finish_tags must be a mapping, got {type(tags).__name__}")
+            raise ValidationError(f"finish_tags must be a mapping, got {type(tags).__name__}", "finish_tags")
         return cls(data.get("system_vtime", 0), {str(t): v for t, v in tags.items()})  # type: ignore[arg-type]
 
     def to_bytes(self) -> bytes:
@@ -77,7 +79,7 @@ class FairState:
 
 def _as_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"virtual time must be a non-negative integer, got {value!r}")
+        raise ValidationError(f"virtual time must be a non-negative integer, got {value!r}", "virtual_time")
     return value
 
 
@@ -105,11 +107,11 @@ class TenantHead:
     def from_order(cls, tenant: str, weight: float, units: int, order: bytes) -> TenantHead:
         """The head of a queued job from its order within the tenant (``within_tenant_key`` bytes, then
         anything after a colon), its tenant's weight and the units that weight costs: what dispatch
-        reads off a ready-queue key. ValueError when the order is not a valid one."""
+        reads off a ready-queue key. ValidationError (ValueError from ``int``) when the order is not a valid one."""
         inverse, due, arrival = order.split(b":", 3)[:3]
         priority, due_at, arrival_at = MAX_PRIORITY - int(inverse), int(due), int(arrival)
         if not 0 <= priority <= MAX_PRIORITY or due_at < 0 or arrival_at < 0 or len(due) != 20 or len(arrival) != 20:
-            raise ValueError(f"not a queued job's order: {order[:64]!r}")
+            raise ValidationError(f"not a queued job's order: {order[:64]!r}", "order")
         head = _HeadSlots()  # filled with plain stores, then made a TenantHead: its checks ran above
         head.tenant, head.weight, head.priority = tenant, weight, priority
         head.due_at, head.arrival, head.cost, head.units = due_at, arrival_at, 1.0, units
@@ -122,16 +124,16 @@ _HeadSlots: Any = type("_TenantHeadSlots", (), {"__slots__": TenantHead.__slots_
 
 
 def check_weight(weight: float) -> float:
-    """``weight`` if it is a finite number above zero; ValueError naming ``weight`` otherwise."""
+    """``weight`` if it is a finite number above zero; ValidationError naming ``weight`` otherwise."""
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
-        raise ValueError(f"weight must be a finite number > 0, got {weight!r}")
+        raise ValidationError(f"weight must be a finite number > 0, got {weight!r}", "weight")
     return float(weight)
 
 
 def check_cost(cost: float) -> float:
-    """``cost`` if it is a finite number above zero; ValueError naming ``cost`` otherwise."""
+    """``cost`` if it is a finite number above zero; ValidationError naming ``cost`` otherwise."""
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost <= 0:
-        raise ValueError(f"cost must be a finite number > 0, got {cost!r}")
+        raise ValidationError(f"cost must be a finite number > 0, got {cost!r}", "cost")
     return float(cost)
 
 
@@ -176,7 +178,7 @@ def advance(state: FairState, tenant: str, units: int) -> FairState:
     the start event, so a rebuild does not depend on the weight the tenant has today.
     """
     if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-        raise ValueError(f"units must be a positive integer, got {units!r}")
+        raise ValidationError(f"units must be a positive integer, got {units!r}", "units")
     start = start_tag(state, tenant)
     vtime = max(state.system_vtime, start)
     tags = {t: f for t, f in state.finish_tags.items() if f > vtime}  # canonical: only tags above the clock
@@ -193,10 +195,10 @@ def within_tenant_key(priority: int, due_at: int, arrival: int) -> bytes:
     Byte order equals the wanted order, so it can prefix a RocksDB index key.
     """
     if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
-        raise ValueError(f"priority must be 0-9, got {priority!r}")
+        raise ValidationError(f"priority must be 0-9, got {priority!r}", "priority")
     for name, value in (("due_at", due_at), ("arrival", arrival)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+            raise ValidationError(f"{name} must be a non-negative integer, got {value!r}", name)
     return b"%d:%020d:%020d" % (MAX_PRIORITY - priority, due_at, arrival)
 
 

@@ -11,6 +11,7 @@ from engine.contract.avro_readers import twin_of
 from engine.contract.records import builder
 from engine.domain.switch import type_switch
 from engine.domain.lifecycle import JobState, Trigger, next_state
+from engine.errors import IllegalStateError
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ def _replacer(changed: tuple[str, ...]) -> Callable[[JobView, dict[str, object]]
     """
     unknown = sorted(set(changed) - set(_SLOTS))
     if unknown:
-        raise TypeError(f"JobView has no field(s) {', '.join(unknown)}")
+        raise IllegalStateError(f"JobView has no field(s) {', '.join(unknown)}")
     lines = [f"    new.{name} = changes[{name!r}]" if name in changed else f"    new.{name} = job.{name}"
              for name in _SLOTS]
     source = "def replace(job, changes):\n    new = Twin()\n" + "\n".join(lines) + \

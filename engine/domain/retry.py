@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from engine.contract.validation import MAX_AHEAD_US
+from engine.errors import TaskDefinitionError
 
 US = 1_000_000
 
@@ -32,15 +33,16 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+            raise TaskDefinitionError(f"retry: max_attempts must be >= 1, got {self.max_attempts}")
         if not isinstance(self.max_lost, int) or isinstance(self.max_lost, bool) or self.max_lost < 0:
-            raise ValueError(f"max_lost must be an integer >= 0, got {self.max_lost!r}")
+            raise TaskDefinitionError(f"retry: max_lost must be an integer >= 0, got {self.max_lost!r}")
         if not 0 <= self.base_delay <= self.max_delay <= MAX_AHEAD_US / US:  # False for NaN too
-            raise ValueError(f"need 0 <= base_delay <= max_delay <= 100 years, got {self.base_delay}, {self.max_delay}")
+            raise TaskDefinitionError(f"retry: need 0 <= base_delay <= max_delay <= 100 years, "
+                                      f"got {self.base_delay}, {self.max_delay}")
         if not 0.0 <= self.jitter <= 1.0:
-            raise ValueError(f"jitter must be within [0, 1], got {self.jitter}")
+            raise TaskDefinitionError(f"retry: jitter must be within [0, 1], got {self.jitter}")
         if not 1.0 <= self.multiplier < math.inf:
-            raise ValueError(f"multiplier must be a finite number >= 1, got {self.multiplier}")
+            raise TaskDefinitionError(f"retry: multiplier must be a finite number >= 1, got {self.multiplier}")
 
 
 def should_retry(policy_max_attempts: int, attempt: int, retryable: bool) -> bool:

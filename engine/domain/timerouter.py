@@ -6,14 +6,14 @@ projection's due-time index on disk. This module decides which of those entries 
 in memory, and which slices of the index the engine must read, and when. It does no I/O
 and reads no clock: ``now_us`` (int microseconds, UTC) is always an argument.
 
-Routing (``route``), with ``w = Windows(...)``::
+Bands (``band_of``), with ``w = Windows(...)``::
 
     due_at <= now + w.immediate_us                    -> READY  (queue it now, no timer)
     now + w.immediate_us < due_at <= now + w.horizon_us -> HOT    (due index + in-memory timer)
     now + w.horizon_us < due_at                       -> COLD   (due index only)
 
 The bounds are inclusive at the top of each band: a job due exactly at ``now`` is READY, a
-job due exactly at ``now + horizon`` is HOT, so ``route`` agrees with ``promotion_range``,
+job due exactly at ``now + horizon`` is HOT, so ``band_of`` agrees with ``promotion_range``,
 whose slices are ``(after, until]``.
 
 Why memory is bounded by the horizon. The ``HotSet`` accepts a job only if its due time is
@@ -61,8 +61,8 @@ COMPACT_SLACK = 64
 """Stale heap entries tolerated beyond the live count before the heap is rebuilt."""
 
 
-class Route(StrEnum):
-    """Where a job waits until it is due."""
+class Band(StrEnum):
+    """Where a job waits until it is due: the time router's band of due times (not a command's route)."""
 
     READY = "READY"
     HOT = "HOT"
@@ -108,13 +108,13 @@ def _require_int(name: str, value: object) -> None:
         raise ConfigError(f"windows.{name}: must be an int (microseconds), got {type(value).__name__}")
 
 
-def route(due_at_us: int, now_us: int, windows: Windows) -> Route:
+def band_of(due_at_us: int, now_us: int, windows: Windows) -> Band:
     """Where a job due at ``due_at_us`` waits, seen at ``now_us`` (bands inclusive at the top)."""
     if due_at_us <= now_us + windows.immediate_us:
-        return Route.READY
+        return Band.READY
     if due_at_us <= now_us + windows.horizon_us:
-        return Route.HOT
-    return Route.COLD
+        return Band.HOT
+    return Band.COLD
 
 
 class DueRange(NamedTuple):

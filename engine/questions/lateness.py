@@ -18,7 +18,7 @@ from pathlib import Path
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
-from engine.errors import DecodeError
+from engine.errors import DecodeError, ValidationError
 from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.questions.stores import partition_dirs
 from projections.store import ProjectionStore
@@ -30,7 +30,7 @@ QUANTILES = (50.0, 95.0, 99.0, 99.9)
 def percentile(ordered: list[int] | array[int], q: float) -> int:
     """The q-th percentile (0..100) of sorted values, by nearest rank (an observed value, never interpolated)."""
     if not ordered:
-        raise ValueError("percentile of no values")
+        raise ValidationError("percentile of no values", "values")
     rank = -(-q * len(ordered) // 100)  # ceil(q/100 * n)
     return ordered[min(len(ordered), max(1, int(rank))) - 1]
 

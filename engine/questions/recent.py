@@ -24,7 +24,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain import fence
-from engine.errors import DecodeError
+from engine.errors import DecodeError, ValidationError
 from engine.runtime.kafka.ports import TopicReader, topic_reader
 from engine.questions.history import with_fencing
 from engine.questions.lateness import first_offsets, open_store, task_type_of
@@ -58,7 +58,7 @@ def quantile(buckets: Counter[int], q: float) -> int:
     """The q-th percentile (0..100) of the values tallied in ``buckets``, by nearest rank, as its bucket's value."""
     total = sum(buckets.values())
     if not total:
-        raise ValueError("percentile of no values")
+        raise ValidationError("percentile of no values", "values")
     rank, seen = max(1, math.ceil(q * total / 100)), 0
     for bucket in sorted(buckets):
         seen += buckets[bucket]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from engine.config import Settings
-from engine.errors import ProjectionCorruptedError
+from engine.errors import CorruptedError
 from engine.runtime.kafka.ports import TopicReader, Transaction, topic_reader
 from engine.runtime.topics import checkpoints_topic
 from projections.checkpoint import (
@@ -145,7 +145,7 @@ def _load(settings: Settings, store: ProjectionStore, partition: int, events_end
         if manifest.events_offset >= events_end:
             raise CheckpointError(f"it stands at events offset {manifest.events_offset}, past the end {events_end}")
         load_checked(store, manifest, read_chunks(reader, topic, partition, manifest))
-    except (CheckpointError, ProjectionCorruptedError) as e:
+    except CorruptedError as e:  # the checkpoint, or the store it filled, cannot be trusted: the log is enough
         _fall_back(partition, str(e))
         return None
     except Exception as e:  # noqa: BLE001 - a missing topic, a refused read: the log is enough

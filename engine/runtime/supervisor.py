@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from engine.errors import ConfigError
 
 log = logging.getLogger("epochq.supervisor")
 
@@ -36,7 +37,7 @@ def process_count(value: str) -> int:
     except ValueError:
         n = 0
     if n < 1:
-        raise ValueError(f"--processes: expected a whole number >= 1 or 'auto', got {value!r}")
+        raise ConfigError(f"--processes: expected a whole number >= 1 or 'auto', got {value!r}")
     return n
 
 

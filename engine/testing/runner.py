@@ -21,7 +21,7 @@ from engine.domain.lanes import Lane
 from engine.errors import ValidationError
 from engine.runtime.execution.attempt import run_attempt, run_attempt_async
 from engine.runtime.execution.context import JobContext
-from engine.runtime.execution.verdicts import Outcome, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, RunRequest, RunResult
 from engine.runtime.observe.tracing import run_traced, run_traced_async
 
 
@@ -59,7 +59,7 @@ class InlineRunner:
         try:
             spec = self.app.spec(request.task_type)
         except ValidationError as e:
-            return RunResult(request, Outcome.from_exception(e, 0))
+            return RunResult(request, AttemptOutcome.from_exception(e, 0))
         started = time.time()
         deadline = min(request.deadline, started + spec.timeout)
         ctx = JobContext(request.job_id, request.tenant, request.task_type, request.attempt, request.epoch,
@@ -74,7 +74,7 @@ class InlineRunner:
         else:
             outcome = run_traced(lambda: run_attempt(spec.handler, spec.model, ctx, request.payload), ctx)
         if time.time() > deadline:
-            outcome = Outcome.timed_out(deadline - started, outcome.duration_us)
+            outcome = AttemptOutcome.timed_out(deadline - started, outcome.duration_us)
         return RunResult(request, outcome)
 
     def _on_loop_thread(self) -> ThreadPoolExecutor:

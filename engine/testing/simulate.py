@@ -32,7 +32,7 @@ from engine.contract import messages as m
 from engine.domain.decide import TaskPolicy
 from engine.domain.lanes import Lane, lane_for
 from engine.domain.ratelimits import limit_envelope
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind, RunRequest, RunResult
 from engine.testing.virtual import Setup, VirtualLoop
 
 EMPTY = m.Payload(b"null")
@@ -93,9 +93,10 @@ def _take(job: RecordedJob, event: m.Event) -> None:
         if job.first_start is None:
             job.first_start, job.ready_at = event.occurred_at, body.due_at
     elif isinstance(body, m.JobSucceeded):
-        job.attempts[body.attempt] = (OutcomeKind.SUCCEEDED.value, _held(job, body.attempt, event, body.duration_us))
+        held = _held(job, body.attempt, event, body.duration_us)
+        job.attempts[body.attempt] = (AttemptOutcomeKind.SUCCEEDED.value, held)
     elif isinstance(body, m.JobFailed):
-        kind = OutcomeKind.FAILED if body.retryable else OutcomeKind.INVALID
+        kind = AttemptOutcomeKind.FAILED if body.retryable else AttemptOutcomeKind.INVALID
         job.attempts[body.attempt] = (kind.value, _held(job, body.attempt, event, body.duration_us))
         job.errors[body.attempt] = body.error_type
 
@@ -123,8 +124,8 @@ class RecordedRunner:
         """The attempt runs from ``now`` for its recorded duration."""
         kind, duration = self._recorded(request.job_id, request.attempt)
         error = self.errors.get(request.job_id, {}).get(request.attempt, "") if kind != "succeeded" else ""
-        outcome = Outcome(OutcomeKind(kind), error_type=error, duration_us=duration,
-                          retryable=kind == OutcomeKind.FAILED.value)
+        outcome = AttemptOutcome(AttemptOutcomeKind(kind), error_type=error, duration_us=duration,
+                          retryable=kind == AttemptOutcomeKind.FAILED.value)
         heapq.heappush(self._heap, (now + max(0, duration), next(self._seq), RunResult(request, outcome)))
         self._running[request.lane] += 1
 
@@ -134,7 +135,7 @@ class RecordedRunner:
         if attempt in attempts:
             return attempts[attempt]
         last = attempts[max(attempts)][1] if attempts else 0
-        return OutcomeKind.SUCCEEDED.value, last
+        return AttemptOutcomeKind.SUCCEEDED.value, last
 
     def finished(self, now: int) -> list[RunResult]:
         """The attempts whose recorded duration has run out by ``now``."""

@@ -1,7 +1,7 @@
 """One attempt of a handler, in order: validate the payload, before_execute, execute, after_execute.
 
 Runs in a lane thread, on the engine's event loop (``async def``) or in a child process; it
-returns an ``Outcome`` and never raises for what a handler does.
+returns an ``AttemptOutcome`` and never raises for what a handler does.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from engine.app import is_class_handler
 from engine.contract.messages import Payload
 from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.payloads import encode_result, load_payload
-from engine.runtime.execution.verdicts import Outcome, since
+from engine.runtime.execution.verdicts import AttemptOutcome, since
 
-def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
+def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> AttemptOutcome:
     """One attempt in order: validate the payload → before_execute → execute → after_execute.
 
     ``after_execute`` runs whenever ``before_execute`` did; it cannot change the outcome.
@@ -27,7 +27,7 @@ def run_attempt(handler: Any, model: type[BaseModel] | None, ctx: JobContext, pa
     try:
         value = _validated(handler, model, ctx.task_type, payload)
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, since(started))
+        return AttemptOutcome.from_exception(e, since(started))
     if not is_class_handler(handler):
         return _call(lambda: handler(ctx, value), ctx, started)
     outcome = _call(lambda: _before_then_execute(handler, ctx, value), ctx, started)
@@ -48,15 +48,15 @@ def _before_then_execute(handler: Any, ctx: JobContext, value: Any) -> Any:
     return handler.execute(ctx, value)
 
 
-def _call(fn: Callable[[], Any], ctx: JobContext, started_ns: int) -> Outcome:
+def _call(fn: Callable[[], Any], ctx: JobContext, started_ns: int) -> AttemptOutcome:
     try:
         result = encode_result(fn())
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, since(started_ns))
-    return Outcome.succeeded(result, since(started_ns), ctx._records)
+        return AttemptOutcome.from_exception(e, since(started_ns))
+    return AttemptOutcome.succeeded(result, since(started_ns), ctx._records)
 
 
-def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) -> None:
+def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: AttemptOutcome) -> None:
     hook = getattr(handler, "after_execute", None)
     try:
         if hook is not None:
@@ -66,13 +66,13 @@ def _after_execute(handler: Any, ctx: JobContext, value: Any, outcome: Outcome) 
 
 
 async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: JobContext,
-                            payload: Payload) -> Outcome:
+                            payload: Payload) -> AttemptOutcome:
     """:func:`run_attempt` for an ``async def`` handler (or ``execute``), on the engine's event loop."""
     started = time.perf_counter_ns()
     try:
         value = _validated(handler, model, ctx.task_type, payload)
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        return Outcome.from_exception(e, since(started))
+        return AttemptOutcome.from_exception(e, since(started))
     try:
         if is_class_handler(handler):
             hook = getattr(handler, "before_execute", None)
@@ -81,15 +81,15 @@ async def run_attempt_async(handler: Any, model: type[BaseModel] | None, ctx: Jo
             returned = await handler.execute(ctx, value)
         else:
             returned = await handler(ctx, value)
-        outcome = Outcome.succeeded(encode_result(returned), since(started), ctx._records)
+        outcome = AttemptOutcome.succeeded(encode_result(returned), since(started), ctx._records)
     except Exception as e:  # noqa: BLE001 - a handler's error is its outcome
-        outcome = Outcome.from_exception(e, since(started))
+        outcome = AttemptOutcome.from_exception(e, since(started))
     if is_class_handler(handler):
         _after_execute(handler, ctx, value, outcome)
     return outcome
 
 
-def run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> Outcome:
+def run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext, payload: Payload) -> AttemptOutcome:
     """The child's side of a process-pool attempt: the same call order, a picklable outcome.
 
     The handler arrives pickled, so a handler instance is a fresh copy on every attempt.
@@ -97,5 +97,5 @@ def run_in_process(handler: Any, model: type[BaseModel] | None, ctx: JobContext,
     return run_attempt(handler, model, ctx, payload)
 
 
-def failed_attempt(error: BaseException) -> Outcome:
-    return Outcome.from_exception(error, 0)
+def failed_attempt(error: BaseException) -> AttemptOutcome:
+    return AttemptOutcome.from_exception(error, 0)

@@ -22,6 +22,7 @@ from engine.runtime.execution.outputs import (
     traced_headers,
 )
 from engine.runtime.observe.tracing import current_traceparent
+from engine.errors import ValidationError
 
 LOGGER_PREFIX = "epochq.handler."
 NO_CANCELS: frozenset[int] = frozenset()
@@ -137,7 +138,7 @@ class JobContext:
         """
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value)):
-            raise ValueError(f"progress value must be a finite number or None, got {value!r}")
+            raise ValidationError(f"progress value must be a finite number or None, got {value!r}", "progress")
         if self._progress is not None:
             self._progress[self._token] = (None if value is None else float(value), str(message)[:MAX_PROGRESS_MESSAGE])
 

@@ -24,16 +24,16 @@ from typing import Any
 from engine.app import App, TaskSpec
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
-from engine.errors import ValidationError
+from engine.errors import ConfigError, IllegalStateError, ValidationError
 from engine.runtime.execution.aio import AsyncRunner
 from engine.runtime.execution.attempt import failed_attempt, run_attempt, run_attempt_async, run_in_process
 from engine.runtime.execution.context import JobContext
 from engine.runtime.execution.outputs import TopicGate
 from engine.runtime.execution.lanethreads import LaneThreads
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult, since
+from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind, RunRequest, RunResult, since
 from engine.runtime.observe.tracing import run_traced, run_traced_async, tracing
 
-__all__ = ["Executor", "Outcome", "OutcomeKind", "RunRequest", "RunResult"]
+__all__ = ["Executor", "AttemptOutcome", "AttemptOutcomeKind", "RunRequest", "RunResult"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Executor:
     """
 
     def __init__(self, app: App, lane_slots: Mapping[Lane, int], *, process_workers: int | None = None,
-                 report: Callable[[tuple[int, Outcome, float]], None] | None = None,
+                 report: Callable[[tuple[int, AttemptOutcome, float]], None] | None = None,
                  gate: TopicGate | None = None, namespace: str | None = None) -> None:
         self._app = app
         self._gate = gate  # what ctx.produce asks before it stages a record for a topic
@@ -74,7 +74,7 @@ class Executor:
         self._process: ProcessPoolExecutor | None = None
         self._aio: AsyncRunner | None = None
         self._lock = threading.RLock()
-        self._results: queue.SimpleQueue[tuple[int, Outcome, float]] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[tuple[int, AttemptOutcome, float]] = queue.SimpleQueue()
         self._report = report or self._results.put  # where finished attempts go: the engine's inbox
         self._running: dict[int, _Running] = {}
         self._deadlines: list[tuple[float, int]] = []  # (deadline, token), a heap; finished tokens left lazily
@@ -96,18 +96,18 @@ class Executor:
             return max(0, slots - running - max(0, stuck - slots))
 
     def submit(self, request: RunRequest) -> None:
-        """Start ``request`` in a slot of its lane; ``RuntimeError`` if none is free.
+        """Start ``request`` in a slot of its lane; ``IllegalStateError`` (a bug of the caller) if none is free.
 
         An unknown task type takes no slot: its ``invalid`` result is ready at the next poll.
         """
         with self._lock:
             if self._closed:
-                raise RuntimeError("executor is shut down; it accepts no new work")
+                raise IllegalStateError("executor is shut down; it accepts no new work")
             spec = self._spec_for(request)
             if spec is None:
                 return
             if self.free_slots(request.lane) < 1:
-                raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+                raise IllegalStateError(f"lane {request.lane} has no free slot for job {request.job_id}")
             self._start(request, spec)
 
     def submit_many(self, requests: list[RunRequest]) -> None:
@@ -116,12 +116,12 @@ class Executor:
         with self._lock:
             for request in requests:
                 if self._closed:
-                    raise RuntimeError("executor is shut down; it accepts no new work")
+                    raise IllegalStateError("executor is shut down; it accepts no new work")
                 spec = self._spec_for(request)
                 if spec is None:
                     continue
                 if self.free_slots(request.lane) < 1:
-                    raise RuntimeError(f"lane {request.lane} has no free slot for job {request.job_id}")
+                    raise IllegalStateError(f"lane {request.lane} has no free slot for job {request.job_id}")
                 self._start(request, spec, waking)
         if waking:
             self._event_loop().submit_many(waking)
@@ -130,7 +130,7 @@ class Executor:
         try:
             return self._app.spec(request.task_type)
         except ValidationError as e:
-            self._ready.append(RunResult(request, Outcome.from_exception(e, 0)))
+            self._ready.append(RunResult(request, AttemptOutcome.from_exception(e, 0)))
             return None
 
     def _start(self, request: RunRequest, spec: TaskSpec, waking: list[Any] | None = None) -> None:
@@ -170,10 +170,10 @@ class Executor:
             outcome = self._attempt(spec, ctx, payload) if not tracing() else \
                 run_traced(lambda: self._attempt(spec, ctx, payload), ctx)
         except BaseException as e:  # noqa: BLE001 - never lose a result: the slot would be held until the deadline
-            outcome = Outcome.from_exception(e, since(started))
+            outcome = AttemptOutcome.from_exception(e, since(started))
         self._report((token, outcome, time.time()))
 
-    def _attempt(self, spec: TaskSpec, ctx: JobContext, payload: Payload) -> Outcome:
+    def _attempt(self, spec: TaskSpec, ctx: JobContext, payload: Payload) -> AttemptOutcome:
         if spec.executor == "thread":
             return run_attempt(spec.handler, spec.model, ctx, payload)
         pool = self._process_pool()
@@ -187,7 +187,7 @@ class Executor:
         with self._lock:
             if self._process is None:
                 if self._closed:
-                    raise RuntimeError("executor is shut down; no process pool to run in")
+                    raise IllegalStateError("executor is shut down; no process pool to run in")
                 context = multiprocessing.get_context(PROCESS_START_METHOD)
                 self._process = ProcessPoolExecutor(max_workers=self._process_workers, mp_context=context)
             return self._process
@@ -236,7 +236,7 @@ class Executor:
                 heapq.heappop(heap)
             return heap[0][0] if heap else float("inf")
 
-    def settle(self, item: tuple[int, Outcome, float]) -> RunResult | None:
+    def settle(self, item: tuple[int, AttemptOutcome, float]) -> RunResult | None:
         """The result for a finished attempt (what went to ``report``); ``None`` when it had already timed out.
 
         Settling frees the attempt's slot: the engine settles a result as soon as it wakes for it.
@@ -254,14 +254,14 @@ class Executor:
             self._running_in[entry.request.lane] -= 1
         if finished_at > entry.deadline:
             outcome = self._late(entry, outcome.duration_us)
-        elif entry.grace_s is not None and outcome.kind is not OutcomeKind.SUCCEEDED:
+        elif entry.grace_s is not None and outcome.kind is not AttemptOutcomeKind.SUCCEEDED:
             outcome = outcome.cancelled()
         return RunResult(entry.request, outcome)
 
-    def _late(self, entry: _Running, duration_us: int) -> Outcome:
+    def _late(self, entry: _Running, duration_us: int) -> AttemptOutcome:
         if entry.grace_s is not None:
-            return Outcome.out_of_grace(entry.grace_s, duration_us)
-        return Outcome.timed_out(entry.allowed_s, duration_us)
+            return AttemptOutcome.out_of_grace(entry.grace_s, duration_us)
+        return AttemptOutcome.timed_out(entry.allowed_s, duration_us)
 
     def take_progress(self, every_s: float = 1.0) -> list[tuple[RunRequest, float | None, str]]:
         """The latest progress of each running attempt that reported since the last take, at most every ``every_s``."""
@@ -371,8 +371,8 @@ def _check_slots(lane_slots: Mapping[Lane, int]) -> dict[Lane, int]:
     for key, count in lane_slots.items():
         lane = Lane(key)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise ValueError(f"lane_slots[{lane}]: expected a whole number >= 0, got {count!r}")
+            raise ConfigError(f"lane_slots[{lane}]: expected a whole number >= 0, got {count!r}")
         if lane is Lane.DEAD and count:
-            raise ValueError("lane_slots[DEAD]: the dead-letter queue runs nothing; give it 0 slots")
+            raise ConfigError("lane_slots[DEAD]: the dead-letter queue runs nothing; give it 0 slots")
         slots[lane] = count
     return slots

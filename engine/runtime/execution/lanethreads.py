@@ -14,6 +14,7 @@ import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+from engine.errors import ConfigError, IllegalStateError
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ class LaneThreads:
 
     def __init__(self, name: str, limit: int):
         if limit < 1:
-            raise ValueError(f"{name}: a lane needs at least one thread, got {limit}")
+            raise ConfigError(f"{name}: a lane needs at least one thread, got {limit}")
         self.name = name
         self.limit = limit
         self._queue: queue.SimpleQueue[tuple[Callable[..., Any], tuple[Any, ...]] | None] = queue.SimpleQueue()
@@ -38,7 +39,7 @@ class LaneThreads:
         """Run ``fn(*args)`` on a lane thread: an idle one, else a new one while under the limit."""
         with self._lock:
             if self._closed:
-                raise RuntimeError(f"{self.name}: shut down, accepts no new work")
+                raise IllegalStateError(f"{self.name}: shut down, accepts no new work")
             self._queue.put((fn, args))
             if self._idle > 0:
                 self._idle -= 1

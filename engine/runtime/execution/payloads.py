@@ -115,10 +115,8 @@ def _result_bytes(value: Any) -> bytes | None:
         raise ValidationError("result: the handler returned a value nested too deeply to encode as JSON",
                               "result") from None
     except (TypeError, ValueError) as e:
-        raise TypeError(
-            f"handler result of type {type(value).__name__} is not JSON-encodable ({e}); "
-            "return JSON-compatible data, a pydantic model or None"
-        ) from e
+        raise ValidationError(f"result: the handler returned a {type(value).__name__} that is not JSON-encodable "
+                              f"({e}); return JSON-compatible data, a pydantic model or None", "result") from e
     try:
         return text.encode()  # UTF-8: "Zoë" stays "Zoë" for a reader in any language
     except UnicodeEncodeError:  # a lone surrogate has no UTF-8: escaped, as JSON allows

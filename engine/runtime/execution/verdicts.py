@@ -23,7 +23,7 @@ MAX_TEXT = 2000
 INVALID_ERRORS = (ValidationError, PydanticValidationError)
 
 
-class OutcomeKind(StrEnum):
+class AttemptOutcomeKind(StrEnum):
     """How an attempt ended: ``invalid`` is dead-lettered at once, ``failed`` may be retried."""
 
     SUCCEEDED = "succeeded"
@@ -53,14 +53,16 @@ class RunRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """The verdict on one attempt; ``traceback`` is a short summary, not the whole stack.
+class AttemptOutcome:
+    """How one attempt ended, as the executor (or a remote worker's ``ReportAttempt.outcome``) says; the source
+    of truth for the ``JobSucceeded``/``JobFailed`` the owner writes. Not ``engine.Outcome``, which is how a
+    whole job stands as the log says (docs/architecture.md, *Words*). ``traceback`` is a short summary.
 
     ``records``: what a successful attempt produced (``ctx.produce``), written with its success.
     ``traceparent``: the W3C context of the attempt's span, when traced: the events its outcome decides carry
     it (docs/tracing.md)."""
 
-    kind: OutcomeKind
+    kind: AttemptOutcomeKind
     result: bytes | None = None
     error_type: str = ""
     message: str = ""
@@ -72,41 +74,41 @@ class Outcome:
 
     @classmethod
     def succeeded(cls, result: bytes | None, duration_us: int,
-                  records: list[OutputRecord] | None = None) -> Outcome:
+                  records: list[OutputRecord] | None = None) -> AttemptOutcome:
         """The handler returned ``result`` (already encoded), having produced ``records``."""
-        return cls(OutcomeKind.SUCCEEDED, result=result, duration_us=duration_us,
+        return cls(AttemptOutcomeKind.SUCCEEDED, result=result, duration_us=duration_us,
                    records=tuple(records) if records else ())
 
-    def refused(self, error: str) -> Outcome:
+    def refused(self, error: str) -> AttemptOutcome:
         """This success's outcome once the brokers refused a record it produced: a failure, retried."""
         message = f"a record it produced was refused: {error}"
-        return Outcome(OutcomeKind.FAILED, None, "OutputRefusedError", clip(message), "", self.duration_us,
-                       retryable=True, traceparent=self.traceparent)
+        return AttemptOutcome(AttemptOutcomeKind.FAILED, None, "OutputRefusedError", clip(message), "",
+                              self.duration_us, retryable=True, traceparent=self.traceparent)
 
     @classmethod
-    def from_exception(cls, exc: BaseException, duration_us: int) -> Outcome:
+    def from_exception(cls, exc: BaseException, duration_us: int) -> AttemptOutcome:
         """A validation error is ``invalid`` (never retried); anything else ``failed``."""
         invalid = isinstance(exc, INVALID_ERRORS)
-        kind = OutcomeKind.INVALID if invalid else OutcomeKind.FAILED
+        kind = AttemptOutcomeKind.INVALID if invalid else AttemptOutcomeKind.FAILED
         return cls(kind, None, type(exc).__qualname__, clip(str(exc)), summarize_traceback(exc),
                    duration_us, retryable=not invalid)
 
-    def cancelled(self) -> Outcome:
+    def cancelled(self) -> AttemptOutcome:
         """This failed attempt's outcome once a cancel of it was asked for: it stopped, as asked."""
-        return Outcome(OutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
+        return AttemptOutcome(AttemptOutcomeKind.CANCELLED, None, self.error_type, self.message, self.traceback,
                        self.duration_us, retryable=False, traceparent=self.traceparent)
 
     @classmethod
-    def out_of_grace(cls, grace_s: float, duration_us: int) -> Outcome:
+    def out_of_grace(cls, grace_s: float, duration_us: int) -> AttemptOutcome:
         """Asked to stop, the attempt ran past its cancel grace; whatever it returns later is discarded."""
         message = f"did not stop within the cancel grace ({grace_s:.3g}s); a result it produces later is discarded"
-        return cls(OutcomeKind.CANCELLED, None, "Cancelled", message, "", duration_us, retryable=False)
+        return cls(AttemptOutcomeKind.CANCELLED, None, "Cancelled", message, "", duration_us, retryable=False)
 
     @classmethod
-    def timed_out(cls, allowed_s: float, duration_us: int) -> Outcome:
+    def timed_out(cls, allowed_s: float, duration_us: int) -> AttemptOutcome:
         """The attempt ran past its deadline; whatever it returns later is discarded."""
         message = f"attempt exceeded its deadline ({allowed_s:.3g}s); a result it produces later is discarded"
-        return cls(OutcomeKind.FAILED, None, "TimeoutError", message, "", duration_us, retryable=True)
+        return cls(AttemptOutcomeKind.FAILED, None, "TimeoutError", message, "", duration_us, retryable=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +116,7 @@ class RunResult:
     """An attempt together with how it ended."""
 
     request: RunRequest
-    outcome: Outcome
+    outcome: AttemptOutcome
 
 
 def summarize_traceback(exc: BaseException) -> str:

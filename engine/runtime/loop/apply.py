@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from engine.domain.lanes import Lane
-from engine.errors import AccessDeniedError, FencedError, ProducerFailedError
+from engine.errors import CorruptedError, FatalError, PartitionLostError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import effects
 from engine.runtime.loop.partition import Offsets, State
@@ -48,13 +48,15 @@ class Verdict(StrEnum):
 def judge(written: Written) -> tuple[Verdict, Offsets]:
     """How ``written``'s transaction ended, and where its partition stands after it (the loop keeps that). Pure.
 
-    Our events count in our order only if they landed in a row where the partition expected them."""
+    Our events count in our order only if they landed in a row where the partition expected them. A failed
+    transaction is judged by its error's group (engine/errors.py): lost (fenced), corrupted (a failed producer),
+    fatal (a refusal only an operator fixes: hold, loop/refusals.py), anything else aborted."""
     offsets = written.partition.offsets
-    if isinstance(written.error, FencedError):
+    if isinstance(written.error, PartitionLostError):
         return Verdict.FENCED, offsets
-    if isinstance(written.error, ProducerFailedError):
+    if isinstance(written.error, CorruptedError):
         return Verdict.PRODUCER_FAILED, offsets
-    if isinstance(written.error, AccessDeniedError):
+    if isinstance(written.error, FatalError):
         return Verdict.REFUSED, offsets
     if written.error is not None:
         return Verdict.ABORTED, offsets

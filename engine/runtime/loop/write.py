@@ -22,7 +22,7 @@ from typing import Any
 
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
-from engine.errors import AccessDeniedError, FencedError, ProducerFailedError, TransactionAbortedError
+from engine.errors import AccessDeniedError, CorruptedError, FatalError, PartitionLostError, TransactionAbortedError
 from engine.runtime import kafka
 from engine.runtime.kafka import Producer, TopicPartition
 from engine.runtime.kafka.errors import typed
@@ -161,14 +161,14 @@ def finish(written: Written) -> Written:
 def _abort(producer: Producer, error: Exception) -> Exception:
     """Abort the open transaction after ``error``; the error that decides what happens next (a fenced or failed
     producer aborts nothing: it can do nothing more)."""
-    if isinstance(error, (FencedError, ProducerFailedError)):
+    if isinstance(error, (PartitionLostError, CorruptedError)):
         return error
     try:
         kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
-    except (FencedError, ProducerFailedError, TransactionAbortedError) as abort_error:
+    except (PartitionLostError, CorruptedError, TransactionAbortedError) as abort_error:
         return abort_error
     except Exception as abort_error:  # noqa: BLE001 - an unreachable cluster: resync will find out
         return TransactionAbortedError(f"abort failed: {abort_error}")
-    if isinstance(error, (TransactionAbortedError, AccessDeniedError)):
-        return error  # refused for authorization: the loop backs off (engine/runtime/loop/refusals.py)
+    if isinstance(error, (TransactionAbortedError, FatalError)):
+        return error  # fatal (refused for authorization): the loop backs off (engine/runtime/loop/refusals.py)
     return TransactionAbortedError(str(error))

@@ -21,6 +21,7 @@ from engine.contract import messages as m
 from engine.domain.jobs import JobView
 from engine.runtime.observe.gctuning import PauseWatch
 from projections.evolve import APPLIED, FENCED
+from engine.errors import ConfigError, IllegalStateError
 
 __all__ = ["EngineMetrics", "LATENESS_BUCKETS", "PROCESSING_BUCKETS", "NO_LANE"]
 
@@ -59,7 +60,7 @@ class EngineMetrics:
 
     def __init__(self, threshold_dead_letters: int = 100, registry: CollectorRegistry | None = None):
         if threshold_dead_letters < 0:
-            raise ValueError(f"threshold_dead_letters: expected >= 0 (0: no alert), got {threshold_dead_letters}")
+            raise ConfigError(f"threshold_dead_letters: expected >= 0 (0: no alert), got {threshold_dead_letters}")
         self.threshold = threshold_dead_letters
         self.registry = registry if registry is not None else CollectorRegistry()
         self._define_job_metrics()
@@ -342,7 +343,7 @@ class EngineMetrics:
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         """Serve ``/metrics`` of this registry over HTTP from a daemon thread (port 0: any free port)."""
         if self._server is not None:
-            raise RuntimeError(f"metrics already served on port {self.port}")
+            raise IllegalStateError(f"metrics already served on port {self.port}")
         self._server, self._thread = start_http_server(port, addr, registry=self.registry)
 
     @property

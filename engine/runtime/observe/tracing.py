@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.runtime.execution.context import JobContext
-    from engine.runtime.execution.verdicts import Outcome
+    from engine.runtime.execution.verdicts import AttemptOutcome
 
 try:
     from opentelemetry import trace
@@ -60,7 +60,7 @@ def tracing() -> bool:
     return _ON
 
 
-def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
+def run_traced(call: Callable[[], AttemptOutcome], ctx: JobContext) -> AttemptOutcome:
     """``call()`` (one attempt) inside its span, when tracing; the outcome recorded on the span."""
     if not tracing():
         return call()
@@ -70,7 +70,7 @@ def run_traced(call: Callable[[], Outcome], ctx: JobContext) -> Outcome:
         return _spanned(outcome) if ctx.traceparent else outcome
 
 
-async def run_traced_async(call: Callable[[], Awaitable[Outcome]], ctx: JobContext) -> Outcome:
+async def run_traced_async(call: Callable[[], Awaitable[AttemptOutcome]], ctx: JobContext) -> AttemptOutcome:
     """:func:`run_traced` for an ``async def`` handler's attempt."""
     if not tracing():
         return await call()
@@ -101,13 +101,13 @@ def _tracer() -> Any:
     return _TRACER
 
 
-def _spanned(outcome: Outcome) -> Outcome:
+def _spanned(outcome: AttemptOutcome) -> AttemptOutcome:
     """``outcome`` with the attempt span's context (current here): the events it decides carry it (a traced
     job's only: an untraced job's attempt is a root span, and its events carry no context)."""
     return replace(outcome, traceparent=current_traceparent())
 
 
-def _record(span: Any, outcome: Outcome) -> None:
+def _record(span: Any, outcome: AttemptOutcome) -> None:
     span.set_attribute("epochq.outcome", outcome.kind.value)
     if outcome.error_type:
         span.set_attribute("epochq.error", f"{outcome.error_type}: {outcome.message}")

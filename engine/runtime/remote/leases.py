@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from engine.domain.fence import fencing_token
 from engine.domain.remote import LEASE_EXPIRED
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind, RunRequest, RunResult
 
 
 @dataclass(slots=True)
@@ -39,11 +39,11 @@ def token_of(request: RunRequest) -> int:
     return fencing_token(request.epoch, request.attempt, request.replays)
 
 
-def expired_outcome(lease: Lease, now: float) -> Outcome:
+def expired_outcome(lease: Lease, now: float) -> AttemptOutcome:
     """The failure recorded for an attempt whose lease lapsed: retried by its policy."""
     message = (f"no heartbeat from a worker of pool {lease.pool} for {lease.lease_s:.3g}s: the attempt's lease "
                "lapsed; a result its worker sends later is refused (stale_token)")
-    return Outcome(OutcomeKind.FAILED, None, LEASE_EXPIRED, message, "", int((now - lease.granted) * 1e6),
+    return AttemptOutcome(AttemptOutcomeKind.FAILED, None, LEASE_EXPIRED, message, "", int((now - lease.granted) * 1e6),
                    retryable=True)
 
 

@@ -34,7 +34,7 @@ from engine.contract.heartbeat import LaneSlots, LeasedJob, WorkerRow, encode_he
 from engine.domain.lanes import RUNNABLE_LANES, Lane
 from engine.errors import ConfigError, DecodeError
 from engine.runtime.execution.executor import Executor
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind, RunRequest, RunResult
 from engine.runtime.kafka import plain
 from engine.runtime.kafka.ports import Record, dispatch_reader
 from engine.runtime.outputgate import KafkaTopicGate
@@ -129,9 +129,10 @@ def lapsing(d: Dispatch, now: float, beat_s: float) -> bool:
     return d.dispatched_at_us / 1e6 + d.lease_s - beat_s < now
 
 
-def cancelled_before_start(d: Dispatch) -> Outcome:
+def cancelled_before_start(d: Dispatch) -> AttemptOutcome:
     """How an attempt ends that was cancelled while it waited here for a slot."""
-    return Outcome(OutcomeKind.CANCELLED, message=f"cancelled before it started (held by a full worker of {d.pool})")
+    return AttemptOutcome(AttemptOutcomeKind.CANCELLED,
+                          message=f"cancelled before it started (held by a full worker of {d.pool})")
 
 
 def report_of(taken: Taken, result: RunResult, worker: str) -> m.Command:

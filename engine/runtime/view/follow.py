@@ -50,7 +50,7 @@ SEEN_FILE = "seen.json"
 
 
 @dataclass
-class Followed:
+class FollowedPartition:
     """One partition as the view follows it."""
 
     store: ProjectionStore
@@ -68,7 +68,7 @@ class ViewFollower:
         self.keep_finished_us = keep_finished_us
         self.root = view_root(settings.state_dir, settings.namespace)
         self.reader: TopicReader = topic_reader(settings, "view", fetch_wait_ms=50, told=self._told)
-        self.followed: dict[int, Followed] = {}
+        self.followed: dict[int, FollowedPartition] = {}
         self.identity: str | None = None  # of the events topic's log, asked once
         self.stopping = threading.Event()
         self._committed_at = time.monotonic()
@@ -165,7 +165,7 @@ class ViewFollower:
         """A read's error: warned (the view reads on)."""
         self._warn(f"view: {line}")
 
-    def _fold(self, p: int, followed: Followed, offset: int, value: bytes | None) -> None:
+    def _fold(self, p: int, followed: FollowedPartition, offset: int, value: bytes | None) -> None:
         try:
             followed.restorer.feed(((offset, value),))
         except ProjectionCorruptedError as e:
@@ -179,7 +179,8 @@ class ViewFollower:
     def _follow(self, p: int, store: ProjectionStore) -> None:
         retention = Retention(self.keep_finished_us)
         restorer = Restorer(store, self.topic, p, commit_every=COMMIT_RECORDS)
-        followed = Followed(store, restorer, newest_us=_seen(self.root).get(p, 0) if restorer.next_offset else 0)
+        newest_us = _seen(self.root).get(p, 0) if restorer.next_offset else 0
+        followed = FollowedPartition(store, restorer, newest_us=newest_us)
 
         def folded(event: m.Event, result: Folded) -> None:
             followed.newest_us = max(followed.newest_us, event.occurred_at)

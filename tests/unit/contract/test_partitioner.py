@@ -117,7 +117,7 @@ def test_str_keys_are_partitioned_as_their_utf8_bytes(key: str, n: int) -> None:
 
 
 def test_partition_count_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="num_partitions"):
+    with pytest.raises(ValidationError, match="num_partitions"):
         partition_for("k", 0)
 
 

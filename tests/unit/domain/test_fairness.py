@@ -14,6 +14,7 @@ from engine.domain.fairness import (
     VTIME_SCALE, FairState, TenantHead, advance, charge, pick, served_shares, service_units, start_tag,
     weight_shares, within_tenant_key,
 )
+from engine.errors import ValidationError
 
 
 def serve(state: FairState, weights: Mapping[str, float], picks: int) -> tuple[FairState, list[str]]:
@@ -91,7 +92,7 @@ def test_priority_order_within_a_tenant() -> None:
 
 @pytest.mark.parametrize("bad", [(10, 0, 0), (-1, 0, 0), (5, -1, 0), (5, 0, -1)])
 def test_within_tenant_key_refuses_out_of_range(bad: tuple[int, int, int]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError):
         within_tenant_key(*bad)
 
 
@@ -126,9 +127,9 @@ def test_state_keeps_only_tags_ahead_of_the_clock() -> None:
 
 @pytest.mark.parametrize("weight", [0, -1, float("nan"), float("inf")])
 def test_bad_weights_are_refused(weight: float) -> None:
-    with pytest.raises(ValueError, match="weight"):
+    with pytest.raises(ValidationError, match="weight"):
         charge(FairState(), "a", weight)
-    with pytest.raises(ValueError, match="weight"):
+    with pytest.raises(ValidationError, match="weight"):
         TenantHead("a", weight)
 
 
@@ -183,7 +184,7 @@ def test_a_head_read_off_a_ready_key_equals_one_built_from_its_fields(priority, 
 
 
 def test_an_order_with_a_negative_due_time_is_no_head() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError):
         TenantHead.from_order("t", 1.0, 1, b"4:-0000000000000000001:00000000000000000001:job")
 
 

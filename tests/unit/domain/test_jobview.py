@@ -10,6 +10,7 @@ import pytest
 from engine.contract import messages as m
 from engine.domain.jobs import AttemptError, JobView, replace
 from engine.domain.lifecycle import JobState
+from engine.errors import IllegalStateError
 
 BASE = JobView("job-1", "acme", "email.send", JobState.QUEUED, 5, "NORMAL", 3,
                m.Payload(b"{}", "application/json", None, None), 10, 20, 1)
@@ -47,7 +48,7 @@ def test_the_copy_stays_frozen():
 
 
 def test_an_unknown_field_is_named():
-    with pytest.raises(TypeError, match="no field.*colour"):
+    with pytest.raises(IllegalStateError, match="no field.*colour"):
         replace(BASE, colour="red")
 
 

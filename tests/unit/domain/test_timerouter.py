@@ -9,8 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.domain.timerouter import (
-    COMPACT_SLACK, SECOND, DueRange, HotSet, Route, Windows, overdue_range, overdue_sweep_due, promotion_range,
-    promotion_sweep_due, route,
+    COMPACT_SLACK, SECOND, DueRange, HotSet, Band, Windows, overdue_range, overdue_sweep_due, promotion_range,
+    promotion_sweep_due, band_of,
 )
 from engine.errors import ConfigError
 
@@ -45,18 +45,18 @@ def test_bad_windows_name_the_setting(kwargs: dict[str, object], named: str) -> 
 
 
 def test_route_bands_are_inclusive_at_the_top() -> None:
-    assert route(NOW - 5 * SECOND, NOW, W) is Route.READY
-    assert route(NOW, NOW, W) is Route.READY
-    assert route(NOW + 1, NOW, W) is Route.HOT
-    assert route(NOW + W.horizon_us, NOW, W) is Route.HOT
-    assert route(NOW + W.horizon_us + 1, NOW, W) is Route.COLD
-    assert route(NOW + 86_400 * SECOND, NOW, W) is Route.COLD
+    assert band_of(NOW - 5 * SECOND, NOW, W) is Band.READY
+    assert band_of(NOW, NOW, W) is Band.READY
+    assert band_of(NOW + 1, NOW, W) is Band.HOT
+    assert band_of(NOW + W.horizon_us, NOW, W) is Band.HOT
+    assert band_of(NOW + W.horizon_us + 1, NOW, W) is Band.COLD
+    assert band_of(NOW + 86_400 * SECOND, NOW, W) is Band.COLD
 
 
 def test_immediate_window_queues_jobs_due_within_it() -> None:
     windows = Windows(immediate_us=50_000)
-    assert route(NOW + 50_000, NOW, windows) is Route.READY
-    assert route(NOW + 50_001, NOW, windows) is Route.HOT
+    assert band_of(NOW + 50_000, NOW, windows) is Band.READY
+    assert band_of(NOW + 50_001, NOW, windows) is Band.HOT
 
 
 # --- sweep ranges ------------------------------------------------------------------------
@@ -193,7 +193,7 @@ class Engine:
 
     def submit(self, job: str, due: int, now: int) -> None:
         self.due[job] = due
-        if route(due, now, self.windows) is Route.READY:
+        if band_of(due, now, self.windows) is Band.READY:
             self.ready.add(job)
             self.fire(job, now)
         else:

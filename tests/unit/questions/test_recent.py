@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from engine.questions.lateness import percentile
 from engine.questions.recent import RATIO, Tally, bucket_of, bucket_value, quantile
+from engine.errors import ValidationError
 
 
 @given(st.integers(min_value=1, max_value=10**12))
@@ -29,7 +30,7 @@ def test_a_percentile_from_buckets_is_within_two_percent_of_the_exact_one(values
 
 def test_zero_and_negative_lateness_are_bucket_zero() -> None:
     assert bucket_of(0) == bucket_of(-5) == 0 and bucket_value(0) == 0
-    with pytest.raises(ValueError):
+    with pytest.raises(ValidationError):
         quantile(Counter(), 50)
 
 

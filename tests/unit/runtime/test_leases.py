@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.contract.messages import Payload
 from engine.domain.fence import fencing_token
 from engine.domain.lanes import Lane
-from engine.runtime.execution.verdicts import OutcomeKind, RunRequest
+from engine.runtime.execution.verdicts import AttemptOutcomeKind, RunRequest
 from engine.runtime.remote.leases import Leases
 
 
@@ -32,7 +32,7 @@ def test_a_lease_lapses_once_unless_a_heartbeat_with_its_token_renews_it() -> No
     assert leases.expire() == [] and leases.next_deadline() == 105.0 and leases.in_flight("gpu") == 1
     clock.now += 1.0
     (lapsed,) = leases.expire()
-    assert lapsed.outcome.kind is OutcomeKind.FAILED and lapsed.outcome.error_type == "lease_expired"
+    assert lapsed.outcome.kind is AttemptOutcomeKind.FAILED and lapsed.outcome.error_type == "lease_expired"
     assert lapsed.outcome.retryable and lapsed.request.job_id == "j-1"
     assert leases.expire() == [] and leases.in_flight() == 0 and leases.expiries["gpu"] == 1
 

@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from engine.app import App
 from engine.contract.messages import Payload
 from engine.domain.lanes import Lane
-from engine.errors import ValidationError
+from engine.errors import ConfigError, IllegalStateError, ValidationError
 from engine.runtime.execution.context import JobContext
-from engine.runtime.execution.executor import Executor, Outcome, RunRequest, RunResult
+from engine.runtime.execution.executor import Executor, AttemptOutcome, RunRequest, RunResult
 from engine.contract.validation import MAX_RESULT_BYTES
 from engine.runtime.execution.payloads import decode_payload, encode_result, load_payload
 
@@ -51,7 +51,7 @@ def request(task_type: str, payload: Payload | None = None, *, lane: Lane = Lane
     )
 
 
-def run_one(executor: Executor, req: RunRequest, wait: float = 5.0) -> Outcome:
+def run_one(executor: Executor, req: RunRequest, wait: float = 5.0) -> AttemptOutcome:
     executor.submit(req)
     results = executor.wait_results(wait)
     assert [r.request for r in results] == [req]
@@ -78,7 +78,7 @@ class Recorder:
 
     def __init__(self, fail: BaseException | None = None, after_fails: bool = False) -> None:
         self.calls: list[str] = []
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[AttemptOutcome] = []
         self.fail = fail
         self.after_fails = after_fails
 
@@ -95,7 +95,7 @@ class Recorder:
             raise self.fail
         return {"to": payload.to, "retries": payload.retries}
 
-    def after_execute(self, ctx: JobContext, payload: Email, outcome: Outcome) -> None:
+    def after_execute(self, ctx: JobContext, payload: Email, outcome: AttemptOutcome) -> None:
         self.calls.append(f"after_execute:{outcome.kind}")
         self.outcomes.append(outcome)
         if self.after_fails:
@@ -190,7 +190,7 @@ def test_results_encode_to_sorted_json_or_model_json() -> None:
     assert encode_result({"name": "Zoë 東京"}) == '{"name":"Zoë 東京"}'.encode()  # UTF-8, not \u escapes
     assert encode_result({"odd": "\ud800"}) == b'{"odd":"\\ud800"}'  # a lone surrogate has no UTF-8: escaped
     for bad in ({"x": float("inf")}, {1: "a", "b": 2}):
-        with pytest.raises(TypeError, match="not JSON-encodable"):
+        with pytest.raises(ValidationError, match="not JSON-encodable"):
             encode_result(bad)
 
 
@@ -257,9 +257,9 @@ def test_validation_failures_are_invalid_and_not_retryable(executor: Executor, r
     assert needle in outcome.message
 
 
-def test_an_unencodable_result_fails_the_attempt(executor: Executor) -> None:
-    outcome = run_one(executor, request("unencodable"))
-    assert (outcome.kind, outcome.error_type) == ("failed", "TypeError")
+def test_an_unencodable_result_dead_letters_at_once(executor: Executor) -> None:
+    outcome = run_one(executor, request("unencodable"))  # the same handler would return it again: never retried
+    assert (outcome.kind, outcome.error_type, outcome.retryable) == ("invalid", "ValidationError", False)
     assert "not JSON-encodable" in outcome.message
 
 
@@ -301,7 +301,7 @@ def test_a_full_batch_lane_does_not_block_high(executor: Executor) -> None:
     held = request("hold", lane=Lane.BATCH, job_id="bulk")
     executor.submit(held)
     assert executor.free_slots(Lane.BATCH) == 0
-    with pytest.raises(RuntimeError, match="BATCH has no free slot"):
+    with pytest.raises(IllegalStateError, match="BATCH has no free slot"):
         executor.submit(request("hold", lane=Lane.BATCH, job_id="bulk-2"))
     assert run_one(executor, request("ok", lane=Lane.HIGH, job_id="otp")).kind == "succeeded"
     assert executor.in_flight_requests(0) == [held]
@@ -310,12 +310,12 @@ def test_a_full_batch_lane_does_not_block_high(executor: Executor) -> None:
 def test_lanes_without_slots_take_nothing(app: App) -> None:
     ex = Executor(app, {Lane.HIGH: 1})
     assert ex.free_slots(Lane.BATCH) == 0 and ex.free_slots(Lane.DEAD) == 0
-    with pytest.raises(RuntimeError, match="no free slot"):
+    with pytest.raises(IllegalStateError, match="no free slot"):
         ex.submit(request("ok", lane=Lane.LOW))
     ex.shutdown(0)
-    with pytest.raises(ValueError, match="lane_slots"):
+    with pytest.raises(ConfigError, match="lane_slots"):
         Executor(app, {Lane.LOW: -1})
-    with pytest.raises(ValueError, match="DEAD"):
+    with pytest.raises(ConfigError, match="DEAD"):
         Executor(app, {Lane.DEAD: 1})
 
 
@@ -334,7 +334,7 @@ def test_in_flight_counts_by_partition_and_poll_respects_max_items(executor: Exe
 # --- class handlers ----------------------------------------------------------------------
 
 
-def run_with(handler: Recorder, req_payload: Payload | None = None) -> Outcome:
+def run_with(handler: Recorder, req_payload: Payload | None = None) -> AttemptOutcome:
     app = App()
     app.register("rec", handler)
     ex = Executor(app, {Lane.NORMAL: 1})
@@ -402,7 +402,7 @@ def test_shutdown_waits_for_running_work_within_the_grace(executor: Executor, ga
     threading.Timer(0.05, gate.set).start()
     results = executor.shutdown(2.0)
     assert [(r.request.job_id, r.outcome.result) for r in results] == [("finishes", b'"done"')]
-    with pytest.raises(RuntimeError, match="shut down"):
+    with pytest.raises(IllegalStateError, match="shut down"):
         executor.submit(request("ok"))
 
 
@@ -547,7 +547,7 @@ def test_a_cancel_flag_is_per_attempt_and_not_pickled() -> None:
 def _reporting(ctx: JobContext, payload: Any) -> str:
     for n in range(1, 4):
         ctx.progress(n / 4, f"step {n}")
-    with pytest.raises(ValueError, match="finite"):
+    with pytest.raises(ValidationError, match="finite"):
         ctx.progress(float("nan"))
     time.sleep(0.5)
     return "done"

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from engine.runtime.execution.lanethreads import LaneThreads
+from engine.errors import ConfigError, IllegalStateError
 
 
 def test_sequential_calls_reuse_one_idle_thread():
@@ -54,13 +55,13 @@ def test_shutdown_drops_queued_calls_and_refuses_new_ones():
     lane.submit(ran.append, "late")
     lane.shutdown()
     gate.set()
-    with pytest.raises(RuntimeError, match="shut down"):
+    with pytest.raises(IllegalStateError, match="shut down"):
         lane.submit(ran.append, "new")
     assert ran == []
 
 
 def test_a_lane_needs_a_thread():
-    with pytest.raises(ValueError, match="at least one thread"):
+    with pytest.raises(ConfigError, match="at least one thread"):
         LaneThreads("t", 0)
 
 

@@ -18,7 +18,7 @@ from engine.domain.lanes import Lane
 from engine.domain.lifecycle import JobState
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
-from engine.runtime.execution.verdicts import Outcome, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, RunRequest, RunResult
 from engine.runtime.loop import core
 from engine.runtime.loop.apply import Next, Verdict, judge
 from engine.runtime.loop.breakers import BreakerBoard
@@ -161,7 +161,7 @@ def made_core(slots: int = 4, store: MemoryStore | None = None) -> tuple[Core, F
 
 
 def result(request: RunRequest, kind: str = "succeeded") -> RunResult:
-    return RunResult(request, Outcome(kind))  # type: ignore[arg-type]
+    return RunResult(request, AttemptOutcome(kind))  # type: ignore[arg-type]
 
 
 def types(events: list[m.Event]) -> list[str]:

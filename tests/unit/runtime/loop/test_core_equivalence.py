@@ -20,7 +20,7 @@ from engine import App, JobContext, RetryPolicy
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.domain.decide import DecideContext
-from engine.runtime.execution.verdicts import Outcome, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcome, RunRequest, RunResult
 from engine.runtime.loop import core
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.core import Applied, Core, Read, Rules
@@ -53,10 +53,10 @@ def scenario_app() -> App:
     return app
 
 
-def recorded_run() -> tuple[list[Instant], dict[tuple[str, int], Outcome], list[m.Event]]:
+def recorded_run() -> tuple[list[Instant], dict[tuple[str, int], AttemptOutcome], list[m.Event]]:
     """The scenario through TestEngine: the commands read per instant, each attempt's outcome, the events."""
     instants: list[Instant] = []
-    outcomes: dict[tuple[str, int], Outcome] = {}
+    outcomes: dict[tuple[str, int], AttemptOutcome] = {}
     with TestEngine(scenario_app(), start=START, lane_slots={"NORMAL": 1}, weights={"a": 1, "b": 2}) as t:
         loop = t._loop
         read, finished = loop.read, loop.runner.finished
@@ -92,7 +92,7 @@ class EnginePorts:
     """Ports that behave as the engine's: a transaction ends one tick after it began; a result arrives one tick
     after its attempt started; the clock stands at each recorded instant."""
 
-    def __init__(self, outcomes: dict[tuple[str, int], Outcome]):
+    def __init__(self, outcomes: dict[tuple[str, int], AttemptOutcome]):
         self.now = 0
         self.outcomes = outcomes
         self.commands: list[bytes] = []
@@ -170,7 +170,7 @@ def encode(command: m.Command) -> bytes:
     return encode_command(command)
 
 
-def replayed(instants: list[Instant], outcomes: dict[tuple[str, int], Outcome], app: App) -> list[m.Event]:
+def replayed(instants: list[Instant], outcomes: dict[tuple[str, int], AttemptOutcome], app: App) -> list[m.Event]:
     """The recorded inputs through a core made with the engine's rules, on ports that behave as the engine's."""
     ports = EnginePorts(outcomes)
     base = DecideContext(0, 0, 512 * 1024, app.policies())

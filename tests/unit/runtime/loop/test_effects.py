@@ -18,7 +18,7 @@ from engine.errors import OutputRefusedError, ValidationError
 from engine.runtime.execution.context import JobContext, fencing_token
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.execution.outputs import MAX_OUTPUT_BYTES, OutputRecord, output_record
-from engine.runtime.execution.verdicts import Outcome, OutcomeKind
+from engine.runtime.execution.verdicts import AttemptOutcome, AttemptOutcomeKind
 from engine.runtime.loop import effects
 from engine.runtime.loop.draft import Staged
 
@@ -42,7 +42,7 @@ class Gate:
             raise OutputRefusedError(f"ctx.produce: topic {record.topic} does not exist")
 
 
-def run(app: App, req: RunRequest, gate: Gate | None = None) -> Outcome:
+def run(app: App, req: RunRequest, gate: Gate | None = None) -> AttemptOutcome:
     executor = Executor(app, {Lane.NORMAL: 2}, gate=gate)
     try:
         executor.submit(req)
@@ -83,7 +83,7 @@ def producing_app() -> App:
 
 def test_a_success_carries_its_records_in_order() -> None:
     outcome = run(producing_app(), request("emit"))
-    assert outcome.kind is OutcomeKind.SUCCEEDED
+    assert outcome.kind is AttemptOutcomeKind.SUCCEEDED
     assert outcome.records == (OutputRecord("out", b"one", b"k", (("h", b"v"),)), OutputRecord("out", b"two"))
 
 
@@ -93,13 +93,13 @@ def test_an_async_success_carries_its_records() -> None:
 
 def test_a_failure_carries_none() -> None:
     outcome = run(producing_app(), request("emit.fail"))
-    assert outcome.kind is OutcomeKind.FAILED and outcome.records == ()
+    assert outcome.kind is AttemptOutcomeKind.FAILED and outcome.records == ()
 
 
 def test_a_refused_topic_fails_the_attempt_with_the_gate_s_reason() -> None:
     gate = Gate({"nowhere"})
     outcome = run(producing_app(), request("emit.refused"), gate)
-    assert outcome.kind is OutcomeKind.FAILED and outcome.retryable
+    assert outcome.kind is AttemptOutcomeKind.FAILED and outcome.retryable
     assert outcome.error_type == "OutputRefusedError" and "nowhere does not exist" in outcome.message
     assert gate.asked == ["nowhere"]
 
@@ -170,7 +170,7 @@ def succeeded_event(job_id: str) -> m.Event:
 def test_records_are_staged_only_with_the_job_s_success() -> None:
     staged = Staged()
     records = (OutputRecord("out", b"v"),)
-    result = RunResult(request("emit"), Outcome(OutcomeKind.SUCCEEDED, records=records))
+    result = RunResult(request("emit"), AttemptOutcome(AttemptOutcomeKind.SUCCEEDED, records=records))
     effects.stage(staged, result, [])  # a stale result: nothing decided
     assert staged.outputs == []
     effects.stage(staged, result, [succeeded_event("job-1")])
@@ -193,8 +193,9 @@ class Refused:
 
 def refused_pair() -> tuple[Staged, RunResult, RunResult]:
     staged = Staged()
-    ok = RunResult(request("emit", "ok"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("o", b"1"),)))
-    bad = RunResult(request("emit", "bad"), Outcome(OutcomeKind.SUCCEEDED, records=(OutputRecord("s", b"2"),)))
+    succeeded = AttemptOutcomeKind.SUCCEEDED
+    ok = RunResult(request("emit", "ok"), AttemptOutcome(succeeded, records=(OutputRecord("o", b"1"),)))
+    bad = RunResult(request("emit", "bad"), AttemptOutcome(succeeded, records=(OutputRecord("s", b"2"),)))
     staged.results = [ok, bad]
     return staged, ok, bad
 
@@ -206,7 +207,7 @@ def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_othe
     assert results is not None and results[0] is ok
     assert staged.results == [ok, bad]  # data: the staged results are left as they are
     failed = results[1].outcome
-    assert failed.kind is OutcomeKind.FAILED and failed.retryable and failed.records == ()
+    assert failed.kind is AttemptOutcomeKind.FAILED and failed.retryable and failed.records == ()
     assert failed.error_type == "OutputRefusedError" and "MSG_SIZE_TOO_LARGE" in failed.message
 
 
@@ -351,7 +352,7 @@ def test_the_executor_s_attempts_refuse_the_engine_s_namespace_topics() -> None:
         results: list[RunResult] = []
         while not results and time.monotonic() < deadline:
             results = executor.wait_results(0.1)
-        assert results and results[0].outcome.kind is OutcomeKind.INVALID, results
+        assert results and results[0].outcome.kind is AttemptOutcomeKind.INVALID, results
         assert "topic ns1.events is a topic of namespace ns1" in results[0].outcome.message
         assert results[0].outcome.records == ()
     finally:

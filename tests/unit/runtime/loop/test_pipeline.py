@@ -19,7 +19,7 @@ from engine.domain.lanes import Lane
 from engine.domain.lifecycle import JobState
 from engine.domain.timerouter import Windows
 from engine.errors import FencedError, TransactionAbortedError
-from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
+from engine.runtime.execution.executor import AttemptOutcome, RunRequest, RunResult
 from engine.runtime.loop import orphans, outcomes
 from engine.runtime.loop import draft as draft_module
 from engine.runtime.loop.admit import Admission
@@ -75,7 +75,7 @@ class Rig:
     def finish(self, kind: str = "succeeded") -> None:
         starts = self.draft.staged.starts
         results = [RunResult(RunRequest(0, 1, job.job_id, job.tenant_id, job.task_type, event.body.attempt,  # type: ignore[union-attr]
-                                        Lane.NORMAL, job.payload, None, 0.0, 0), Outcome(kind))  # type: ignore[arg-type]
+                                        Lane.NORMAL, job.payload, None, 0.0, 0), AttemptOutcome(kind))  # type: ignore[arg-type]
                    for event, job in starts]
         self.apply()
         outcomes.record(self.draft, results, self.board, self.poison, self.ctx())

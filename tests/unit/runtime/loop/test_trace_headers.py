@@ -16,8 +16,8 @@ import pytest
 
 from engine.contract import messages as m
 from engine.domain.lanes import Lane
-from engine.runtime.execution.executor import Outcome, RunRequest, RunResult
-from engine.runtime.execution.verdicts import OutcomeKind
+from engine.runtime.execution.executor import AttemptOutcome, RunRequest, RunResult
+from engine.runtime.execution.verdicts import AttemptOutcomeKind
 from engine.runtime.loop import outcomes
 from engine.contract.headers import TRACEPARENT
 from engine.runtime.loop.draft import Staged
@@ -51,7 +51,7 @@ def headers_of(staged: Staged, job_id: str | None) -> list[tuple[str, Any]]:
     return out
 
 
-def finish(rig: Rig, outcome: Outcome) -> None:
+def finish(rig: Rig, outcome: AttemptOutcome) -> None:
     starts = rig.draft.staged.starts
     results = [RunResult(RunRequest(0, 1, job.job_id, job.tenant_id, job.task_type, event.body.attempt,  # type: ignore[union-attr]
                                     Lane.NORMAL, job.payload, None, 0.0, 0, traceparent=job.traceparent), outcome)
@@ -73,7 +73,7 @@ def test_a_traced_job_s_events_carry_its_context_and_an_untraced_job_s_carry_non
 def test_what_an_attempt_decides_carries_the_attempt_span_s_context(rig: Rig) -> None:
     rig.admit(traced("job-t"))
     rig.dispatch()
-    finish(rig, Outcome(OutcomeKind.FAILED, error_type="ConnectionError", message="down", retryable=True,
+    finish(rig, AttemptOutcome(AttemptOutcomeKind.FAILED, error_type="ConnectionError", message="down", retryable=True,
                         traceparent=ATTEMPT))
     staged = rig.draft.staged
     assert headers_of(staged, "job-t") == [("JobFailed", ATTEMPT.encode()), ("JobRetryScheduled", ATTEMPT.encode())]
@@ -82,7 +82,7 @@ def test_what_an_attempt_decides_carries_the_attempt_span_s_context(rig: Rig) ->
 def test_an_attempt_without_a_span_leaves_the_submitter_s_context(rig: Rig) -> None:
     rig.admit(traced("job-t"))
     rig.dispatch()
-    finish(rig, Outcome(OutcomeKind.SUCCEEDED))
+    finish(rig, AttemptOutcome(AttemptOutcomeKind.SUCCEEDED))
     assert headers_of(rig.draft.staged, "job-t") == [("JobSucceeded", SUBMITTER.encode())]
 
 
@@ -134,11 +134,12 @@ def test_the_write_step_produces_the_header_with_each_traced_event_and_none_with
 def test_an_untraced_job_s_attempt_in_a_span_of_its_own_adds_no_header(rig: Rig) -> None:
     rig.admit(submit("job-u"))
     rig.dispatch()
-    finish(rig, Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT))  # an engine that traces: a root span
+    finish(rig, AttemptOutcome(AttemptOutcomeKind.SUCCEEDED, traceparent=ATTEMPT))  # an engine that traces: a root span
     assert headers_of(rig.draft.staged, "job-u") == [("JobSucceeded", None)]
 
 
 def test_an_outcome_turned_cancelled_or_refused_keeps_the_attempt_span_s_context() -> None:
-    failed = Outcome(OutcomeKind.FAILED, error_type="Stop", message="asked to", traceparent=ATTEMPT)
+    failed = AttemptOutcome(AttemptOutcomeKind.FAILED, error_type="Stop", message="asked to", traceparent=ATTEMPT)
     assert failed.cancelled().traceparent == ATTEMPT
-    assert Outcome(OutcomeKind.SUCCEEDED, traceparent=ATTEMPT).refused("out: too large").traceparent == ATTEMPT
+    succeeded = AttemptOutcome(AttemptOutcomeKind.SUCCEEDED, traceparent=ATTEMPT)
+    assert succeeded.refused("out: too large").traceparent == ATTEMPT
