@@ -6,7 +6,7 @@ import argparse
 
 from engine.cli.common import add_connection_flags, print_json, settings_from
 from engine.config import Settings
-from engine.errors import ConfigError, EpochqError
+from engine.errors import ConfigError, EpochqError, KafkaUnavailableError
 from engine.runtime.acls import (
     TIMEOUT_S, apply_acls, list_acls, revoke_acls, revoked_acls, wanted_acls, worker_role,
 )
@@ -14,6 +14,9 @@ from engine.runtime.kafka.admin import ConfigResource, ResourceType, admin_for
 from engine.runtime.kafka.errors import translated
 
 __all__ = ["register"]
+
+METADATA_TIMEOUT_S = 10.0
+"""How long the cluster's metadata may take: a broker that answers at all answers it in milliseconds."""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,14 +82,17 @@ def _list(args: argparse.Namespace) -> int:
 
 def _require_authorizer(settings: Settings) -> None:
     """ConfigError (exit 2) if the broker says it has no authorizer: it would keep no ACL. When its configuration
-    cannot be read (not allowed to describe it), go on: writing the rules then says what is wrong."""
+    cannot be read (not allowed to describe it), go on: writing the rules then says what is wrong. A broker that
+    cannot be reached (or refuses the login) is said at once, not after the ACL request's own time-out."""
     admin = admin_for(settings)
     try:
         with translated("cannot describe the broker"):
-            broker = next(iter(admin.list_topics(timeout=TIMEOUT_S).brokers))
+            broker = next(iter(admin.list_topics(timeout=METADATA_TIMEOUT_S).brokers))
             found = admin.describe_configs([ConfigResource(ResourceType.BROKER, str(broker))],
                                            request_timeout=TIMEOUT_S)
             entries = next(iter(found.values())).result()
+    except KafkaUnavailableError:
+        raise
     except (EpochqError, StopIteration):
         return
     authorizer = entries.get("authorizer.class.name")

@@ -55,6 +55,7 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``epochq`` subcommand; errors become one line on stderr and a non-zero status."""
+    args = None
     try:
         args = build_parser().parse_args(argv)
         status = int(args.func(args) or 0)
@@ -65,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotFoundError as e:
         return _fail(str(e), EXIT_NOT_FOUND)
     except KafkaUnavailableError as e:
+        login = _refused_login(args) if TRANSPORT_FAILURE in str(e) else None
+        if login is not None:
+            return _fail(login)
         return _fail(str(e), EXIT_UNREACHABLE)
     except EpochqError as e:
         return _fail(str(e))
@@ -77,6 +81,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("EPOCHQ_TRACEBACK") == "1":
             traceback.print_exc()
         return _fail(f"internal error: {type(e).__name__}: {e} (EPOCHQ_TRACEBACK=1 shows where)", EXIT_INTERNAL)
+
+
+TRANSPORT_FAILURE = "Broker transport failure"
+"""What librdkafka says of a call that reached no broker: a refused login among the causes."""
+
+
+def _refused_login(args: argparse.Namespace | None) -> str | None:
+    """One line when the brokers refuse the configured login (a wrong password, a client certificate they do not
+    trust), asked anew; None when they do not (or the set-up has no login)."""
+    from engine.cli.common import settings_from
+    from engine.runtime.kafka.admin import refused_login
+
+    try:
+        settings = settings_from(args) if args is not None else None
+    except EpochqError:
+        return None
+    if settings is None or settings.security_protocol == "PLAINTEXT":
+        return None
+    why = refused_login(settings)
+    if why is None:
+        return None
+    return (f"the brokers refused the login ({settings.security_summary()}): {why}; check EPOCHQ_SASL_USERNAME and "
+            "EPOCHQ_SASL_PASSWORD, or the client certificate (docs/security.md)")
 
 
 def _quiet_client_logs() -> None:

@@ -97,6 +97,19 @@ def test_the_broker_refuses_clients_without_credentials_and_prints_no_password(s
         assert password not in repr(as_user(secure_home, user, "x", Path("/nonexistent")))
 
 
+def test_a_wrong_password_is_said_as_a_refused_login_not_a_transport_failure(secure_home: Path, namespace: str) -> None:
+    env = {**_clean_env(), **user_env(secure_home, "admin"), "EPOCHQ_SASL_PASSWORD": "not-the-password",
+           "EPOCHQ_NAMESPACE": namespace}
+    for args in (("topics", "ensure"), ("status", str(uuid.uuid4())), ("acl", "list")):
+        done = subprocess.run([sys.executable, "-m", "engine.cli.main", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (args, done.stderr)
+        assert lines[0].startswith("epochq: error: the brokers refused the login (SASL_SSL SCRAM-SHA-512 as admin): "
+                                   "SASL authentication error"), lines
+        assert "transport failure" not in lines[0] and "not-the-password" not in done.stderr + done.stdout
+
+
 def test_an_engine_with_the_engine_user_runs_a_job_submitted_by_a_service(
         secure_home: Path, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in user_env(secure_home, "engine").items():

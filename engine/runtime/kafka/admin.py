@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicCollection as TopicCollection
 from confluent_kafka.admin import AclBinding as AclBinding
 from confluent_kafka.admin import AclBindingFilter as AclBindingFilter
@@ -35,6 +35,27 @@ def admin_for(settings: Settings) -> AdminClient:
 def admin_with(conf: Mapping[str, Any]) -> AdminClient:
     """An AdminClient from librdkafka settings as they are (the local broker's probe of its own nodes)."""
     return AdminClient(dict(conf))
+
+
+LOGIN_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED})
+"""What librdkafka's error callback says when the brokers refuse a login (SASL credentials, a TLS handshake)."""
+
+
+def refused_login(settings: Settings, timeout: float = 3.0) -> str | None:
+    """Why the brokers refuse this process's login, asked anew (None: they accept it, or nothing says so).
+
+    A client whose login is refused fails its call as "broker transport failure"; the reason reaches only its
+    error callback, and only once polled: so a command that failed to reach Kafka asks this before saying so."""
+    said: list[str] = []
+    conf = {**settings.kafka_config(),
+            "error_cb": lambda e: said.append(e.str()) if e.code() in LOGIN_CODES else None}
+    admin = AdminClient(conf)
+    try:
+        admin.list_topics(timeout=timeout)
+        return None
+    except KafkaException:
+        admin.poll(0.5)
+    return said[0].split(": ", 1)[-1] if said else None  # without librdkafka's "sasl_ssl://host:port/bootstrap: "
 
 
 def listed_broker_ids(admin: AdminClient, timeout: float) -> set[int]:
