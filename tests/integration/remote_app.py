@@ -36,9 +36,13 @@ def flaky(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
 
 @app.task("remote.slow", pool="gpu", lease=3, retry=FAST_RETRY)
 def slow(ctx, payload: dict) -> dict:  # type: ignore[no-untyped-def]
-    """Say it started (job, attempt, pid), then sleep ``payload['seconds']``."""
+    """Say it started (job, attempt, pid), then sleep ``payload['seconds']`` (``payload['then']`` for attempts after
+    the first, if given), or less: until the file ``payload['open_when']`` exists."""
     mark("slow", f"{ctx.job_id} {ctx.attempt} {os.getpid()} started")
-    time.sleep(float(payload.get("seconds", 0)))
+    seconds = payload.get("then", payload.get("seconds", 0)) if ctx.attempt > 1 else payload.get("seconds", 0)
+    gate, until = payload.get("open_when"), time.monotonic() + float(seconds)
+    while time.monotonic() < until and not (gate and Path(gate).exists()):
+        time.sleep(min(0.05, max(0.0, until - time.monotonic())))
     mark("slow", f"{ctx.job_id} {ctx.attempt} {os.getpid()} done")
     return {"attempt": ctx.attempt, "pid": os.getpid()}
 

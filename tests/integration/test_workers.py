@@ -11,15 +11,18 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from engine.client import Client
-from engine.config import Settings
+from engine.config import Settings, load_settings
 from engine.contract import messages as m
-from tests.integration.conftest import ROOT, eventually, events_by_job, start_engine, stop_process
+from engine.runtime.topics import ensure_topics
+from tests.integration.conftest import ROOT, EngineProcess, eventually, events_by_job, start_engine, stop_process
 
 APP = "tests.integration.remote_app:app"
 TERMINAL = (m.JobSucceeded, m.JobFailed)
@@ -58,6 +61,42 @@ def start_worker(workers: dict[str, WorkerProcess], settings: Settings, name: st
     return workers[name]
 
 
+@dataclass
+class Stack:
+    """One engine of the remote app and one worker of pool ``gpu`` (``w1``) on a namespace of their own, shared by the
+    tests of this module that neither stop nor signal them; each of those tests uses a tenant of its own."""
+
+    settings: Settings
+    client: Client
+    engine: EngineProcess
+    worker: WorkerProcess
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def stack(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The module's shared engine and worker (every one stopped at the module's end, even on failure)."""
+    tmp = tmp_path_factory.mktemp("remote")
+    settings = load_settings(bootstrap=bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}", state_dir=str(tmp / "state"))
+    ensure_topics(settings, partitions=3)
+    engine = EngineProcess(settings, "a", tmp, app=APP)
+    worker = WorkerProcess(settings, "w1", tmp)
+    client = Client(settings)
+    try:
+        engine.wait_active(3)
+        yield Stack(settings, client, engine, worker, tmp)
+    finally:
+        client.close()
+        worker.stop()
+        engine.stop()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant of the test's own on the shared stack."""
+    return f"acme-{uuid.uuid4().hex[:8]}"
+
+
 def marks(tmp: Path) -> list[list[str]]:
     path = tmp / "marks" / "slow.log"
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
@@ -75,17 +114,15 @@ def one_end_per_attempt(found: list[m.EventBody]) -> None:
 
 
 def test_remote_attempts_succeed_and_a_failure_is_retried_while_local_tasks_run_in_the_engine(
-        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    engine = start_engine(engines, settings, "a", tmp_path, app=APP)
-    engine.wait_active(3)
-    start_worker(workers, settings, "w1", tmp_path)
-    echo = client.submit("remote.echo", {"n": 1}, tenant="acme")
-    flaky = client.submit("remote.flaky", {}, tenant="acme")
-    local = client.submit("local.echo", {}, tenant="acme")
+        stack: Stack, tenant: str) -> None:
+    settings, client = stack.settings, stack.client
+    echo = client.submit("remote.echo", {"n": 1}, tenant=tenant)
+    flaky = client.submit("remote.flaky", {}, tenant=tenant)
+    local = client.submit("local.echo", {}, tenant=tenant)
     done = client.wait_all([echo, flaky, local], 60)
     assert [o.status for o in done] == ["completed"] * 3, done
-    assert done[0].result["echo"] == {"n": 1} and done[0].result["pid"] == workers["w1"].proc.pid
-    assert done[2].result["pid"] == engine.proc.pid  # the embedded default: run in the engine's process
+    assert done[0].result["echo"] == {"n": 1} and done[0].result["pid"] == stack.worker.proc.pid
+    assert done[2].result["pid"] == stack.engine.proc.pid  # the embedded default: run in the engine's process
     assert done[1].attempts == 2 and done[1].result == {"attempt": 2}
     flaky_events = bodies(settings, flaky.job_id)
     failed = [b for b in flaky_events if isinstance(b, m.JobFailed)]
@@ -96,9 +133,10 @@ def test_remote_attempts_succeed_and_a_failure_is_retried_while_local_tasks_run_
 
 def test_a_worker_killed_mid_run_loses_its_lease_and_the_attempt_is_retried_on_another(
         settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    engine = start_engine(engines, settings, "a", tmp_path, app=APP)
     w1, w2 = start_worker(workers, settings, "w1", tmp_path), start_worker(workers, settings, "w2", tmp_path)
-    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme")
+    engine.wait_active(3)
+    handle = client.submit("remote.slow", {"seconds": 8, "then": 0}, tenant="acme")  # only attempt 1 is long
     first = eventually(lambda: next((line for line in marks(tmp_path) if line[1] == "1"), None), 60,
                        "attempt 1 to start on a worker")
     victim = w1 if int(first[2]) == w1.proc.pid else w2
@@ -122,9 +160,10 @@ def lapsed(found: list[m.EventBody], attempts: int) -> None:
 
 def test_a_worker_resumed_after_its_lease_lapsed_has_its_result_refused_by_the_token(
         settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
+    engine = start_engine(engines, settings, "a", tmp_path, app=APP)
     w1 = start_worker(workers, settings, "w1", tmp_path)
-    handle = client.submit("remote.slow", {"seconds": 4}, tenant="acme")
+    engine.wait_active(3)
+    handle = client.submit("remote.slow", {"seconds": 4, "then": 0}, tenant="acme")  # only attempt 1 is long
     eventually(lambda: any(line[1] == "1" and line[3] == "started" for line in marks(tmp_path)), 60,
                "attempt 1 to start on w1")
     w1.proc.send_signal(signal.SIGSTOP)  # a zombie: holds the attempt, sends no heartbeat
@@ -191,9 +230,9 @@ def pool_gauges(port: int, pool: str) -> dict[str, float]:
 def test_an_engine_run_with_no_execute_decides_only_and_a_worker_of_pool_default_runs_its_tasks(
         settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     engine = start_engine(engines, settings, "a", tmp_path, app=APP, extra=("--no-execute",))
-    engine.wait_active(3)
     workers["d"] = WorkerProcess(settings, "d", tmp_path, pool="default")
     start_worker(workers, settings, "g", tmp_path)
+    engine.wait_active(3)
     local, echo = client.submit("local.echo", {}, tenant="acme"), client.submit("remote.echo", {}, tenant="acme")
     done = client.wait_all([local, echo], 60)
     assert [o.status for o in done] == ["completed", "completed"], done
@@ -202,24 +241,23 @@ def test_an_engine_run_with_no_execute_decides_only_and_a_worker_of_pool_default
 
 
 def test_a_remote_handler_s_records_are_written_with_its_success_only_and_a_refused_one_fails_its_attempt(
-        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        stack: Stack, tenant: str) -> None:
     from tests.integration.test_effects import committed_records, make_topic, set_max_message_bytes
 
+    settings, client = stack.settings, stack.client
     out = make_topic(settings, f"out.{settings.namespace}")  # not the namespace's: ctx.produce refuses those
     shrinking = make_topic(settings, f"shrinking.{settings.namespace}", 1)
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
-    start_worker(workers, settings, "w1", tmp_path)
-    handles = [client.submit("remote.emit", {"topic": out, "fail_first": n % 2 == 0}, tenant="acme")
+    handles = [client.submit("remote.emit", {"topic": out, "fail_first": n % 2 == 0}, tenant=tenant)
                for n in range(6)]
     assert [o.status for o in client.wait_all(handles, 90)] == ["completed"] * 6
     written = committed_records(settings, out)
     assert sorted(k for k, _ in written) == sorted(h.job_id.encode() for h in handles)  # once each, failures none
     assert sorted(v for _, v in written) == sorted([b"attempt 2", b"attempt 1"] * 3)
-    assert client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant="acme").wait(60).status \
+    assert client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant=tenant).wait(60).status \
         == "completed"
     set_max_message_bytes(settings, shrinking, 2000)  # after the worker checked the topic: only the broker knows
-    refused = client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant="acme")
-    beside = client.submit("remote.emit", {"topic": out}, tenant="acme")
+    refused = client.submit("remote.emit.once", {"topic": shrinking, "size": 5000}, tenant=tenant)
+    beside = client.submit("remote.emit", {"topic": out}, tenant=tenant)
     end = refused.wait(60)
     assert end.status == "dead" and "MSG_SIZE_TOO_LARGE" in (end.error or ""), end.error
     assert beside.wait(60).status == "completed"
@@ -227,11 +265,10 @@ def test_a_remote_handler_s_records_are_written_with_its_success_only_and_a_refu
 
 
 def test_a_cancel_of_a_remote_attempt_reaches_its_worker_and_the_job_ends_cancelled(
-        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
-    start_worker(workers, settings, "w1", tmp_path)
-    handle = client.submit("remote.until_cancelled", {}, tenant="acme")
-    log = tmp_path / "marks" / "cancel.log"
+        stack: Stack, tenant: str) -> None:
+    settings, client = stack.settings, stack.client
+    handle = client.submit("remote.until_cancelled", {}, tenant=tenant)
+    log = stack.tmp / "marks" / "cancel.log"
     eventually(lambda: log.exists() and handle.job_id in log.read_text(), 60, "the attempt to start on w1")
     client.cancel(handle.job_id, reason="enough")
     outcome = handle.wait(60)
@@ -243,41 +280,40 @@ def test_a_cancel_of_a_remote_attempt_reaches_its_worker_and_the_job_ends_cancel
     one_end_per_attempt(found)
 
 
-def test_a_remote_job_that_waited_for_jobs_reads_their_results(
-        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
-    start_worker(workers, settings, "w1", tmp_path)
-    first = client.submit("remote.echo", {"n": 7}, tenant="acme")
-    after = client.submit("remote.deps", {}, tenant="acme", depends_on=[first.job_id])
+def test_a_remote_job_that_waited_for_jobs_reads_their_results(stack: Stack, tenant: str) -> None:
+    client = stack.client
+    first = client.submit("remote.echo", {"n": 7}, tenant=tenant)
+    after = client.submit("remote.deps", {}, tenant=tenant, depends_on=[first.job_id])
     outcome = after.wait(60)
     assert outcome.status == "completed", outcome
     assert outcome.result["seen"][first.job_id]["echo"] == {"n": 7}, outcome.result
 
 
 def test_a_forged_remote_result_with_a_record_for_the_namespace_s_events_writes_nothing_there(
-        settings: Settings, client: Client, engines, workers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        stack: Stack, tenant: str) -> None:
     """A worker (or anyone who can write commands) that knows a running attempt's token cannot have the owner write
     a record into <ns>.events: the owner refuses the namespace's topics as ctx.produce does in process."""
-    import uuid
-
     from engine.contract.codec import encode_command
     from engine.domain.fence import fencing_token
     from engine.runtime import kafka
     from engine.runtime.remote.dispatch import encode_records
     from engine.runtime.execution.outputs import OutputRecord
 
-    start_engine(engines, settings, "a", tmp_path, app=APP).wait_active(3)
-    start_worker(workers, settings, "w1", tmp_path)
-    handle = client.submit("remote.slow", {"seconds": 20}, tenant="acme")
-    started = eventually(lambda: next((lg.event for lg in events_by_job(settings).get(handle.job_id, [])
-                                       if isinstance(lg.event.body, m.JobStarted)), None), 60, "the attempt to start")
-    forged = encode_records([OutputRecord(settings.events_topic, b"forged", handle.job_id.encode())])
-    body = m.ReportAttempt(1, fencing_token(started.epoch, 1), "succeeded", 1, b"{}", records=forged)
-    producer = kafka.command_producer(settings)
-    kafka.produce(producer, settings.commands_topic,
-                  encode_command(m.Command(str(uuid.uuid4()), handle.job_id, "acme", 1, body)), handle.job_id.encode())
-    producer.flush(10)
-    outcome = handle.wait(60)
+    settings, client, gate = stack.settings, stack.client, stack.tmp / f"open-{tenant}"
+    handle = client.submit("remote.slow", {"seconds": 60, "open_when": str(gate)}, tenant=tenant)
+    try:
+        started = eventually(lambda: next((lg.event for lg in events_by_job(settings).get(handle.job_id, [])
+                                           if isinstance(lg.event.body, m.JobStarted)), None), 60,
+                             "the attempt to start")
+        forged = encode_records([OutputRecord(settings.events_topic, b"forged", handle.job_id.encode())])
+        body = m.ReportAttempt(1, fencing_token(started.epoch, 1), "succeeded", 1, b"{}", records=forged)
+        producer = kafka.command_producer(settings)
+        kafka.produce(producer, settings.commands_topic, encode_command(
+            m.Command(str(uuid.uuid4()), handle.job_id, tenant, 1, body)), handle.job_id.encode())
+        producer.flush(10)
+        outcome = handle.wait(60)
+    finally:
+        gate.touch()  # the worker's own attempt ends (its result comes after the verdict)
     assert outcome.status == "dead" and outcome.reason == "validation_failed", outcome  # never retried
     assert f"topic {settings.events_topic} is a topic of namespace" in (outcome.error or ""), outcome.error
     reader = kafka.events_reader(settings, "test-forged")
@@ -302,24 +338,23 @@ def test_kill_minus_nine_of_the_engine_leaves_a_running_remote_attempt_to_the_ne
 
 def survived_takeover(settings: Settings, client: Client, engines, workers,  # type: ignore[no-untyped-def]
                       tmp: Path, sig: int):
-    """An ~8 s remote job runs on a worker for a partition of engine a; a gets ``sig``; b takes the partition over,
-    adopts the attempt (no re-queue, no new attempt) and decides the worker's result: the job completes once, with
-    attempt 1. Returns (a, b)."""
+    """A remote job runs on a worker for a partition of engine a until b holds it; a gets ``sig``; b takes the
+    partition over, adopts the attempt (no re-queue, no new attempt) and decides the worker's result: the job
+    completes once, with attempt 1. Returns (a, b)."""
     from tests.integration.test_handover import keys_in, requeues, starters
 
-    a = start_engine(engines, settings, "a", tmp, app=APP)
-    a.wait_active(3)
-    b = start_engine(engines, settings, "b", tmp, app=APP)
-    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
+    a, b = start_engine(engines, settings, "a", tmp, app=APP), start_engine(engines, settings, "b", tmp, app=APP)
     w1 = start_worker(workers, settings, "w1", tmp)
-    p = min(a.owned())
-    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme",
+    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
+    p, gate = min(a.owned()), tmp / "open"
+    handle = client.submit("remote.slow", {"seconds": 60, "open_when": str(gate)}, tenant="acme",
                            idempotency_key=keys_in({p}, "acme", f"adopt-{sig}")[p][0])
     eventually(lambda: any(line[:2] == [handle.job_id, "1"] and line[3] == "started" for line in marks(tmp)), 60,
                "attempt 1 to start on w1")
     a.signal(sig)
     a.proc.wait(30)
     eventually(lambda: p in b.owned(), 60, "b to take a's partition")
+    gate.touch()  # the attempt ends only now: its result is b's to decide
     outcome = handle.wait(90)
     found = bodies(settings, handle.job_id)
     assert (outcome.status, outcome.attempts, outcome.requeues) == ("completed", 1, 0), \
@@ -338,13 +373,13 @@ def test_an_adopted_attempt_whose_worker_stops_heartbeating_lapses_under_the_new
     from tests.integration.test_handover import keys_in, requeues
 
     a = start_engine(engines, settings, "a", tmp_path, app=APP)
-    a.wait_active(3)
     b = start_engine(engines, settings, "b", tmp_path, app=APP)
-    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
     w1 = start_worker(workers, settings, "w1", tmp_path)
+    eventually(lambda: b.owned() and a.owned() and not a.owned() & b.owned(), 90, "a and b to share the partitions")
     p = min(a.owned())
-    handle = client.submit("remote.slow", {"seconds": 8}, tenant="acme",
-                           idempotency_key=keys_in({p}, "acme", "adopt-lapse")[p][0])
+    # attempt 1 runs on until w1 is stopped (its gate never opens); the retry on w2 ends at once
+    handle = client.submit("remote.slow", {"seconds": 60, "open_when": str(tmp_path / "never"), "then": 0},
+                           tenant="acme", idempotency_key=keys_in({p}, "acme", "adopt-lapse")[p][0])
     eventually(lambda: any(line[:2] == [handle.job_id, "1"] and line[3] == "started" for line in marks(tmp_path)),
                60, "attempt 1 to start on w1")
     a.signal(signal.SIGTERM)

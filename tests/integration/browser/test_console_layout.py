@@ -54,10 +54,10 @@ def world(stack: Stack) -> World:
     """A thousand jobs of a 200-character tenant, jobs of a 200-character task type (some dead with a 300-character
     error), a 200-character schedule of that task type, and the task type paused with a 300-character reason."""
     client = stack.client
-    done = [client.submit("noop", {}, tenant=LONG_TENANT, labels={"team": "billing-" + "z" * 250})
-            for _ in range(ROWS - 10)]
-    done += [client.submit(LONG_TASK_TYPE, {}, tenant=LONG_TENANT) for _ in range(5)]
-    dead = [client.submit(LONG_TASK_TYPE, {"fail": True}, tenant=LONG_TENANT) for _ in range(3)]
+    done = client.submit_many([{"task_type": "noop", "payload": {}, "tenant": LONG_TENANT,
+                                "labels": {"team": "billing-" + "z" * 250}} for _ in range(ROWS - 10)]
+                              + [{"task_type": LONG_TASK_TYPE, "payload": {}, "tenant": LONG_TENANT}] * 5)
+    dead = client.submit_many([{"task_type": LONG_TASK_TYPE, "payload": {"fail": True}, "tenant": LONG_TENANT}] * 3)
     client.submit("echo", {"text": "w" * 400}, tenant=LONG_TENANT, delay=3600)  # scheduled
     outcomes = client.wait_all(done + dead, 120)
     assert sorted({o.status for o in outcomes}) == ["completed", "dead"]

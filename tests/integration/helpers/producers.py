@@ -8,6 +8,7 @@ it). A language whose toolchain is not on PATH fails its tests (never a skip).
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 
@@ -23,6 +24,12 @@ BUILD_TIMEOUT_S = 900
 
 def build_all() -> dict[str, str]:
     """language -> "" when built, or the reason it is not (a missing toolchain: the test then fails, never skips)."""
+    with open(PRODUCERS / "build.sh") as script:  # one build at a time: each of `pytest -n N`'s workers builds
+        fcntl.flock(script, fcntl.LOCK_EX)
+        return _build_all()
+
+
+def _build_all() -> dict[str, str]:
     status = {}
     for language, tools in TOOLS.items():
         missing = [t for t in tools if shutil.which(t) is None]
