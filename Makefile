@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 jars: $(STAMP)
 	$(BIN)/python -c "from engine.broker.fetch import ensure_jars; print('kafka jars:', ensure_jars())"
 
-test: jars chromium check
-	$(BIN)/python -m pytest -q
+test: jars chromium check  # two test processes, each module whole in one (its shared fixtures), each with its own broker
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 check: $(STAMP)  # the static checks (pyproject.toml): lint, types, layering; any failure fails `make test`
 	$(BIN)/ruff check .
@@ -34,7 +34,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit
 
 integration: jars chromium
-	$(BIN)/python -m pytest -q tests/integration
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/integration
 
 demo: jars
 	$(BIN)/python -m examples.demo $(if $(CONSOLE),--console)
