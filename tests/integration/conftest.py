@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import uuid
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -89,6 +90,14 @@ def settings(bootstrap: str, unique_ns: str, tmp_path: Path) -> Settings:
     s = load_settings(bootstrap=bootstrap, namespace=unique_ns, state_dir=str(tmp_path / "state"))
     ensure_topics(s, partitions=3)
     return s
+
+
+def module_namespace(bootstrap: str, tmp: Path, partitions: int = 3) -> Settings:
+    """Settings on a fresh namespace (its topics made, ``partitions`` each) with its state under ``tmp``: what a
+    module-scoped fixture shares among its tests."""
+    settings = load_settings(bootstrap=bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}", state_dir=str(tmp / "state"))
+    ensure_topics(settings, partitions=partitions)
+    return settings
 
 
 @pytest.fixture

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from engine.client import Client
-from engine.config import Settings, load_settings
+from engine.config import Settings
 from engine.contract import messages as m
-from engine.runtime.topics import ensure_topics
-from tests.integration.conftest import ROOT, EngineProcess, eventually, events_by_job, start_engine, stop_process
+from tests.integration.conftest import (
+    ROOT, EngineProcess, eventually, events_by_job, module_namespace, start_engine, stop_process,
+)
 
 APP = "tests.integration.remote_app:app"
 TERMINAL = (m.JobSucceeded, m.JobFailed)
@@ -77,8 +78,7 @@ class Stack:
 def stack(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """The module's shared engine and worker (every one stopped at the module's end, even on failure)."""
     tmp = tmp_path_factory.mktemp("remote")
-    settings = load_settings(bootstrap=bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}", state_dir=str(tmp / "state"))
-    ensure_topics(settings, partitions=3)
+    settings = module_namespace(bootstrap, tmp)
     engine = EngineProcess(settings, "a", tmp, app=APP)
     worker = WorkerProcess(settings, "w1", tmp)
     client = Client(settings)

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +26,8 @@ from typing import Any
 import pytest
 
 from engine.client import Client
-from engine.config import Settings, load_settings
-from engine.runtime.topics import ensure_topics
-from tests.integration.conftest import ROOT, EngineProcess, eventually
+from engine.config import Settings
+from tests.integration.conftest import ROOT, EngineProcess, eventually, module_namespace
 from tests.integration.helpers.ports import free_port
 
 CHROMIUM = Path(os.environ.get("EPOCHQ_CHROMIUM", "/usr/bin/chromium"))
@@ -151,8 +149,7 @@ class Stack:
 def stack(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A namespace (3 partitions), one engine running the test app, and a console on a free port."""
     tmp = tmp_path_factory.mktemp("console")
-    settings = load_settings(bootstrap=bootstrap, namespace=f"t{uuid.uuid4().hex[:10]}", state_dir=str(tmp / "state"))
-    ensure_topics(settings, partitions=3)
+    settings = module_namespace(bootstrap, tmp)
     engine = EngineProcess(settings, "engine-a", tmp)
     console: ConsoleProcess | None = None
     client = Client(engine.settings(settings))
