@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import AccessDeniedError
+from engine.errors import AccessDeniedError, KafkaUnavailableError
 from engine.runtime import kafka
 from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated
 
@@ -284,3 +284,84 @@ class Transaction:
     def abort(self, timeout: float = kafka.TXN_TIMEOUT_S) -> None:
         """Abort the open transaction."""
         kafka.call(self._producer.abort_transaction, timeout)
+
+
+class Arrival(Record, Protocol):
+    """A record as the commands consumer hands it over: a :class:`Record`, or the client's error in its place
+    (``error()`` says which; the loop's route step skips an error). The client's message fits it as it is."""
+
+    def error(self) -> Any: ...
+
+
+Partitions = Callable[[list[int]], None]
+"""Hears the partitions of a rebalance (numbers of the one topic subscribed)."""
+
+
+class CommandSource:
+    """The owner's group consumer of ``<ns>.commands``, as the loop's commands reader uses it: the source of truth
+    for which partitions the group gives this owner and where each is read. Every call is translated; one thread
+    calls it (librdkafka's rule), the rebalance callbacks run inside :meth:`read`."""
+
+    __slots__ = ("_consumer", "_topic")
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        self._consumer, self._topic = consumer, topic
+
+    def subscribe(self, assigned: Partitions, revoked: Partitions, lost: Partitions) -> None:
+        """Join the group. Partitions it assigns come paused (nothing is read before the loop resumes them) and
+        ``assigned`` hears them then; ``revoked`` and ``lost`` hear the ones it takes away, and a revocation is
+        done when ``revoked`` returns."""
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            consumer.incremental_assign(partitions)
+            consumer.pause(partitions)
+            assigned([tp.partition for tp in partitions])
+
+        def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            revoked([tp.partition for tp in partitions])
+
+        def on_lost(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            lost([tp.partition for tp in partitions])
+
+        kafka.call(self._consumer.subscribe, [self._topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+
+    def read(self, limit: int, timeout: float) -> list[Arrival]:
+        """Up to ``limit`` records (the client's own, not copied), waiting up to ``timeout`` s."""
+        return kafka.call(self._consumer.consume, limit, timeout)  # type: ignore[no-any-return]
+
+    def group_metadata(self) -> object:
+        """The group's metadata as of now, which a transaction commits the offsets read with (opaque)."""
+        return kafka.call(self._consumer.consumer_group_metadata)
+
+    def pause(self, partitions: list[int]) -> None:
+        """Fetch nothing more of ``partitions`` until :meth:`resume`."""
+        kafka.call(self._consumer.pause, [TopicPartition(self._topic, p) for p in partitions])
+
+    def resume(self, partitions: list[int]) -> None:
+        """Fetch ``partitions`` again."""
+        kafka.call(self._consumer.resume, [TopicPartition(self._topic, p) for p in partitions])
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on."""
+        kafka.call(self._consumer.seek, TopicPartition(self._topic, partition, offset))
+
+    def committed(self, partition: int, timeout: float) -> int:
+        """The group's committed offset of ``partition`` (negative: none); a failure to say is
+        ``KafkaUnavailableError``."""
+        (tp,) = kafka.call(self._consumer.committed, [TopicPartition(self._topic, partition)], timeout)
+        if tp.error is not None:
+            raise KafkaUnavailableError(f"committed offset of {self._topic}[{partition}]: {tp.error}")
+        return int(tp.offset)
+
+    def assignment(self) -> frozenset[int]:
+        """The partitions the group assigns here now."""
+        return frozenset(tp.partition for tp in kafka.call(self._consumer.assignment))
+
+    def close(self) -> None:
+        """Leave the group."""
+        kafka.call(self._consumer.close)
+
+
+def command_source(settings: Settings, session_timeout_ms: int, max_poll_interval_ms: int) -> CommandSource:
+    """The owner's :class:`CommandSource` (``kafka.commands_consumer``)."""
+    return CommandSource(kafka.commands_consumer(settings, session_timeout_ms, max_poll_interval_ms),
+                         settings.commands_topic)

@@ -35,6 +35,7 @@ from engine.config import Settings
 from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.lanes import Lane
 from engine.runtime import kafka
+from engine.runtime.kafka import ports
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import sampling
 from engine.runtime.loop.apply import Followup, Next
@@ -84,8 +85,8 @@ class Engine:
         self.inbox = Inbox()
         self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
-        self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms,
-                                                            rebalance_timeout_ms(options.grace_s)),
+        self.reader = CommandReader(ports.command_source(settings, options.session_timeout_ms,
+                                                         rebalance_timeout_ms(options.grace_s)),
                                     settings.commands_topic, self.inbox, options.grace_s + REVOKE_SLACK_S)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
                  settings.tenants_topic, settings.require_bootstrap(), LOAD_TIMEOUT_S)
