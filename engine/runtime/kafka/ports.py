@@ -365,3 +365,45 @@ def command_source(settings: Settings, session_timeout_ms: int, max_poll_interva
     """The owner's :class:`CommandSource` (``kafka.commands_consumer``)."""
     return CommandSource(kafka.commands_consumer(settings, session_timeout_ms, max_poll_interval_ms),
                          settings.commands_topic)
+
+
+class EventLog:
+    """The owner's reader of ``<ns>.events`` (read_committed, by assignment, never committing), as the loop restores
+    stores and follows standby copies with it: the source of truth for where each partition restored is read. Every
+    call is translated; a read skips the client's errors (each is a moment's trouble the client retries)."""
+
+    __slots__ = ("_consumer", "topic")
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        self._consumer, self.topic = consumer, topic
+
+    def end(self, partitions: Iterable[int]) -> dict[int, int]:
+        """Each partition's end as read_committed sees it (the last stable offset); a moment's trouble waited out."""
+        return kafka.end_offsets(self._consumer, self.topic, partitions)
+
+    def add(self, partition: int, offset: int) -> None:
+        """Read ``partition`` too, from ``offset`` (the others read on where they are)."""
+        kafka.call(self._consumer.incremental_assign, [TopicPartition(self.topic, partition, offset)])
+
+    def remove(self, partition: int) -> None:
+        """Read ``partition`` no more."""
+        kafka.call(self._consumer.incremental_unassign, [TopicPartition(self.topic, partition)])
+
+    def read(self, limit: int, timeout: float) -> list[Record]:
+        """Up to ``limit`` records of the partitions read (the client's own, not copied), waiting up to
+        ``timeout`` s."""
+        return [msg for msg in kafka.call(self._consumer.consume, limit, timeout) if not msg.error()]
+
+    def position(self, partition: int) -> int | None:
+        """The offset ``partition`` will be read from next; None when there is none yet."""
+        offset = int(kafka.call(self._consumer.position, [TopicPartition(self.topic, partition)])[0].offset)
+        return None if offset == kafka.OFFSET_INVALID else offset
+
+    def close(self) -> None:
+        """Release the client."""
+        kafka.call(self._consumer.close)
+
+
+def event_log(settings: Settings, name: str) -> EventLog:
+    """An :class:`EventLog` of the configured cluster (``kafka.events_reader``; ``name``: its group's suffix)."""
+    return EventLog(kafka.events_reader(settings, name), settings.events_topic)

@@ -104,7 +104,7 @@ class Engine:
                                          options.checkpoint_min_events or MIN_EVENTS)
         bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.remote = remote = Remote(app, settings, no_execute=not options.execute)
-        self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
+        self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, ports.event_log(settings, self.owner_id),
                                    board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
                                    base_ctx, remote.attempt_pool)  # remote attempts: adopted, not re-queued
         rules = Rules(settings.commands_topic, count, base_ctx, self.owner_id, options.lane_limits,
@@ -115,7 +115,7 @@ class Engine:
         self.decider = decider(rules, board, self.poison, local_slots,
                                partial(self._pools_free, count) if remote.active else dict)
         self.core = Core(self.decider, self.lifecycle.partitions, self.lifecycle.timers, partial(attempt_timeout, app))
-        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
+        self.standbys = (Standbys(settings, ports.event_log(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
         self._next_tenants = self._next_metrics = 0.0
@@ -354,7 +354,7 @@ class Engine:
         self.lifecycle.close_all()
         if self.standbys is not None:
             self.standbys.close()
-            self.standbys.consumer.close()
+            self.standbys.events.close()
         self.reader.stop()
         self.lifecycle.events.close()
         self.tenants.close()

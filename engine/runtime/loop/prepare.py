@@ -16,7 +16,8 @@ from engine.config import Settings
 from engine.runtime import checkpoints, kafka
 from engine.runtime.kafka.admin import log_identity
 from engine.runtime.loop.partition import Partition
-from engine.runtime.kafka import Consumer, Producer
+from engine.runtime.kafka import Producer
+from engine.runtime.kafka.ports import EventLog
 
 T = TypeVar("T")
 THREADS = 8
@@ -42,7 +43,7 @@ class Preparer:
     """Per assignment of a partition: its store checked against the log (``projections.identity``) and its
     checkpoint loaded once (if its store is empty), its producer made early."""
 
-    def __init__(self, settings: Settings, holder: str, events: Consumer):
+    def __init__(self, settings: Settings, holder: str, events: EventLog):
         self.settings, self.holder, self.events = settings, holder, events
         self.seeded: set[int] = set()
         self.producers: dict[int, Producer] = {}
@@ -56,7 +57,7 @@ class Preparer:
         if unseeded:
             try:
                 identity = self.log_identity()
-                ends = kafka.end_offsets(self.events, self.settings.events_topic, unseeded)
+                ends = self.events.end(unseeded)
             except Exception as e:  # noqa: BLE001 - a broker away: every one of them is tried again
                 return {n: e for n in unseeded}
             seeded = side_by_side(lambda n: checkpoints.seed(self.settings, n, self.holder, ends[n], identity),
