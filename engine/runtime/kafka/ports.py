@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from engine.config import Settings
 from engine.errors import AccessDeniedError, KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated
+from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated, typed
 
 Headers = Any
 """A record's headers as read: a list of ``(name, value)`` pairs, or None (``kafka.header`` reads one)."""
@@ -251,8 +251,10 @@ def heartbeats_reader(settings: Settings, topic: str) -> TopicReader:
 
 
 class Transaction:
-    """One partition owner's transactional producer, as a write of its own between the loop's transactions (a
-    checkpoint) uses it: begin, produce, commit or abort; each call translated (``FencedError`` for a zombie)."""
+    """One partition owner's transactional producer: the loop's transactions (its events, the commands it sends
+    itself, the handlers' records, the offsets of the commands decided) and a write of its own between them (a
+    checkpoint): begin, produce, send the offsets, commit or abort. Each call translated (``FencedError`` for a
+    zombie); the records go to the client as they are (nothing copied per record)."""
 
     __slots__ = ("_producer",)
 
@@ -264,18 +266,65 @@ class Transaction:
         kafka.call(self._producer.begin_transaction)
 
     def produce(self, topic: str, value: bytes, key: bytes | None, partition: int,
-                delivered: Callable[[int], None] | None = None) -> None:
+                delivered: Callable[[int], None] | None = None, headers: Headers = None) -> None:
         """Add one record to the open transaction; ``delivered`` hears its offset once the brokers have it."""
         report = None
         if delivered is not None:
             def report(err: KafkaError | None, msg: Message) -> None:
                 if err is None and msg.offset() is not None:
                     delivered(msg.offset())  # type: ignore[arg-type]  # a delivered record has its offset
-        kafka.produce_owned(self._producer, topic, value, key, partition, report)
+        kafka.produce_owned(self._producer, topic, value, key, partition, report, headers)
+
+    def produce_reported(self, topic: str, value: bytes, key: bytes | None, report: Report,
+                         headers: Headers = None) -> None:
+        """Add one record to the open transaction, to the partition the client's partitioner picks; ``report``
+        hears its delivery (the client's error or None, and the record). A refusal at once is typed, its cause the
+        client's (``errors.record_fault`` reads it)."""
+        kafka.produce_owned(self._producer, topic, value, key, -1, report, headers)
+
+    def produce_run(self, topic: str, partition: int, values: Sequence[bytes], keys: Sequence[bytes | None],
+                    headers: Mapping[int, Headers] | None, report: Callable[[int], Report]) -> None:
+        """The records ``values`` (with ``keys``; ``headers`` by index, if any) in order, to ``partition``; only the
+        first and the last ask for a delivery report (``report(index)``).
+
+        The records between them go straight to the client's ``produce`` (positional arguments, no report): the
+        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue."""
+        last = len(values) - 1
+        produce = self._producer.produce
+        try:
+            for i, (key, raw) in enumerate(zip(keys, values)):
+                header = headers.get(i) if headers else None
+                if 0 < i < last:
+                    try:
+                        if header is None:
+                            produce(topic, raw, key, partition)
+                        else:
+                            produce(topic, raw, key, partition, headers=header)
+                        continue
+                    except BufferError:
+                        pass  # the producer's queue is full: the general path waits for room
+                kafka.produce_owned(self._producer, topic, raw, key, partition,
+                                    report(i) if i == 0 or i == last else None, header)
+        except Exception as e:
+            escaped = typed(e)
+            if escaped is e:
+                raise
+            raise escaped from e
+
+    def send_offsets(self, topic: str, partition: int, offset: int, group: object,
+                     timeout: float = kafka.TXN_TIMEOUT_S) -> None:
+        """Commit ``offset`` (the next to read) of ``topic``'s ``partition`` for ``group`` (its metadata,
+        :meth:`CommandSource.group_metadata`) with the open transaction."""
+        kafka.call(self._producer.send_offsets_to_transaction, [TopicPartition(topic, partition, offset)], group,
+                   timeout)
 
     def flush(self, timeout: float = kafka.TXN_TIMEOUT_S) -> int:
         """Wait until the records produced are delivered (their reports heard); how many are not yet."""
         return int(kafka.call(self._producer.flush, timeout))
+
+    def serve(self) -> None:
+        """Hear the delivery reports already queued (without waiting)."""
+        kafka.call(self._producer.poll, 0)
 
     def commit(self, timeout: float = kafka.TXN_TIMEOUT_S) -> None:
         """Commit the open transaction."""
@@ -284,6 +333,21 @@ class Transaction:
     def abort(self, timeout: float = kafka.TXN_TIMEOUT_S) -> None:
         """Abort the open transaction."""
         kafka.call(self._producer.abort_transaction, timeout)
+
+    def discard(self) -> None:
+        """Drop what the producer still queues and close it (a producer failed for good)."""
+        kafka.call(self._producer.purge)
+        kafka.call(self._producer.close)
+
+
+Report = Callable[[Any, Any], None]
+"""Hears a record's delivery: the client's error (None when delivered) and the record (a :class:`Record`)."""
+
+
+def owner_transaction(settings: Settings, partition: int) -> Transaction:
+    """The owner's :class:`Transaction` of ``partition`` (``kafka.owner_producer``: initialising it fences
+    zombies)."""
+    return Transaction(kafka.owner_producer(settings, partition))
 
 
 class Arrival(Record, Protocol):

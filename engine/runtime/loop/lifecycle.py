@@ -362,7 +362,6 @@ def _close_quietly(partition: Partition) -> None:
     if producer is None:
         return
     try:
-        producer.purge()
-        producer.close()
+        producer.discard()
     except Exception as e:  # noqa: BLE001 - it failed for good already: its replacement settles the rest
         log.debug("partition %d: closing the failed producer: %s", partition.number, e)
