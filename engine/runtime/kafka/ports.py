@@ -1,4 +1,4 @@
-"""The Kafka edge's ports: what the code outside the loop holds instead of librdkafka's clients.
+"""The Kafka edge's ports: what the code outside the edge, the loop included, holds instead of librdkafka's clients.
 
 The source of truth for how a question, a client or a tool reads and writes the log. librdkafka's
 ``Consumer``, ``Producer`` and ``Message`` stay behind these small types; every call through them is
@@ -7,8 +7,9 @@ translated where it enters (``engine.runtime.kafka.errors``), so no ``KafkaExcep
 - :class:`Record` — a record read (offset, key, value, headers), never a client's error;
 - :class:`TopicReader` — reads topics, by assignment and never committing (histories, audits, waits, the
   view, checkpoints, the tenants table, the pools' heartbeats) or as a remote worker's group member;
-- :class:`Transaction` — one owner's transactional producer as a write outside the loop's own transaction
-  uses it (a checkpoint): begin, produce, commit, abort;
+- :class:`CommandSource` — the owner's group consumer of the commands, as the loop's commands reader uses it;
+- :class:`EventLog` — the owner's reader of the events, as restores and standby copies use it;
+- :class:`Transaction` — one owner's transactional producer: the loop's transactions and a checkpoint;
 - ``plain.Writer`` — a plain producer (the client's commands, a worker's results and heartbeats).
 
 A refused read is ``AccessDeniedError`` naming the topic; anything else is ``KafkaUnavailableError``
@@ -250,6 +251,10 @@ def heartbeats_reader(settings: Settings, topic: str) -> TopicReader:
     return TopicReader(kafka.heartbeats_reader(settings, topic), topic=topic)
 
 
+Report = Callable[[Any, Any], None]
+"""Hears a record's delivery: the client's error (None when delivered) and the record (a :class:`Record`)."""
+
+
 class Transaction:
     """One partition owner's transactional producer: the loop's transactions (its events, the commands it sends
     itself, the handlers' records, the offsets of the commands decided) and a write of its own between them (a
@@ -338,10 +343,6 @@ class Transaction:
         """Drop what the producer still queues and close it (a producer failed for good)."""
         kafka.call(self._producer.purge)
         kafka.call(self._producer.close)
-
-
-Report = Callable[[Any, Any], None]
-"""Hears a record's delivery: the client's error (None when delivered) and the record (a :class:`Record`)."""
 
 
 def owner_transaction(settings: Settings, partition: int) -> Transaction:
