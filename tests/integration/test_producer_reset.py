@@ -22,6 +22,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event_at
 from engine.runtime import kafka
+from engine.runtime.kafka import ports
 from engine.runtime.loop.inbox import CommandReader, Inbox
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.partition import Partition, State
@@ -100,8 +101,9 @@ def test_a_failed_producer_of_a_partition_the_group_moved_is_not_set_up_again(  
     partition set up again and again waits longer each time (0.5 s doubling), and says so."""
     caplog.set_level(logging.WARNING, "epochq.lifecycle")
     inbox = Inbox()
-    reader = CommandReader(kafka.commands_consumer(settings), settings.commands_topic, inbox, revoke_wait_s=0.1)
-    events = kafka.events_reader(settings, "reset-test")
+    reader = CommandReader(ports.CommandSource(kafka.commands_consumer(settings), settings.commands_topic),
+                           settings.commands_topic, inbox, revoke_wait_s=0.1)
+    events = ports.event_log(settings, "reset-test")
     lifecycle = Lifecycle(settings, "o1", reader, events, None, None, None, 1.0)  # type: ignore[arg-type]
     other = kafka.commands_consumer(settings)
     reader.start()

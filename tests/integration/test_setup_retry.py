@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.config import load_settings
-from engine.runtime import kafka
+from engine.runtime.kafka import ports
 from engine.runtime.loop.lifecycle import Lifecycle
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.topics import ensure_topics
@@ -16,7 +16,7 @@ def test_a_set_up_that_failed_after_opening_the_store_is_retried_afresh(
     bootstrap: str, unique_ns: str, tmp_path: Path
 ) -> None:
     settings = load_settings(bootstrap=bootstrap, namespace=unique_ns, state_dir=str(tmp_path / "state"))
-    events = kafka.events_reader(settings, "setup-test")
+    events = ports.event_log(settings, "setup-test")
     # Only what set-up touches: the settings, the events reader, the partitions.
     lifecycle = Lifecycle(settings, "o1", None, events, None, None, None, 1.0)  # type: ignore[arg-type]
     lifecycle.partitions[0] = Partition(0, "o1")

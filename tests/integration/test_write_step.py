@@ -9,6 +9,7 @@ from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.codec import decode_event, encode_event
 from engine.runtime import kafka
+from engine.runtime.kafka.ports import Transaction
 from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.partition import Partition
 from engine.runtime.loop.write import Writer, finish
@@ -53,7 +54,8 @@ def read_back(settings: Settings, count: int) -> list[tuple[int, m.Event]]:
 
 def test_a_transaction_lands_in_order_with_its_first_and_last_offsets(settings: Settings) -> None:
     partition = Partition(0, "owner-a")
-    partition.producer = producer = small_queue_producer(settings)
+    producer = small_queue_producer(settings)
+    partition.producer = Transaction(producer)
     staged = staged_events(EVENTS)
     writer = Writer(settings.events_topic, settings.commands_topic, 1)
     try:

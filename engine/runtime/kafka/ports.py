@@ -1,4 +1,4 @@
-"""The Kafka edge's ports: what the code outside the loop holds instead of librdkafka's clients.
+"""The Kafka edge's ports: what the code outside the edge, the loop included, holds instead of librdkafka's clients.
 
 The source of truth for how a question, a client or a tool reads and writes the log. librdkafka's
 ``Consumer``, ``Producer`` and ``Message`` stay behind these small types; every call through them is
@@ -7,8 +7,9 @@ translated where it enters (``engine.runtime.kafka.errors``), so no ``KafkaExcep
 - :class:`Record` — a record read (offset, key, value, headers), never a client's error;
 - :class:`TopicReader` — reads topics, by assignment and never committing (histories, audits, waits, the
   view, checkpoints, the tenants table, the pools' heartbeats) or as a remote worker's group member;
-- :class:`Transaction` — one owner's transactional producer as a write outside the loop's own transaction
-  uses it (a checkpoint): begin, produce, commit, abort;
+- :class:`CommandSource` — the owner's group consumer of the commands, as the loop's commands reader uses it;
+- :class:`EventLog` — the owner's reader of the events, as restores and standby copies use it;
+- :class:`Transaction` — one owner's transactional producer: the loop's transactions and a checkpoint;
 - ``plain.Writer`` — a plain producer (the client's commands, a worker's results and heartbeats).
 
 A refused read is ``AccessDeniedError`` naming the topic; anything else is ``KafkaUnavailableError``
@@ -24,9 +25,9 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from engine.config import Settings
-from engine.errors import AccessDeniedError
+from engine.errors import AccessDeniedError, KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated
+from engine.runtime.kafka.errors import DENIED_CODES, denied, is_end_of_partition, read_refused, translated, typed
 
 Headers = Any
 """A record's headers as read: a list of ``(name, value)`` pairs, or None (``kafka.header`` reads one)."""
@@ -250,9 +251,15 @@ def heartbeats_reader(settings: Settings, topic: str) -> TopicReader:
     return TopicReader(kafka.heartbeats_reader(settings, topic), topic=topic)
 
 
+Report = Callable[[Any, Any], None]
+"""Hears a record's delivery: the client's error (None when delivered) and the record (a :class:`Record`)."""
+
+
 class Transaction:
-    """One partition owner's transactional producer, as a write of its own between the loop's transactions (a
-    checkpoint) uses it: begin, produce, commit or abort; each call translated (``FencedError`` for a zombie)."""
+    """One partition owner's transactional producer: the loop's transactions (its events, the commands it sends
+    itself, the handlers' records, the offsets of the commands decided) and a write of its own between them (a
+    checkpoint): begin, produce, send the offsets, commit or abort. Each call translated (``FencedError`` for a
+    zombie); the records go to the client as they are (nothing copied per record)."""
 
     __slots__ = ("_producer",)
 
@@ -264,18 +271,65 @@ class Transaction:
         kafka.call(self._producer.begin_transaction)
 
     def produce(self, topic: str, value: bytes, key: bytes | None, partition: int,
-                delivered: Callable[[int], None] | None = None) -> None:
+                delivered: Callable[[int], None] | None = None, headers: Headers = None) -> None:
         """Add one record to the open transaction; ``delivered`` hears its offset once the brokers have it."""
         report = None
         if delivered is not None:
             def report(err: KafkaError | None, msg: Message) -> None:
                 if err is None and msg.offset() is not None:
                     delivered(msg.offset())  # type: ignore[arg-type]  # a delivered record has its offset
-        kafka.produce_owned(self._producer, topic, value, key, partition, report)
+        kafka.produce_owned(self._producer, topic, value, key, partition, report, headers)
+
+    def produce_reported(self, topic: str, value: bytes, key: bytes | None, report: Report,
+                         headers: Headers = None) -> None:
+        """Add one record to the open transaction, to the partition the client's partitioner picks; ``report``
+        hears its delivery (the client's error or None, and the record). A refusal at once is typed, its cause the
+        client's (``errors.record_fault`` reads it)."""
+        kafka.produce_owned(self._producer, topic, value, key, -1, report, headers)
+
+    def produce_run(self, topic: str, partition: int, values: Sequence[bytes], keys: Sequence[bytes | None],
+                    headers: Mapping[int, Headers] | None, report: Callable[[int], Report]) -> None:
+        """The records ``values`` (with ``keys``; ``headers`` by index, if any) in order, to ``partition``; only the
+        first and the last ask for a delivery report (``report(index)``).
+
+        The records between them go straight to the client's ``produce`` (positional arguments, no report): the
+        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue."""
+        last = len(values) - 1
+        produce = self._producer.produce
+        try:
+            for i, (key, raw) in enumerate(zip(keys, values)):
+                header = headers.get(i) if headers else None
+                if 0 < i < last:
+                    try:
+                        if header is None:
+                            produce(topic, raw, key, partition)
+                        else:
+                            produce(topic, raw, key, partition, headers=header)
+                        continue
+                    except BufferError:
+                        pass  # the producer's queue is full: the general path waits for room
+                kafka.produce_owned(self._producer, topic, raw, key, partition,
+                                    report(i) if i == 0 or i == last else None, header)
+        except Exception as e:
+            escaped = typed(e)
+            if escaped is e:
+                raise
+            raise escaped from e
+
+    def send_offsets(self, topic: str, partition: int, offset: int, group: object,
+                     timeout: float = kafka.TXN_TIMEOUT_S) -> None:
+        """Commit ``offset`` (the next to read) of ``topic``'s ``partition`` for ``group`` (its metadata,
+        :meth:`CommandSource.group_metadata`) with the open transaction."""
+        kafka.call(self._producer.send_offsets_to_transaction, [TopicPartition(topic, partition, offset)], group,
+                   timeout)
 
     def flush(self, timeout: float = kafka.TXN_TIMEOUT_S) -> int:
         """Wait until the records produced are delivered (their reports heard); how many are not yet."""
         return int(kafka.call(self._producer.flush, timeout))
+
+    def serve(self) -> None:
+        """Hear the delivery reports already queued (without waiting)."""
+        kafka.call(self._producer.poll, 0)
 
     def commit(self, timeout: float = kafka.TXN_TIMEOUT_S) -> None:
         """Commit the open transaction."""
@@ -284,3 +338,137 @@ class Transaction:
     def abort(self, timeout: float = kafka.TXN_TIMEOUT_S) -> None:
         """Abort the open transaction."""
         kafka.call(self._producer.abort_transaction, timeout)
+
+    def discard(self) -> None:
+        """Drop what the producer still queues and close it (a producer failed for good)."""
+        kafka.call(self._producer.purge)
+        kafka.call(self._producer.close)
+
+
+def owner_transaction(settings: Settings, partition: int) -> Transaction:
+    """The owner's :class:`Transaction` of ``partition`` (``kafka.owner_producer``: initialising it fences
+    zombies)."""
+    return Transaction(kafka.owner_producer(settings, partition))
+
+
+class Arrival(Record, Protocol):
+    """A record as the commands consumer hands it over: a :class:`Record`, or the client's error in its place
+    (``error()`` says which; the loop's route step skips an error). The client's message fits it as it is."""
+
+    def error(self) -> Any: ...
+
+
+Partitions = Callable[[list[int]], None]
+"""Hears the partitions of a rebalance (numbers of the one topic subscribed)."""
+
+
+class CommandSource:
+    """The owner's group consumer of ``<ns>.commands``, as the loop's commands reader uses it: the source of truth
+    for which partitions the group gives this owner and where each is read. Every call is translated; one thread
+    calls it (librdkafka's rule), the rebalance callbacks run inside :meth:`read`."""
+
+    __slots__ = ("_consumer", "_topic")
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        self._consumer, self._topic = consumer, topic
+
+    def subscribe(self, assigned: Partitions, revoked: Partitions, lost: Partitions) -> None:
+        """Join the group. Partitions it assigns come paused (nothing is read before the loop resumes them) and
+        ``assigned`` hears them then; ``revoked`` and ``lost`` hear the ones it takes away, and a revocation is
+        done when ``revoked`` returns."""
+        def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            consumer.incremental_assign(partitions)
+            consumer.pause(partitions)
+            assigned([tp.partition for tp in partitions])
+
+        def on_revoke(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            revoked([tp.partition for tp in partitions])
+
+        def on_lost(_consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            lost([tp.partition for tp in partitions])
+
+        kafka.call(self._consumer.subscribe, [self._topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+
+    def read(self, limit: int, timeout: float) -> list[Arrival]:
+        """Up to ``limit`` records (the client's own, not copied), waiting up to ``timeout`` s."""
+        return kafka.call(self._consumer.consume, limit, timeout)  # type: ignore[no-any-return]
+
+    def group_metadata(self) -> object:
+        """The group's metadata as of now, which a transaction commits the offsets read with (opaque)."""
+        return kafka.call(self._consumer.consumer_group_metadata)
+
+    def pause(self, partitions: list[int]) -> None:
+        """Fetch nothing more of ``partitions`` until :meth:`resume`."""
+        kafka.call(self._consumer.pause, [TopicPartition(self._topic, p) for p in partitions])
+
+    def resume(self, partitions: list[int]) -> None:
+        """Fetch ``partitions`` again."""
+        kafka.call(self._consumer.resume, [TopicPartition(self._topic, p) for p in partitions])
+
+    def seek(self, partition: int, offset: int) -> None:
+        """Read ``partition`` from ``offset`` on."""
+        kafka.call(self._consumer.seek, TopicPartition(self._topic, partition, offset))
+
+    def committed(self, partition: int, timeout: float) -> int:
+        """The group's committed offset of ``partition`` (negative: none); a failure to say is
+        ``KafkaUnavailableError``."""
+        (tp,) = kafka.call(self._consumer.committed, [TopicPartition(self._topic, partition)], timeout)
+        if tp.error is not None:
+            raise KafkaUnavailableError(f"committed offset of {self._topic}[{partition}]: {tp.error}")
+        return int(tp.offset)
+
+    def assignment(self) -> frozenset[int]:
+        """The partitions the group assigns here now."""
+        return frozenset(tp.partition for tp in kafka.call(self._consumer.assignment))
+
+    def close(self) -> None:
+        """Leave the group."""
+        kafka.call(self._consumer.close)
+
+
+def command_source(settings: Settings, session_timeout_ms: int, max_poll_interval_ms: int) -> CommandSource:
+    """The owner's :class:`CommandSource` (``kafka.commands_consumer``)."""
+    return CommandSource(kafka.commands_consumer(settings, session_timeout_ms, max_poll_interval_ms),
+                         settings.commands_topic)
+
+
+class EventLog:
+    """The owner's reader of ``<ns>.events`` (read_committed, by assignment, never committing), as the loop restores
+    stores and follows standby copies with it: the source of truth for where each partition restored is read. Every
+    call is translated; a read skips the client's errors (each is a moment's trouble the client retries)."""
+
+    __slots__ = ("_consumer", "topic")
+
+    def __init__(self, consumer: Consumer, topic: str) -> None:
+        self._consumer, self.topic = consumer, topic
+
+    def end(self, partitions: Iterable[int]) -> dict[int, int]:
+        """Each partition's end as read_committed sees it (the last stable offset); a moment's trouble waited out."""
+        return kafka.end_offsets(self._consumer, self.topic, partitions)
+
+    def add(self, partition: int, offset: int) -> None:
+        """Read ``partition`` too, from ``offset`` (the others read on where they are)."""
+        kafka.call(self._consumer.incremental_assign, [TopicPartition(self.topic, partition, offset)])
+
+    def remove(self, partition: int) -> None:
+        """Read ``partition`` no more."""
+        kafka.call(self._consumer.incremental_unassign, [TopicPartition(self.topic, partition)])
+
+    def read(self, limit: int, timeout: float) -> list[Record]:
+        """Up to ``limit`` records of the partitions read (the client's own, not copied), waiting up to
+        ``timeout`` s."""
+        return [msg for msg in kafka.call(self._consumer.consume, limit, timeout) if not msg.error()]
+
+    def position(self, partition: int) -> int | None:
+        """The offset ``partition`` will be read from next; None when there is none yet."""
+        offset = int(kafka.call(self._consumer.position, [TopicPartition(self.topic, partition)])[0].offset)
+        return None if offset == kafka.OFFSET_INVALID else offset
+
+    def close(self) -> None:
+        """Release the client."""
+        kafka.call(self._consumer.close)
+
+
+def event_log(settings: Settings, name: str) -> EventLog:
+    """An :class:`EventLog` of the configured cluster (``kafka.events_reader``; ``name``: its group's suffix)."""
+    return EventLog(kafka.events_reader(settings, name), settings.events_topic)

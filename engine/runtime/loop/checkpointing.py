@@ -55,7 +55,7 @@ class Checkpointer:
         log.info("partition %d: checkpoint at events offset %d (%d keys, %d chunks, %d events since the last)",
                  partition.number, manifest.events_offset, manifest.keys, manifest.chunks,
                  partition.offsets.since_checkpoint)
-        transaction = Transaction(partition.producer)  # type: ignore[arg-type]  # an active partition has one
+        transaction: Transaction = partition.producer  # type: ignore[assignment]  # an active partition has one
         written = self.writer.launch_call(partition, wake, checkpoints.produce, transaction, self.topic,
                                           partition.number, chunks, manifest)
         written.checkpoint = manifest.events_offset  # the partition's newest once it commits (loop/apply.py)
@@ -67,7 +67,7 @@ class Checkpointer:
                 or partition.store is None or partition.producer is None or partition.state is not State.REVOKING:
             return
         try:
-            manifest = checkpoints.write_now(self.settings, partition.store, Transaction(partition.producer),
+            manifest = checkpoints.write_now(self.settings, partition.store, partition.producer,
                                              partition.number, partition.epoch, partition.owner_id)
         except Exception as e:  # noqa: BLE001 - the next owner replays a little more: never a reason to fail
             log.warning("partition %d: no checkpoint at hand-back (%s)", partition.number, e)

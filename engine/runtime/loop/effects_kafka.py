@@ -4,26 +4,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.runtime import kafka
 from engine.runtime.kafka.errors import record_fault, typed
 from engine.runtime.loop.effects import Output
 
 if TYPE_CHECKING:
-    from engine.runtime.kafka import Producer
+    from engine.runtime.kafka.ports import Transaction
     from engine.runtime.loop.write import Written
 
 
-def produce(written: Written, producer: Producer) -> None:
+def produce(written: Written, producer: Transaction) -> None:
     """Produce the staged records into the open transaction, each with a report of its own refusal
     (a delivery error that is the record's own: ``kafka.errors.RECORD_FAULTS``)."""
     for output in written.staged.outputs:
         report = _on_delivery(written, output)
         for record in output.records:
             try:
-                kafka.produce(producer, record.topic, record.value, record.key, -1, report,
-                              list(record.headers) if record.headers else None)
+                producer.produce_reported(record.topic, record.value, record.key, report,
+                                          list(record.headers) if record.headers else None)
             except Exception as e:  # refused at once (a topic known to be missing): name the attempt
-                _blame(written, output, record.topic, e)
+                _blame(written, output, record.topic, e.__cause__ or e)  # the client's error, typed by the port
                 error = typed(e)
                 if error is e:
                     raise

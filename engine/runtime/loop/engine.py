@@ -35,6 +35,7 @@ from engine.config import Settings
 from engine.domain.decide import DecideContext, RequeueReason
 from engine.domain.lanes import Lane
 from engine.runtime import kafka
+from engine.runtime.kafka import ports
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import sampling
 from engine.runtime.loop.apply import Followup, Next
@@ -84,8 +85,8 @@ class Engine:
         self.inbox = Inbox()
         self.executor = Executor(app, options.lane_slots, report=self.inbox.put_result, gate=KafkaTopicGate(settings),
                                  namespace=settings.namespace)
-        self.reader = CommandReader(kafka.commands_consumer(settings, options.session_timeout_ms,
-                                                            rebalance_timeout_ms(options.grace_s)),
+        self.reader = CommandReader(ports.command_source(settings, options.session_timeout_ms,
+                                                         rebalance_timeout_ms(options.grace_s)),
                                     settings.commands_topic, self.inbox, options.grace_s + REVOKE_SLACK_S)
         log.info("engine %s: reading %s from Kafka at %s (waits up to %d s for a broker to answer)", self.owner_id,
                  settings.tenants_topic, settings.require_bootstrap(), LOAD_TIMEOUT_S)
@@ -103,7 +104,7 @@ class Engine:
                                          options.checkpoint_min_events or MIN_EVENTS)
         bulk = BulkRestores(settings, options.bulk_restore_min) if options.bulk_restore_min else None
         self.remote = remote = Remote(app, settings, no_execute=not options.execute)
-        self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, kafka.events_reader(settings, self.owner_id),
+        self.lifecycle = Lifecycle(settings, self.owner_id, self.reader, ports.event_log(settings, self.owner_id),
                                    board, self.poison, options.windows, options.grace_s, bulk, self.checkpointer,
                                    base_ctx, remote.attempt_pool)  # remote attempts: adopted, not re-queued
         rules = Rules(settings.commands_topic, count, base_ctx, self.owner_id, options.lane_limits,
@@ -114,7 +115,7 @@ class Engine:
         self.decider = decider(rules, board, self.poison, local_slots,
                                partial(self._pools_free, count) if remote.active else dict)
         self.core = Core(self.decider, self.lifecycle.partitions, self.lifecycle.timers, partial(attempt_timeout, app))
-        self.standbys = (Standbys(settings, kafka.events_reader(settings, f"{self.owner_id}.standby"), count,
+        self.standbys = (Standbys(settings, ports.event_log(settings, f"{self.owner_id}.standby"), count,
                                   self.owner_id)
                          if options.standby else None)
         self._next_tenants = self._next_metrics = 0.0
@@ -353,7 +354,7 @@ class Engine:
         self.lifecycle.close_all()
         if self.standbys is not None:
             self.standbys.close()
-            self.standbys.consumer.close()
+            self.standbys.events.close()
         self.reader.stop()
         self.lifecycle.events.close()
         self.tenants.close()

@@ -55,7 +55,7 @@ class Heartbeat:
         self.started_at_us = now_us()
         self._next = 0.0
         self._failed = False
-        self._producer = plain.producer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
+        self._producer = plain.writer(settings, {"acks": "all", "linger.ms": 0, "message.timeout.ms": 10_000})
 
     def beat(self, partitions: Iterable[Partition], executor: Executor, lane_slots: Mapping[Lane, int]) -> None:
         """Publish what this instance holds and runs, if a heartbeat is due."""
@@ -83,7 +83,7 @@ class Heartbeat:
         self._producer.flush(flush_s)
 
     def _send(self, value: bytes | None) -> None:
-        plain.send(self._producer, self.topic, self.instance.encode(), value, self._reported)
+        self._producer.send(self.topic, self.instance.encode(), value, self._reported)
 
     def _reported(self, failed: str | None) -> None:
         if failed is not None:

@@ -42,7 +42,7 @@ from typing import Any
 
 from engine.errors import KafkaUnavailableError
 from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, Message, TopicPartition
+from engine.runtime.kafka.ports import Arrival, CommandSource
 
 log = logging.getLogger("epochq.inbox")
 
@@ -115,11 +115,11 @@ class Inbox:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[tuple[int, Any, Any]] = queue.SimpleQueue()
-        self.commands: collections.deque[tuple[int, Message]] = collections.deque()  # (seek tag, record)
+        self.commands: collections.deque[tuple[int, Arrival]] = collections.deque()  # (seek tag, record)
         self._put = 0  # command records put (by the reader)
         self._done = 0  # command records decided (by the loop)
 
-    def put_commands(self, tag: int, messages: list[Message]) -> None:
+    def put_commands(self, tag: int, messages: list[Arrival]) -> None:
         """A batch of command records, read after ``tag`` seeks."""
         self._put += len(messages)
         self._queue.put((_COMMANDS, tag, messages))
@@ -169,12 +169,13 @@ class Inbox:
 
 
 class CommandReader(threading.Thread):
-    """The thread that owns the commands consumer: it reads, records rebalances, and seeks."""
+    """The thread that owns the commands consumer (its :class:`CommandSource`): it reads, records rebalances, and
+    seeks."""
 
-    def __init__(self, consumer: Consumer, topic: str, inbox: Inbox, revoke_wait_s: float,
+    def __init__(self, source: CommandSource, topic: str, inbox: Inbox, revoke_wait_s: float,
                  max_messages: int = 1000):
         super().__init__(name="epochq-commands", daemon=True)
-        self.consumer, self.topic, self.inbox = consumer, topic, inbox
+        self.source, self.topic, self.inbox = source, topic, inbox
         self.revoke_wait_s = revoke_wait_s
         self.max_messages = max_messages
         self.seeks = 0  # applied by this thread
@@ -204,11 +205,11 @@ class CommandReader(threading.Thread):
 
     def pause(self, partitions: list[int]) -> None:
         """Stop fetching ``partitions``."""
-        self._requests.put(lambda: self._quietly(self.consumer.pause, partitions))
+        self._requests.put(lambda: self._quietly(self.source.pause, partitions))
 
     def resume(self, partitions: list[int]) -> None:
         """Fetch ``partitions`` again."""
-        self._requests.put(lambda: self._quietly(self.consumer.resume, partitions))
+        self._requests.put(lambda: self._quietly(self.source.resume, partitions))
 
     def group_metadata(self) -> Any:
         """The group metadata a transaction commits consumed offsets with (as of the last consume)."""
@@ -224,15 +225,14 @@ class CommandReader(threading.Thread):
 
     def run(self) -> None:
         try:
-            kafka.call(self.consumer.subscribe, [self.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                       on_lost=self._on_lost)
+            self.source.subscribe(self._on_assign, self._on_revoke, self._on_lost)
             while not self._stopping.is_set():
                 self._serve_requests()
                 if self.inbox.full():
                     time.sleep(0.005)  # the loop has a backlog to decide first
                     continue
-                messages = kafka.call(self.consumer.consume, self.max_messages, 0.02)
-                self.metadata = kafka.call(self.consumer.consumer_group_metadata)
+                messages = self.source.read(self.max_messages, 0.02)
+                self.metadata = self.source.group_metadata()
                 if messages:
                     self.inbox.put_commands(self.seeks, messages)
         except BaseException as e:  # noqa: BLE001 - the loop sees it and stops; it must not vanish
@@ -262,7 +262,7 @@ class CommandReader(threading.Thread):
         """Whether the seek is done with: applied, or moot because the partition left."""
         try:
             offset = request.offset if request.offset is not None else self._committed(request.partition)
-            kafka.call(self.consumer.seek, TopicPartition(self.topic, request.partition, offset))
+            self.source.seek(request.partition, offset)
         except Exception as e:  # noqa: BLE001 - refused now; tried again while the partition is ours
             if self._assigned(request.partition):
                 self._refused(request, e)
@@ -274,14 +274,12 @@ class CommandReader(threading.Thread):
 
     def _committed(self, partition: int) -> int:
         """The group's committed offset of ``partition`` (read_committed: stable), or the beginning if none."""
-        (tp,) = kafka.call(self.consumer.committed, [TopicPartition(self.topic, partition)], COMMITTED_TIMEOUT_S)
-        if tp.error is not None:
-            raise KafkaUnavailableError(f"committed offset of {self.topic}[{partition}]: {tp.error}")
-        return tp.offset if tp.offset >= 0 else kafka.OFFSET_BEGINNING
+        offset = self.source.committed(partition, COMMITTED_TIMEOUT_S)
+        return offset if offset >= 0 else kafka.OFFSET_BEGINNING
 
     def _assigned(self, partition: int) -> bool:
         try:
-            return any(tp.partition == partition for tp in kafka.call(self.consumer.assignment))
+            return partition in self.source.assignment()
         except Exception:  # noqa: BLE001 - a consumer that cannot say: assume it still holds it, try again
             return True
 
@@ -294,37 +292,36 @@ class CommandReader(threading.Thread):
                         request.partition, "its committed offset" if request.offset is None else request.offset,
                         error, request.refused)
 
-    def _quietly(self, fn: Callable[[list[TopicPartition]], None], partitions: list[int]) -> None:
+    def _quietly(self, fn: Callable[[list[int]], None], partitions: list[int]) -> None:
         try:
-            kafka.call(fn, [TopicPartition(self.topic, p) for p in partitions])
+            fn(partitions)
         except Exception as e:  # noqa: BLE001 - pausing a partition the group just took away is moot
             log.debug("%s of %s skipped: %s", fn.__name__, partitions, e)
 
     def _close(self) -> None:
         try:
-            kafka.call(self.consumer.close)
+            self.source.close()
         except Exception as e:  # noqa: BLE001 - leaving the group at exit: nothing else to do
             log.warning("closing the commands consumer: %s", e)
         self._closed.set()
 
     # --- rebalance callbacks: record, and for a revocation wait until the loop settled it ---
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.assigned = self.assigned | {tp.partition for tp in partitions}
-        consumer.incremental_assign(partitions)
-        consumer.pause(partitions)  # nothing is read before the partition's claim is committed
-        self.inbox.put_note(Note(Change.ASSIGNED, [tp.partition for tp in partitions]))
+    def _on_assign(self, partitions: list[int]) -> None:
+        # they come paused: nothing is read before the partition's claim is committed
+        self.assigned = self.assigned | set(partitions)
+        self.inbox.put_note(Note(Change.ASSIGNED, partitions))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        note = Note(Change.REVOKED, [tp.partition for tp in partitions])
+    def _on_revoke(self, partitions: list[int]) -> None:
+        note = Note(Change.REVOKED, partitions)
         self.assigned = self.assigned - set(note.partitions)
         self.inbox.put_note(note)
         if not self._stopping.is_set() and not note.settled.wait(self.revoke_wait_s):
             log.warning("partitions %s handed back before the loop settled them", note.partitions)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self.assigned = self.assigned - {tp.partition for tp in partitions}
-        self.inbox.put_note(Note(Change.LOST, [tp.partition for tp in partitions]))
+    def _on_lost(self, partitions: list[int]) -> None:
+        self.assigned = self.assigned - set(partitions)
+        self.inbox.put_note(Note(Change.LOST, partitions))
 
 
 def reader_failed(reader: CommandReader) -> None:

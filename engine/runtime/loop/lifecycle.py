@@ -45,7 +45,7 @@ from engine.domain.jobs import JobView
 from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.execution.verdicts import RunRequest
-from engine.runtime.kafka import Consumer
+from engine.runtime.kafka.ports import EventLog
 from engine.runtime.loop import core, orphans, refusals, resetups
 from engine.runtime.loop.apply import Followup, Next
 from engine.runtime.loop.breakers import BreakerBoard
@@ -66,7 +66,7 @@ log = logging.getLogger("epochq.lifecycle")
 class Lifecycle:
     """The partitions one engine instance holds, and their way in and out."""
 
-    def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: Consumer,
+    def __init__(self, settings: Settings, owner_id: str, reader: CommandReader, events: EventLog,
                  board: BreakerBoard, poison: PoisonDesk, windows: Windows, grace_s: float,
                  bulk: BulkRestores | None = None, checkpointer: Checkpointer | None = None,
                  base_ctx: DecideContext = orphans.NO_POLICIES,
@@ -362,7 +362,6 @@ def _close_quietly(partition: Partition) -> None:
     if producer is None:
         return
     try:
-        producer.purge()
-        producer.close()
+        producer.discard()
     except Exception as e:  # noqa: BLE001 - it failed for good already: its replacement settles the rest
         log.debug("partition %d: closing the failed producer: %s", partition.number, e)

@@ -35,7 +35,7 @@ from engine.runtime.loop.draft import Draft
 from projections.profile import WRITE_MODEL, Profile
 
 if TYPE_CHECKING:  # types only: the step modules import no Kafka client and no RocksDB (engine.testing)
-    from engine.runtime.kafka import Producer
+    from engine.runtime.kafka.ports import Transaction
     from engine.runtime.loop.written import Written
     from projections.store import ProjectionStore
 
@@ -137,7 +137,7 @@ class Partition:
         self.inbound = Inbound()  # what waits to be decided
         self.state = State.ASSIGNED
         self.store: ProjectionStore | None = None
-        self.producer: Producer | None = None
+        self.producer: Transaction | None = None
         self.offsets = Offsets()  # where it stands in the events and commands partitions
         self.resuming = False  # restoring after a resync: back to ACTIVE under the same epoch
         self.hold_until = 0.0  # a resync after a refused transaction decides again from this time (monotonic)
@@ -196,7 +196,7 @@ class Partition:
         refused, self.refusals = self.refusals, 0
         return refused
 
-    def let_go(self) -> Producer | None:
+    def let_go(self) -> Transaction | None:
         """Forget its store and producer (closed, or failing, elsewhere); the producer, to close."""
         producer, self.store, self.producer = self.producer, None, None
         return producer
@@ -218,7 +218,7 @@ class Partition:
         checkpoint)."""
         self.offsets = offsets
 
-    def open(self, store: ProjectionStore, producer: Producer) -> None:
+    def open(self, store: ProjectionStore, producer: Transaction) -> None:
         """The store and the producer are ready (or the store was wiped): the draft starts over it."""
         self.store, self.producer = store, producer
         self.draft.open(store)

@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from engine.config import Settings
-from engine.runtime import checkpoints, kafka
+from engine.runtime import checkpoints
 from engine.runtime.kafka.admin import log_identity
 from engine.runtime.loop.partition import Partition
-from engine.runtime.kafka import Consumer, Producer
+from engine.runtime.kafka.ports import EventLog, Transaction, owner_transaction
 
 T = TypeVar("T")
 THREADS = 8
@@ -42,10 +42,10 @@ class Preparer:
     """Per assignment of a partition: its store checked against the log (``projections.identity``) and its
     checkpoint loaded once (if its store is empty), its producer made early."""
 
-    def __init__(self, settings: Settings, holder: str, events: Consumer):
+    def __init__(self, settings: Settings, holder: str, events: EventLog):
         self.settings, self.holder, self.events = settings, holder, events
         self.seeded: set[int] = set()
-        self.producers: dict[int, Producer] = {}
+        self.producers: dict[int, Transaction] = {}
         self.identity: str | None = None  # of the events topic's log, asked once per instance
 
     def prepare(self, partitions: list[Partition], may_seed: Callable[[int], bool]) -> dict[int, Exception]:
@@ -56,7 +56,7 @@ class Preparer:
         if unseeded:
             try:
                 identity = self.log_identity()
-                ends = kafka.end_offsets(self.events, self.settings.events_topic, unseeded)
+                ends = self.events.end(unseeded)
             except Exception as e:  # noqa: BLE001 - a broker away: every one of them is tried again
                 return {n: e for n in unseeded}
             seeded = side_by_side(lambda n: checkpoints.seed(self.settings, n, self.holder, ends[n], identity),
@@ -69,7 +69,7 @@ class Preparer:
                 held.offsets = held.offsets.checkpointed(-1 if loaded is None else loaded)
                 self.seeded.add(n)
         wanted = [n for n in by_number if n in self.seeded and n not in self.producers]
-        for n, made in side_by_side(lambda n: kafka.owner_producer(self.settings, n), wanted).items():
+        for n, made in side_by_side(lambda n: owner_transaction(self.settings, n), wanted).items():
             if isinstance(made, Exception):
                 errors[n] = made
             else:
@@ -82,9 +82,9 @@ class Preparer:
             self.identity = log_identity(self.settings, self.settings.events_topic)
         return self.identity
 
-    def producer(self, p: int) -> Producer:
+    def producer(self, p: int) -> Transaction:
         """The producer made for ``p`` (made now if none was)."""
-        return self.producers.pop(p, None) or kafka.owner_producer(self.settings, p)
+        return self.producers.pop(p, None) or owner_transaction(self.settings, p)
 
     def forget(self, p: int) -> None:
         """``p`` is no longer held: a later assignment seeds and makes its producer again."""

@@ -18,13 +18,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from engine.runtime.kafka import OFFSET_INVALID, Consumer, TopicPartition
+from engine.runtime.kafka.ports import EventLog
 
 from engine.config import Settings
 from engine.contract import messages as m
 from engine.contract.learned import skipped_line
 from engine.errors import ProjectionCorruptedError, StoreLockedError
-from engine.runtime import kafka
 from engine.runtime.loop.bulk import BulkRestores, applied_offset_at
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.prepare import Preparer
@@ -53,7 +52,7 @@ class Fed:
 class Restoring:
     """The partitions one engine instance is setting up and restoring, with their restorers."""
 
-    def __init__(self, settings: Settings, holder: str, events: Consumer, bulk: BulkRestores | None = None):
+    def __init__(self, settings: Settings, holder: str, events: EventLog, bulk: BulkRestores | None = None):
         self.settings, self.holder, self.events, self.bulk = settings, holder, events, bulk
         self.preparer = Preparer(settings, holder, events)  # checkpoints loaded, producers made, side by side
         self.restorers: dict[int, Restorer] = {}
@@ -95,7 +94,7 @@ class Restoring:
             return True
         if not bulk.may_begin(p):
             return False
-        target = kafka.end_offsets(self.events, self.settings.events_topic, [p])[p]
+        target = self.events.end([p])[p]
         applied = applied_offset_at(store_path(self.settings.state_dir, self.settings.namespace, p))
         return bulk.begin(p, target - applied - 1, target)
 
@@ -135,12 +134,12 @@ class Restoring:
         """Restore ``partition``'s store from its applied offset to the events' end (and our own writes)."""
         p = partition.number
         topic = self.settings.events_topic
-        end = kafka.end_offsets(self.events, topic, [p])[p]  # read_committed: the last stable offset
+        end = self.events.end([p])[p]  # read_committed: the last stable offset
         partition.stands(offsets := partition.offsets.restoring(end))  # never short of our own committed writes
         restorer = Restorer(partition.store, topic, p, on_folded=self._folded_hook(p),  # type: ignore[arg-type]
                             profile=partition.profile)
         self.restorers[p] = restorer
-        kafka.call(self.events.incremental_assign, [TopicPartition(topic, p, restorer.next_offset)])
+        self.events.add(p, restorer.next_offset)
         log.info("partition %d: restoring from offset %d to %d", p, restorer.next_offset, offsets.restore_target)
         if end < offsets.written_end:
             log.warning("partition %d: the log's stable end (%d) is before our own committed events (up to %d): "
@@ -167,9 +166,8 @@ class Restoring:
         if not self.restorers:
             return fed
         by_partition: dict[int, list[tuple[int, bytes | None]]] = {}
-        for msg in kafka.call(self.events.consume, RESTORE_BATCH, timeout):
-            if not msg.error():
-                by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))
+        for msg in self.events.read(RESTORE_BATCH, timeout):
+            by_partition.setdefault(msg.partition(), []).append((msg.offset(), msg.value()))  # type: ignore[arg-type]
         for p, records in by_partition.items():
             restorer = self.restorers.get(p)
             if restorer is None:
@@ -193,9 +191,8 @@ class Restoring:
         target = partition.offsets.restore_target
         if restorer.next_offset >= target:
             return True
-        tp = TopicPartition(self.settings.events_topic, partition.number)
-        position: int = kafka.call(self.events.position, [tp])[0].offset
-        return position != OFFSET_INVALID and position >= target
+        position = self.events.position(partition.number)
+        return position is not None and position >= target
 
     def _done(self, partition: Partition) -> None:
         p = partition.number
@@ -227,7 +224,7 @@ class Restoring:
 
     def _unassign_events(self, p: int) -> None:
         try:
-            self.events.incremental_unassign([TopicPartition(self.settings.events_topic, p)])
+            self.events.remove(p)
         except Exception as e:  # noqa: BLE001 - not assigned any more: nothing to undo
             log.debug("partition %d: events reader unassign skipped: %s", p, e)
 

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from engine.config import Settings
 from engine.errors import ProjectionCorruptedError, StoreLockedError
-from engine.runtime import kafka
-from engine.runtime.kafka import Consumer, TopicPartition
+from engine.runtime.kafka.ports import EventLog
 from engine.runtime.kafka.admin import log_identity
 from projections.identity import matched
 from projections.lock import holder_name
@@ -51,8 +50,8 @@ class Copy:
 class Standbys:
     """The standby copies of one engine instance, folded a slice of time at a time."""
 
-    def __init__(self, settings: Settings, consumer: Consumer, partitions: int, owner_id: str):
-        self.settings, self.consumer = settings, consumer
+    def __init__(self, settings: Settings, events: EventLog, partitions: int, owner_id: str):
+        self.settings, self.events = settings, events
         self.holder = holder_name("standby copy of", owner_id)
         self.topic = settings.events_topic
         self.all = set(range(partitions))
@@ -75,15 +74,15 @@ class Standbys:
             return 0
         deadline, folded = time.monotonic() + budget_s, 0
         while True:
-            messages = kafka.call(self.consumer.consume, BATCH, 0)
+            messages = self.events.read(BATCH, 0)
             wiped: set[int] = set()
             for msg in messages:
-                p = msg.partition()
+                p: int = msg.partition()  # type: ignore[assignment]  # a record read has its place
                 copy = self.copies.get(p)
-                if copy is None or msg.error() or p in wiped:
+                if copy is None or p in wiped:
                     continue
                 try:
-                    folded += copy.restorer.feed(((msg.offset(), msg.value()),))
+                    folded += copy.restorer.feed(((msg.offset(), msg.value()),))  # type: ignore[arg-type]
                 except ProjectionCorruptedError as e:
                     wiped.add(p)  # the rest of this batch is ahead of the fresh store
                     self._wipe(p, e)
@@ -100,7 +99,7 @@ class Standbys:
 
     def _open(self, p: int) -> None:
         try:
-            identity, end = self._log_identity(), kafka.end_offsets(self.consumer, self.topic, [p])[p]
+            identity, end = self._log_identity(), self.events.end([p])[p]
             store = open_locked(store_path(self.settings.state_dir, self.settings.namespace, p), self.holder)
         except StoreLockedError as e:  # an owner in another process, or a rebuild: try again later
             log.debug("partition %d: standby copy not opened (%s)", p, e)
@@ -121,13 +120,13 @@ class Standbys:
     def _follow(self, p: int, store: ProjectionStore) -> None:
         restorer = Restorer(store, self.topic, p, profile=owner_profile(self.settings))
         self.copies[p] = Copy(store, restorer)
-        kafka.call(self.consumer.incremental_assign, [TopicPartition(self.topic, p, restorer.next_offset)])
+        self.events.add(p, restorer.next_offset)
         log.info("partition %d: following as a standby from offset %d", p, restorer.next_offset)
 
     def _release(self, p: int) -> None:
         copy = self.copies.pop(p)
         try:
-            kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
+            self.events.remove(p)
         except Exception as e:  # noqa: BLE001 - not assigned: nothing to undo
             log.debug("partition %d: standby unassign skipped: %s", p, e)
         copy.restorer.finish()
@@ -138,5 +137,5 @@ class Standbys:
     def _wipe(self, p: int, error: ProjectionCorruptedError) -> None:
         log.error("partition %d: standby copy corrupt (%s); wiping it and following from offset 0", p, error)
         copy = self.copies.pop(p)
-        kafka.call(self.consumer.incremental_unassign, [TopicPartition(self.topic, p)])
+        self.events.remove(p)
         self._follow(p, copy.store.reset())  # its lock held throughout

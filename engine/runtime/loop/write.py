@@ -23,9 +23,7 @@ from typing import Any
 from engine.contract.codec import encode_command
 from engine.contract.partitioner import partition_for
 from engine.errors import AccessDeniedError, CorruptedError, FatalError, PartitionLostError, TransactionAbortedError
-from engine.runtime import kafka
-from engine.runtime.kafka import Producer, TopicPartition
-from engine.runtime.kafka.errors import typed
+from engine.runtime.kafka.ports import Transaction
 from engine.runtime.loop import effects_kafka
 from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.partition import Partition
@@ -79,61 +77,37 @@ class Writer:
 
     def _produce(self, partition: Partition, staged: Staged) -> Written:
         written = Written(partition, staged)
-        producer: Producer = partition.producer  # type: ignore[assignment]
+        producer: Transaction = partition.producer  # type: ignore[assignment]
         try:
-            kafka.call(producer.begin_transaction)
+            producer.begin()
             self._produce_events(written, producer)
             for command in staged.commands:
                 target = partition_for(command.job_id, self.partitions)
                 value = encode_command(command)
-                kafka.produce_owned(producer, self.commands_topic, value, command.job_id.encode(), target,
-                                    headers=self.signer.headers(value) if self.signer is not None else None)
+                producer.produce(self.commands_topic, value, command.job_id.encode(), target,
+                                 headers=self.signer.headers(value) if self.signer is not None else None)
             if staged.outputs:
                 effects_kafka.produce(written, producer)
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, self._refused(e, written))
         return written
 
-    def _produce_events(self, written: Written, producer: Producer) -> None:
-        """Every event of the transaction, in order; only the first and the last ask for a delivery report.
-
-        The events between them go straight to ``producer.produce`` (positional arguments, no report): the
-        general path (:func:`kafka.produce_owned`) is kept for the two reports and for a full queue. A traced
-        job's events carry their ``traceparent`` header (``Staged.traced``); the others carry no header."""
-        topic, p = self.events_topic, written.partition.number
+    def _produce_events(self, written: Written, producer: Transaction) -> None:
+        """Every event of the transaction, in order; only the first and the last ask for a delivery report
+        (:meth:`Transaction.produce_run`). A traced job's events carry their ``traceparent`` header
+        (``Staged.traced``); the others carry no header."""
         staged = written.staged
-        last = len(staged.raws) - 1
-        produce = producer.produce
-        traced = staged.traced
-        try:
-            for i, (event, raw) in enumerate(zip(staged.events, staged.raws)):
-                key = event.job_id.encode() if event.job_id else None
-                headers = traced.get(i) if traced else None
-                if 0 < i < last:
-                    try:
-                        if headers is None:
-                            produce(topic, raw, key, p)
-                        else:
-                            produce(topic, raw, key, p, headers=headers)
-                        continue
-                    except BufferError:
-                        pass  # the producer's queue is full: the general path waits for room
-                report = written.delivered(i) if i == 0 or i == last else None
-                kafka.produce_owned(producer, topic, raw, key, p, report, headers)
-        except Exception as e:
-            escaped = typed(e)
-            if escaped is e:
-                raise
-            raise escaped from e
+        keys = [event.job_id.encode() if event.job_id else None for event in staged.events]
+        producer.produce_run(self.events_topic, written.partition.number, staged.raws, keys, staged.traced,
+                             written.delivered)
 
     def _commit(self, written: Written, group: Any) -> None:
-        producer: Producer = written.partition.producer  # type: ignore[assignment]
+        producer: Transaction = written.partition.producer  # type: ignore[assignment]
         staged = written.staged
         try:
             if staged.next_command_offset is not None:
-                offsets = [TopicPartition(self.commands_topic, written.partition.number, staged.next_command_offset)]
-                kafka.call(producer.send_offsets_to_transaction, offsets, group, kafka.TXN_TIMEOUT_S)
-            kafka.call(producer.commit_transaction, kafka.TXN_TIMEOUT_S)
+                producer.send_offsets(self.commands_topic, written.partition.number, staged.next_command_offset, group)
+            producer.commit()
         except Exception as e:  # noqa: BLE001 - typed at the edge; anything else aborts and resyncs too
             written.error = _abort(producer, self._refused(e, written))
 
@@ -154,17 +128,17 @@ def finish(written: Written) -> Written:
     if written.future is not None:
         written.future.result()
     if written.error is None and written.staged.events and (written.first is None or written.last is None):
-        kafka.call(written.partition.producer.poll, 0)  # type: ignore[union-attr]  # serve what the commit's flush queued
+        written.partition.producer.serve()  # type: ignore[union-attr]  # serve what the commit's flush queued
     return written
 
 
-def _abort(producer: Producer, error: Exception) -> Exception:
+def _abort(producer: Transaction, error: Exception) -> Exception:
     """Abort the open transaction after ``error``; the error that decides what happens next (a fenced or failed
     producer aborts nothing: it can do nothing more)."""
     if isinstance(error, (PartitionLostError, CorruptedError)):
         return error
     try:
-        kafka.call(producer.abort_transaction, kafka.TXN_TIMEOUT_S)
+        producer.abort()
     except (PartitionLostError, CorruptedError, TransactionAbortedError) as abort_error:
         return abort_error
     except Exception as abort_error:  # noqa: BLE001 - an unreachable cluster: resync will find out

@@ -11,19 +11,22 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 
-from engine.errors import AccessDeniedError, KafkaUnavailableError, ValidationError
+from engine.errors import AccessDeniedError, EpochqError, KafkaUnavailableError, ValidationError
+from engine.runtime.execution.outputs import OutputRecord
 from engine.runtime.kafka.errors import read_refused
 from engine.runtime.kafka.plain import Writer
-from engine.runtime.kafka.ports import TopicReader, checked, refused_read
+from engine.runtime.kafka.ports import CommandSource, EventLog, TopicReader, Transaction, checked, refused_read
+from engine.runtime.loop import effects_kafka
+from engine.runtime.loop.draft import Staged
+from engine.runtime.loop.effects import Output
 
 ENGINE = Path(__file__).resolve().parents[3] / "engine"
 NOWHERE = "127.0.0.1:1"
 CLIENT_TYPES = {"Consumer", "Producer", "Message", "TopicPartition"}
-CLIENT_MAKERS = {"events_reader", "command_producer", "dispatch_consumer", "heartbeats_reader", "owner_producer",
-                 "commands_consumer"}
-LOOP = ENGINE / "runtime" / "loop"
-"""The owner's loop still holds its clients (the commands consumer, the partitions' producers) until its sans-I/O
-core takes them behind its own ports."""
+CLIENT_MAKERS = {"kafka": {"events_reader", "command_producer", "dispatch_consumer", "heartbeats_reader",
+                           "owner_producer", "commands_consumer"},
+                 "plain": {"producer", "send", "write"}}
+"""The calls that make (or take) a client, by the module they are called on."""
 
 
 def message(offset: int, error: KafkaError | None = None, topic: str = "t") -> Message:
@@ -87,18 +90,50 @@ def test_a_writer_s_record_too_large_is_a_validation_error_naming_the_payload() 
 
 def _client_names(path: Path) -> list[str]:
     """What ``path`` names of the edge's clients: the types it imports from ``engine.runtime.kafka``, and the
-    client makers it calls there."""
+    calls there that make or take a client."""
     tree = ast.parse(path.read_text(), str(path))
     found = [f"imports {alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
              and node.module == "engine.runtime.kafka" for alias in node.names if alias.name in CLIENT_TYPES]
-    found += [f"calls kafka.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
-              and isinstance(node.value, ast.Name) and node.value.id == "kafka" and node.attr in CLIENT_MAKERS]
+    found += [f"calls {node.value.id}.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+              and isinstance(node.value, ast.Name) and node.attr in CLIENT_MAKERS.get(node.value.id, ())]
     return found
 
 
-def test_no_module_outside_the_edge_and_the_loop_holds_a_librdkafka_client() -> None:
-    outside = [path for path in sorted(ENGINE.rglob("*.py"))
-               if not path.is_relative_to(ENGINE / "runtime" / "kafka") and not path.is_relative_to(LOOP)]
+def test_no_module_outside_the_edge_holds_a_librdkafka_client_not_even_the_loop() -> None:
+    outside = [path for path in sorted(ENGINE.rglob("*.py")) if not path.is_relative_to(ENGINE / "runtime" / "kafka")]
     holders = {str(path.relative_to(ENGINE.parent)): names for path in outside if (names := _client_names(path))}
 
-    assert holders == {}, "hold a TopicReader, a Transaction or a plain.Writer instead (engine/runtime/kafka/ports.py)"
+    assert holders == {}, ("hold a port instead (a TopicReader, CommandSource, EventLog, Transaction or plain.Writer: "
+                           "engine/runtime/kafka)")
+
+
+def test_the_loop_s_ports_say_a_failed_call_typed() -> None:
+    consumer = Consumer({"bootstrap.servers": NOWHERE, "group.id": "ports-test", "log_level": 0})
+    try:
+        with pytest.raises(KafkaUnavailableError, match=r"Unknown partition"):
+            CommandSource(consumer, "ns.commands").seek(0, 5)  # not assigned: librdkafka refuses at once
+        with pytest.raises(KafkaUnavailableError, match=r"empty assignment"):
+            EventLog(consumer, "ns.events").remove(3)
+    finally:
+        consumer.close()
+    with pytest.raises(KafkaUnavailableError, match=r"transactional\.id"):
+        Transaction(Producer({"bootstrap.servers": NOWHERE, "log_level": 0})).begin()
+
+
+class Writing:
+    """What the write step hands the handlers' records to (``loop/written.py``'s, minus the partition)."""
+
+    def __init__(self, staged: Staged) -> None:
+        self.staged, self.refused = staged, {}
+
+
+def test_a_handler_s_record_refused_at_once_blames_its_attempt_and_the_error_comes_out_typed() -> None:
+    staged = Staged()
+    staged.outputs.append(Output("job-1", 2, (OutputRecord("out", b"x" * 2000),)))
+    writing = Writing(staged)
+    transaction = Transaction(Producer({"bootstrap.servers": NOWHERE, "message.max.bytes": 1000, "log_level": 0}))
+
+    with pytest.raises(EpochqError):
+        effects_kafka.produce(writing, transaction)  # type: ignore[arg-type]
+    assert writing.refused == {("job-1", 2): "out: MSG_SIZE_TOO_LARGE: Unable to produce message: Broker: Message size "
+                                             "too large"}

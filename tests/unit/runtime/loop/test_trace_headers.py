@@ -18,6 +18,7 @@ from engine.contract import messages as m
 from engine.domain.lanes import Lane
 from engine.runtime.execution.executor import AttemptOutcome, RunRequest, RunResult
 from engine.runtime.execution.verdicts import AttemptOutcomeKind
+from engine.runtime.kafka.ports import Transaction
 from engine.runtime.loop import outcomes
 from engine.contract.headers import TRACEPARENT
 from engine.runtime.loop.draft import Staged
@@ -121,7 +122,7 @@ def test_the_write_step_produces_the_header_with_each_traced_event_and_none_with
         rig.admit(submit(f"job-u{n}"))
     staged = rig.draft.take_staged()
     producer = Recorder()
-    rig.partition.producer = producer  # type: ignore[assignment]
+    rig.partition.producer = Transaction(producer)  # type: ignore[arg-type]  # the port around the client
     written = Writer("ns.events", "ns.commands", 1)._produce(rig.partition, staged)
     assert written.error is None and len(producer.records) == len(staged.events)
     for key, headers in producer.records:
