@@ -1,12 +1,11 @@
-"""The corrupting engine of ``corrupt_app``, whose commands consumer refuses its first seeks, as librdkafka
-does for a partition whose fetcher is between states (during a leader move, for one)."""
+"""The corrupting engine of ``corrupt_app``, whose commands source refuses its first seeks, as librdkafka
+does for a partition whose fetcher is between states (during a leader move, for one): the port's translated error."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
+from engine.errors import KafkaUnavailableError
 from engine.runtime.loop.inbox import CommandReader
 from tests.integration.corrupt_app import app
 
@@ -16,27 +15,27 @@ REFUSALS = 3
 
 
 class RefusingSeeks:
-    """The real consumer, but ``seek`` fails ``REFUSALS`` times first."""
+    """The real commands source, but ``seek`` fails ``REFUSALS`` times first."""
 
-    def __init__(self, consumer: Any) -> None:
-        self._consumer = consumer
+    def __init__(self, source: Any) -> None:
+        self._source = source
         self.refused = 0
 
-    def seek(self, partition: TopicPartition) -> None:
+    def seek(self, *args: Any) -> None:
         if self.refused < REFUSALS:
             self.refused += 1
-            raise KafkaException(KafkaError(KafkaError._STATE, "injected: the fetcher is between states"))
-        self._consumer.seek(partition)
+            raise KafkaUnavailableError("cannot seek: Local: Erroneous state (injected: the fetcher is between states)")
+        self._source.seek(*args)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._consumer, name)
+        return getattr(self._source, name)
 
 
 _real_init = CommandReader.__init__
 
 
-def _init(self: CommandReader, consumer: Any, *args: Any, **kwargs: Any) -> None:
-    _real_init(self, RefusingSeeks(consumer), *args, **kwargs)  # type: ignore[arg-type]
+def _init(self: CommandReader, source: Any, *args: Any, **kwargs: Any) -> None:
+    _real_init(self, RefusingSeeks(source), *args, **kwargs)  # type: ignore[arg-type]
 
 
 CommandReader.__init__ = _init  # type: ignore[method-assign]
