@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from projections.store import ProjectionStore
 
 WINDOW = 128  # entries read from the store at a time, per (lane, tenant)
-FOLLOWED = (k.READY, k.BACKLOG)
-"""The key prefixes whose folded changes the view follows (``Batch(..., follow, FOLLOWED)``)."""
+MIRRORED = (k.READY, k.BACKLOG)
+"""The key prefixes whose folded changes the ready view mirrors (``Batch(..., mirror, MIRRORED)``)."""
 
 
 class ReadyWindow:
@@ -111,7 +111,7 @@ class ReadyView:
                 return
         window.complete = True
 
-    def follow(self, key: bytes, value: bytes | None) -> None:
+    def mirror(self, key: bytes, value: bytes | None) -> None:
         """Follow one put (``value``) or delete (None) of a ready or backlog key, as it is folded."""
         if key[:2] == k.READY:
             window = self._window(key[:key.index(b"\x1f") + 1])

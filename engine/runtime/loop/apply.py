@@ -13,7 +13,7 @@ a foreign transaction is open before it, and a store short of the owner's own co
 decisions would see its running jobs as queued and drop their results.
 
 The step returns its verdict as data (:func:`judge`: how the transaction ended and where the
-partition's offsets stand after it; :class:`Followup`: go on, activate, step down, set up again, drop,
+partition's offsets stand after it; :class:`NextStep`: go on, activate, step down, set up again, drop,
 back off, resync) and the attempts to start (:func:`run_requests`); the loop keeps the offsets,
 commits the batch (:func:`commit`) and carries out the rest.
 """
@@ -112,7 +112,7 @@ class Next(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Followup:
+class NextStep:
     """The apply step's verdict on one transaction, as data: what comes next for its partition."""
 
     verdict: Verdict
@@ -128,27 +128,27 @@ class Followup:
         return self.verdict is Verdict.COMMITTED or self.verdict is Verdict.OUT_OF_ORDER
 
 
-def followup(written: Written, verdict: Verdict, state: State) -> Followup:
+def next_step(written: Written, verdict: Verdict, state: State) -> NextStep:
     """What comes next for a partition in ``state`` whose transaction ended with ``verdict``. Pure."""
     if verdict is Verdict.FENCED:
-        return Followup(verdict, Next.STEP_DOWN, "fenced")
+        return NextStep(verdict, Next.STEP_DOWN, "fenced")
     if verdict is Verdict.PRODUCER_FAILED:
         if state is State.REVOKING:
-            return Followup(verdict, Next.DROP, f"{written.error} while handing back")
-        return Followup(verdict, Next.RECREATE, str(written.error))
+            return NextStep(verdict, Next.DROP, f"{written.error} while handing back")
+        return NextStep(verdict, Next.RECREATE, str(written.error))
     results = effects.refused_results(written) if verdict in (Verdict.ABORTED, Verdict.REFUSED) else None
     if results is not None:
         verdict = Verdict.ABORTED  # a handler's record was refused, not the partition's writes
     if verdict is Verdict.COMMITTED:
-        return Followup(verdict, Next.ACTIVATE if state is State.CLAIMING else Next.GO_ON)
+        return NextStep(verdict, Next.ACTIVATE if state is State.CLAIMING else Next.GO_ON)
     if state is State.REVOKING:
-        return Followup(verdict, Next.DROP, f"transaction {verdict} while handing back")
+        return NextStep(verdict, Next.DROP, f"transaction {verdict} while handing back")
     rewind = written.staged.first_command_offset
     if verdict is Verdict.REFUSED:
-        return Followup(verdict, Next.BACK_OFF, str(written.error), rewind)
+        return NextStep(verdict, Next.BACK_OFF, str(written.error), rewind)
     if verdict is Verdict.OUT_OF_ORDER:
-        return Followup(verdict, Next.RESYNC, "another writer's record lies between ours")
-    return Followup(verdict, Next.RESYNC, f"transaction aborted ({written.error})", rewind, keep_results=True,
+        return NextStep(verdict, Next.RESYNC, "another writer's record lies between ours")
+    return NextStep(verdict, Next.RESYNC, f"transaction aborted ({written.error})", rewind, keep_results=True,
                     results=None if results is None else tuple(results))
 
 

@@ -38,7 +38,7 @@ from engine.domain.timerouter import Windows
 from engine.errors import ProjectionCorruptedError
 from engine.runtime.execution.verdicts import RunRequest, RunResult
 from engine.runtime.loop import orphans
-from engine.runtime.loop.apply import Followup, Verdict, commit, followup, judge, run_requests
+from engine.runtime.loop.apply import NextStep, Verdict, commit, next_step, judge, run_requests
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.admit import Admission
 from engine.runtime.loop.deciding import ADMIT_BUDGET_S, Decided, Decider
@@ -76,7 +76,7 @@ class Applied:
     and stop. ``corrupt``: it committed in the log, but the store failed to commit its batch (wipe, restore)."""
 
     written: Written
-    step: Followup
+    step: NextStep
     starts: list[RunRequest] = field(default_factory=list)
     cancels: list[tuple[str, int]] = field(default_factory=list)
     corrupt: ProjectionCorruptedError | None = None
@@ -205,7 +205,7 @@ class Core:
     def _apply_one(self, w: Written, now: int) -> Applied:
         verdict, offsets = judge(w)
         w.partition.stands(offsets)
-        step = followup(w, verdict, w.partition.state)
+        step = next_step(w, verdict, w.partition.state)
         corrupt = None
         try:
             if verdict is Verdict.COMMITTED:

@@ -30,7 +30,7 @@ from projections.evolve import APPLIED, Folded, current_epoch, fold_state
 from projections.profile import WRITE_MODEL, Profile
 from projections.views.ended import read_ended
 from projections.views.jobs import read_job
-from projections.views.ready import FOLLOWED, ReadyView
+from projections.views.ready import MIRRORED, ReadyView
 
 if TYPE_CHECKING:  # types only: the step modules import no RocksDB (engine.testing runs them in memory)
     from projections.store import ProjectionStore
@@ -118,7 +118,7 @@ class Draft:
         """Draft over ``store`` (a fresh one, or the same wiped): nothing staged, the epoch and its ids kept."""
         self.store, self.staged, self.corrupt = store, Staged(), None
         self.ready = ReadyView(store)
-        self.batch = Batch(store, self.ready.follow, FOLLOWED, self.profile)
+        self.batch = Batch(store, self.ready.mirror, MIRRORED, self.profile)
 
     def claim(self, epoch: int) -> None:
         """Stamp what is staged from now on with ``epoch`` (a new claim: its event ids start again)."""

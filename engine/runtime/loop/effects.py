@@ -11,7 +11,7 @@
   transaction (a topic with a smaller ``max.message.bytes``, an ACL revoked meanwhile), its delivery
   report names the attempt. The transaction aborts as a whole, as Kafka transactions do; then the
   attempts whose records were refused are recorded again as failures (``OutputRefusedError``,
-  retried by their policy; ``refused_results``, asked by the apply step's ``followup``) and every
+  retried by their policy; ``refused_results``, asked by the apply step's ``next_step``) and every
   other job's decision is made again and written in the next transaction, so one handler's record
   never holds up the partition.
 

@@ -38,7 +38,7 @@ from engine.runtime import kafka
 from engine.runtime.kafka import ports
 from engine.runtime.execution.executor import Executor, RunRequest, RunResult
 from engine.runtime.loop import sampling
-from engine.runtime.loop.apply import Followup, Next
+from engine.runtime.loop.apply import NextStep, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import MIN_EVENTS, Checkpointer
@@ -249,7 +249,7 @@ class Engine:
             return
         if w.refused and not step.counted:  # remote results' records refused: decided again as failures
             self.decider.admission.refused_outputs.update(remote_refusals(w))
-        self._follow(w, step, now)
+        self._carry_out(w, step, now)
 
     def _adopt(self) -> None:
         """Lease the remote attempts the partitions activated since the last call adopted (``loop/orphans.py``)."""
@@ -257,7 +257,7 @@ class Engine:
         if adopted:
             self.remote.adopt(adopted)
 
-    def _follow(self, w: Written, step: Followup, now: int) -> None:
+    def _carry_out(self, w: Written, step: NextStep, now: int) -> None:
         """Carry out the apply step's verdict on one partition: its queues and the metrics here, its state by the
         lifecycle."""
         partition = w.partition
@@ -272,7 +272,7 @@ class Engine:
                 kept = w.staged.take_results()
                 partition.inbound.keep_results(list(step.results) if step.results is not None else kept)
             self.inbox.decided(partition.inbound.drop_commands())
-        self.lifecycle.follow(partition, step, w.error, now)
+        self.lifecycle.carry_out(partition, step, w.error, now)
 
     def decided(self, decided: Decided) -> None:
         """Carry out what the decide step returned; wipe and restore the stores that failed a read."""

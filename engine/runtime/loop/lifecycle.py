@@ -47,7 +47,7 @@ from engine.errors import ProjectionCorruptedError
 from engine.runtime.execution.verdicts import RunRequest
 from engine.runtime.kafka.ports import EventLog
 from engine.runtime.loop import core, orphans, refusals, resetups
-from engine.runtime.loop.apply import Followup, Next
+from engine.runtime.loop.apply import NextStep, Next
 from engine.runtime.loop.breakers import BreakerBoard
 from engine.runtime.loop.bulk import BulkRestores
 from engine.runtime.loop.checkpointing import Checkpointer
@@ -197,7 +197,7 @@ class Lifecycle:
 
     # --- when a transaction ended -----------------------------------------------------------
 
-    def follow(self, partition: Partition, step: Followup, error: Exception | None, now: int) -> None:
+    def carry_out(self, partition: Partition, step: NextStep, error: Exception | None, now: int) -> None:
         """Move ``partition`` on as the apply step's verdict on its transaction says (``error``: the
         transaction's, if any); an accepted transaction ends an episode of refusals, a refused one backs off."""
         if step.next is Next.STEP_DOWN:

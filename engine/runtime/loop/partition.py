@@ -1,6 +1,6 @@
-"""One job partition this instance holds: its lease, its draft and its inbound queues, split by what changes together.
+"""One job partition this instance holds: its holding, its draft and its inbound queues, split by what changes together.
 
-- its **lease** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``), changed only by its own
+- its **holding** (:class:`Partition`), the lifecycle's (``loop/lifecycle.py``), changed only by its own
   methods (each step calls one; no other module writes its fields): the state machine
   below, the store and the producer, where the log and the commands partition stand (one
   :class:`Offsets` value, which the apply step returns and the restore and checkpoint steps replace),
@@ -127,7 +127,7 @@ class Inbound:
 
 
 class Partition:
-    """Job partition ``number`` as held by this instance: its lease, its draft and its inbound queues."""
+    """Job partition ``number`` as held by this instance: its holding, its draft and its inbound queues."""
 
     def __init__(self, number: int, owner_id: str, profile: Profile = WRITE_MODEL):
         self.number = number

@@ -21,7 +21,7 @@ def _queue_in_store(store: ProjectionStore, tenant: str) -> list[tuple[bytes, st
 
 def _following(store: ProjectionStore, view: ReadyView) -> Batch:
     """A batch that tells the view of every ready or backlog key it stages, as an owner's does."""
-    return Batch(store, view.follow, (k.READY, k.BACKLOG))
+    return Batch(store, view.mirror, (k.READY, k.BACKLOG))
 
 
 def _commit(store: ProjectionStore, view: ReadyView, key: bytes, job_id: str, offset: int) -> None:

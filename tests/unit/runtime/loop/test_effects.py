@@ -213,18 +213,18 @@ def test_a_refused_record_turns_its_attempt_into_a_retryable_failure_and_no_othe
 
 def test_the_apply_step_resyncs_a_transaction_refused_over_a_handler_s_record_with_its_attempt_failed() -> None:
     from engine.errors import AccessDeniedError
-    from engine.runtime.loop.apply import Next, Verdict, followup
+    from engine.runtime.loop.apply import Next, Verdict, next_step
     from engine.runtime.loop.partition import State
 
     staged, ok, _ = refused_pair()
     staged.first_command_offset = 7
     denied = AccessDeniedError("topic s: not authorized")
-    step = followup(Refused(staged, {("bad", 2): "s: TOPIC_AUTHORIZATION_FAILED"}, denied),  # type: ignore[arg-type]
+    step = next_step(Refused(staged, {("bad", 2): "s: TOPIC_AUTHORIZATION_FAILED"}, denied),  # type: ignore[arg-type]
                     Verdict.REFUSED, State.ACTIVE)
     assert step.verdict is Verdict.ABORTED and step.next is Next.RESYNC and step.keep_results and step.rewind == 7
     assert step.results is not None and step.results[0] is ok
     assert step.results[1].outcome.error_type == "OutputRefusedError"
-    plain = followup(Refused(staged, {}, denied), Verdict.REFUSED, State.ACTIVE)  # type: ignore[arg-type]
+    plain = next_step(Refused(staged, {}, denied), Verdict.REFUSED, State.ACTIVE)  # type: ignore[arg-type]
     assert plain.next is Next.BACK_OFF and plain.results is None  # the partition's own writes: back off
 
 

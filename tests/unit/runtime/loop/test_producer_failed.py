@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from engine.runtime import kafka
-from engine.runtime.loop.apply import Next, Verdict, followup, judge
+from engine.runtime.loop.apply import Next, Verdict, next_step, judge
 from engine.runtime.loop.draft import Staged
 from engine.runtime.loop.partition import Partition, State
 from engine.runtime.loop.write import Written, _abort
@@ -20,7 +20,7 @@ def verdict_on(error: KafkaError, state: State) -> tuple[Verdict, Next]:
     typed = kafka.translate(KafkaException(error))
     written = Written(partition, Staged(), error=_abort(None, typed))  # type: ignore[arg-type]  # never aborts
     verdict, _ = judge(written)
-    return verdict, followup(written, verdict, state).next
+    return verdict, next_step(written, verdict, state).next
 
 
 INVALID = KafkaError(KafkaError.INVALID_TXN_STATE, "Failed to end transaction", fatal=True)
