@@ -67,6 +67,18 @@ def as_user(secure_dir: Path, user: str, namespace: str, state_dir: Path) -> Set
     return Settings(namespace=namespace, state_dir=state_dir, **fields)  # type: ignore[arg-type]
 
 
+def submitted_and_ended(secure_dir: Path, namespace: str, tmp: Path, task_type: str, timeout: float) -> Any:
+    """Submit ``task_type`` {"n": 1} for acme as the service user, then wait as the auditor for its end."""
+    service = Client(as_user(secure_dir, "service", namespace, tmp / "none"))
+    handle = service.submit(task_type, {"n": 1}, tenant="acme")
+    service.close()
+    auditor = Client(as_user(secure_dir, "auditor", namespace, tmp / "none"))
+    try:
+        return eventually(lambda: (o := auditor.status(handle.job_id)).done and o, timeout, f"{task_type} to end")
+    finally:
+        auditor.close()
+
+
 def cli(secure_dir: Path, user: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run ``epochq ARGS`` as ``user`` (its credentials in the environment only)."""
     env = {**_clean_env(), **user_env(secure_dir, user)}
@@ -119,12 +131,7 @@ def test_an_engine_with_the_engine_user_runs_a_job_submitted_by_a_service(
     try:
         engine.wait_active(3)
         assert "SASL_SSL SCRAM-SHA-512 as engine" in engine.logs()
-        service = Client(as_user(secure_home, "service", namespace, tmp_path / "none"))
-        handle = service.submit("echo", {"n": 1}, tenant="acme")
-        service.close()
-        auditor = Client(as_user(secure_home, "auditor", namespace, tmp_path / "none"))
-        outcome = eventually(lambda: (o := auditor.status(handle.job_id)).done and o, 30, "the job to end")
-        auditor.close()
+        outcome = submitted_and_ended(secure_home, namespace, tmp_path, "echo", 30)
         assert outcome.status == "completed", engine.logs()[-3000:]
         assert outcome.result["payload"] == {"n": 1}
     finally:
@@ -407,12 +414,7 @@ def test_an_engine_dispatches_to_a_worker_of_its_pool_under_the_documented_acls(
         worker = subprocess.Popen([sys.executable, "-m", "engine.cli.main", "worker", "run",
                                    "tests.integration.remote_app:app", "--namespace", ns, "--pool", "gpu"],
                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        service = Client(as_user(secure_home, "service", ns, tmp_path / "none"))
-        job = service.submit("remote.echo", {"n": 1}, tenant="acme")
-        service.close()
-        auditor = Client(as_user(secure_home, "auditor", ns, tmp_path / "none"))
-        done = eventually(lambda: (o := auditor.status(job.job_id)).done and o, 60, "the remote job's end")
-        auditor.close()
+        done = submitted_and_ended(secure_home, ns, tmp_path, "remote.echo", 60)
         assert done.status == "completed", engine.logs()[-3000:]
         assert done.result["pid"] == worker.pid
     finally:
